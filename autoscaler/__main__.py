@@ -1,0 +1,3 @@
+from autoscaler.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,103 @@
+"""Safety steps applied after any policy, each with a named reason (after Kubernetes' HPA).
+
+Order: action in flight -> bounds -> dead band -> stabilization -> backlog -> delayed
+scale-down (largest recommendation over the delay window) -> step limits. A held decision keeps the current target, so it is re-asserted unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+
+from autoscaler.history import EXECUTORS, ScalingHistory
+from autoscaler.model import ExecutorDecision, Proposal, Reason
+from autoscaler.settings import NormalizeSettings
+
+
+@dataclass(frozen=True)
+class NormalizeInput:
+    now: datetime
+    proposal: Proposal
+    current: int  # executors we are at, or heading to while a request is outstanding
+    min_executors: int
+    max_executors: int
+    history: ScalingHistory
+    settings: NormalizeSettings
+    in_flight: bool = False  # a request or removal has not completed yet
+    backlogged: bool = False  # some query lags beyond settings.backlog_lag_threshold
+
+
+def normalize(inp: NormalizeInput) -> tuple[ExecutorDecision, ScalingHistory]:
+    """Return the decision and the history with this tick's recommendation recorded."""
+    p, s, now, current = inp.proposal, inp.settings, inp.now, inp.current
+    history = inp.history
+    if p.executors is None:
+        return ExecutorDecision(current, None, None, p.reason, (), p.message), history
+
+    limits: list[Reason] = []
+    target = p.executors
+    if target < inp.min_executors:
+        target, _ = inp.min_executors, limits.append(Reason.BOUNDED_MIN)
+    if target > inp.max_executors:
+        target, _ = inp.max_executors, limits.append(Reason.BOUNDED_MAX)
+    history = history.with_recommendation(now, target)
+
+    def hold(reason: Reason, msg: str, hist: ScalingHistory = history) -> tuple[ExecutorDecision, ScalingHistory]:
+        return ExecutorDecision(current, p.executors, current, reason, (*limits, reason), msg), hist
+
+    def done(value: int, msg: str, hist: ScalingHistory) -> tuple[ExecutorDecision, ScalingHistory]:
+        reason = limits[-1] if limits else p.reason
+        return ExecutorDecision(current, p.executors, value, reason, tuple(limits), msg), hist
+
+    if target == current:
+        return done(current, p.message, history.with_scale_down_since(None))
+    if inp.in_flight:
+        return hold(Reason.ACTION_IN_FLIGHT, f"waiting for the previous executor change before {current} -> {target}")
+    if current > inp.max_executors or current < inp.min_executors:
+        # outside the bounds (an operator changed them): correct at once, no delay
+        bound = Reason.BOUNDED_MAX if current > inp.max_executors else Reason.BOUNDED_MIN
+        if bound not in limits:
+            limits.append(bound)
+        return done(target, f"executors outside [{inp.min_executors}, {inp.max_executors}]", history.with_scale_down_since(None))
+    if abs(target - current) <= s.dead_band * current:
+        return hold(Reason.DEAD_BAND, f"{current} -> {target} is within the dead band of {s.dead_band:.0%}")
+    last = history.last_change_at(EXECUTORS)
+    if last is not None and now - last < s.stabilization:
+        wait = (s.stabilization - (now - last)).total_seconds()
+        return hold(Reason.STABILIZING, f"stabilizing after the last change, {wait:.0f}s left")
+
+    if target > current:
+        history = history.with_scale_down_since(None)
+        step = max(1, math.ceil(max(current, 1) * s.max_scale_up_factor))
+        if target > current + step:
+            target = current + step
+            limits.append(Reason.MAX_STEP_UP)
+        return done(target, p.message, history)
+
+    # scale-down
+    if inp.backlogged:
+        return hold(
+            Reason.BACKLOG_BLOCKS_SCALE_DOWN,
+            "a query is catching up a backlog; no scale-down",
+            history.with_scale_down_since(None),
+        )
+    # Delayed scale-down (HPA's stabilization window, Flink's scale-down.interval): wanted
+    # continuously for the whole delay, then down to the largest count recommended within
+    # the last delay. The start time is kept across steps, so a further drop follows as soon
+    # as the sliding window allows it; a proposal at or above the current count resets it.
+    since = history.scale_down_since or now
+    history = history.with_scale_down_since(since)
+    waited = now - since
+    if waited < s.scale_down_delay:
+        left = (s.scale_down_delay - waited).total_seconds()
+        return hold(Reason.SCALE_DOWN_DELAYED, f"scale-down to {target} waits {left:.0f}s more", history)
+    window_max = history.max_recommendation_since(now - s.scale_down_delay) or target
+    target = max(target, window_max)
+    if target >= current:
+        return hold(Reason.SCALE_DOWN_DELAYED, f"{window_max} recommended within the delay window", history)
+    step = max(1, math.floor(current * s.max_scale_down_factor))
+    if target < current - step:
+        target = current - step
+        limits.append(Reason.MAX_STEP_DOWN)
+    return done(target, p.message, history)

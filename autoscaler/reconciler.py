@@ -1,0 +1,363 @@
+"""One tick = observe -> evaluate -> decide -> normalize -> plan -> act -> record.
+
+Level-triggered: every tick re-asserts the desired executor target, so a missed or lost
+action heals itself on the next tick. Only ``observe`` and ``act`` touch the cluster.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any, Callable, Mapping
+
+import structlog
+
+from autoscaler.clock import Clock
+from autoscaler.control import ControlState
+from autoscaler.history import EXECUTORS, ScalingEvent, ScalingHistory
+from autoscaler.model import (
+    EffectiveMode,
+    ExecutorDecision,
+    Mode,
+    Plan,
+    Proposal,
+    QueryLoad,
+    QueryParams,
+    Reason,
+    Snapshot,
+)
+from autoscaler.modes import resolve_mode
+from autoscaler.normalize import NormalizeInput, normalize
+from autoscaler.planner import QueryPlanInput, executor_position, plan_executors, plan_queries
+from autoscaler.ports import ClusterObserver, ExecutorActuator, QueryActuator, StateStore
+from autoscaler.settings import Settings
+from autoscaler.window import evaluate_query
+from policies import Policy, PolicyInput, create_policy
+
+log = structlog.get_logger("autoscaler.reconciler")
+
+
+class TickError(Exception):
+    """A tick failed in one phase; ``phase`` is a bounded label for metrics."""
+
+    def __init__(self, phase: str, cause: BaseException) -> None:
+        super().__init__(f"{phase}: {cause}")
+        self.phase = phase
+        self.cause = cause
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    action: str  # "set_target", "remove", "rescale"
+    subject: str
+    ok: bool
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class TickRecord:
+    """Everything one tick saw, wanted and did: the unit of the audit trail."""
+
+    at: datetime
+    mode: EffectiveMode
+    executors_alive: int
+    executors_cores: int
+    executors_requested: int | None
+    executors_pending: int
+    executors_lost: tuple[str, ...]
+    loads: tuple[QueryLoad, ...]
+    proposal: Proposal
+    decision: ExecutorDecision
+    plan: Plan
+    results: tuple[ActionResult, ...]
+    paused: bool
+    dry_run: bool
+    duration: timedelta
+
+    @property
+    def acted(self) -> bool:
+        return any(r.ok and r.action in ("remove", "rescale") for r in self.results) or (
+            self.decision.changes and any(r.ok and r.action == "set_target" for r in self.results)
+        )
+
+    @property
+    def notable(self) -> bool:
+        """Changed something, or held/refused a wanted change: worth an audit entry."""
+        wanted = self.decision.proposed is not None and self.decision.proposed != self.decision.current
+        return bool(self.acted or wanted or self.plan.refusals or self.plan.query_changes or self.executors_lost)
+
+
+class Reconciler:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        observer: ClusterObserver,
+        executors: ExecutorActuator,
+        queries: QueryActuator | None,
+        clock: Clock,
+        state_store: StateStore | None = None,
+        on_tick: Callable[[TickRecord], None] | None = None,
+        audit_size: int = 1000,
+    ) -> None:
+        self.settings = settings
+        self.observer = observer
+        self.executors = executors
+        self.queries = queries
+        self.clock = clock
+        self.state_store = state_store
+        self.on_tick = on_tick
+        self._lock = threading.RLock()
+        self.history = ScalingHistory()
+        self.control = ControlState()
+        self.audit: deque[TickRecord] = deque(maxlen=audit_size)
+        self.last: TickRecord | None = None
+        self._restore()
+        self.policy: Policy = self._make_policy()
+
+    # --- control ---------------------------------------------------------------------------
+
+    def update_control(self, change: Callable[[ControlState], ControlState]) -> ControlState:
+        """Apply an operator change atomically; it takes effect on the next tick."""
+        with self._lock:
+            new = change(self.control)
+            if new.policy_params != self.control.policy_params:
+                self.policy = self._make_policy(new.policy_params)
+            self.control = new
+            self._save()
+            return new
+
+    def _make_policy(self, params: Mapping[str, Any] | None = None) -> Policy:
+        merged = {**self.settings.policy.params, **(params or self.control.policy_params or {})}
+        return create_policy(self.settings.policy.name, merged)
+
+    def bounds(self) -> tuple[int, int]:
+        c, e = self.control, self.settings.executors
+        lo = c.min_executors if c.min_executors is not None else e.min
+        hi = c.max_executors if c.max_executors is not None else e.max
+        return lo, hi
+
+    def configured_mode(self) -> Mode:
+        return self.control.mode or self.settings.mode
+
+    def dry_run(self) -> bool:
+        return self.control.dry_run if self.control.dry_run is not None else self.settings.dry_run
+
+    # --- the tick --------------------------------------------------------------------------
+
+    def tick(self) -> TickRecord:
+        with self._lock:
+            started = self.clock.now()
+            try:
+                snap = self.observer.observe(started)
+            except Exception as exc:
+                raise TickError("observe", exc) from exc
+            try:
+                record = self._decide_and_act(snap, started)
+            except TickError:
+                raise
+            except Exception as exc:
+                raise TickError("decide", exc) from exc
+            self.last = record
+            if record.notable:
+                self.audit.append(record)
+            self._log(record)
+            if self.on_tick:
+                self.on_tick(record)
+            return record
+
+    def _decide_and_act(self, snap: Snapshot, now: datetime) -> TickRecord:
+        s, control = self.settings, self.control
+        history = self._absorb_outcomes(self.history, snap)
+        configured = self.configured_mode()
+        first = resolve_mode(configured, snap.executors)
+        position = executor_position(snap.executors, now, s.request_timeout, first.mode)
+        mode = resolve_mode(configured, snap.executors, position.not_granted)
+        lo, hi = self.bounds()
+        loads = {q.name: evaluate_query(q, now, s.window.metrics_window) for q in snap.queries}
+        cores_per_executor = snap.executors.cores_per_executor
+        policy_input = PolicyInput(
+            now=now,
+            snapshot=snap,
+            loads=loads,
+            history=history,
+            min_executors=lo,
+            max_executors=hi,
+            cores_per_executor=cores_per_executor,
+            target_lag=s.slo.target_lag,
+        )
+        proposal = self._propose(policy_input, control)
+        backlogged = any(ld.lag is not None and ld.lag > s.normalize.backlog_lag_threshold for ld in loads.values())
+        if control.manual_executors is not None:
+            target = max(lo, min(hi, control.manual_executors))
+            decision = ExecutorDecision(position.current, proposal.executors, target, Reason.MANUAL_TARGET)
+        else:
+            decision, history = normalize(
+                NormalizeInput(
+                    now=now,
+                    proposal=proposal,
+                    current=position.current,
+                    min_executors=lo,
+                    max_executors=hi,
+                    history=history,
+                    settings=s.normalize,
+                    in_flight=position.in_flight,
+                    backlogged=backlogged,
+                )
+            )
+        set_target, remove = plan_executors(decision, snap.executors, mode.mode)
+        wanted = self._wanted_params(snap, proposal, control)
+        changes, refusals = plan_queries(
+            QueryPlanInput(
+                now=now,
+                queries=snap.queries,
+                cores=snap.executors.cores,
+                executors_settling=position.in_flight,
+                wanted=wanted,
+                history=history,
+                settings=s.normalize,
+            )
+        )
+        plan = Plan(set_target, remove, changes, refusals)
+        paused, dry = control.paused, self.dry_run()
+        results: tuple[ActionResult, ...] = ()
+        if not paused and not dry:
+            results = self._act(plan, now)
+        history = self._record_changes(history, now, decision, plan, results)
+        self.history = history.trimmed(now, s.history.max_age, s.history.max_count)
+        self._consume_query_requests(plan, results)
+        self._save()
+        return TickRecord(
+            at=now,
+            mode=mode,
+            executors_alive=snap.executors.count,
+            executors_cores=snap.executors.cores,
+            executors_requested=snap.executors.requested_total,
+            executors_pending=snap.executors.pending_executors,
+            executors_lost=snap.executors.lost,
+            loads=tuple(loads.values()),
+            proposal=proposal,
+            decision=decision,
+            plan=plan,
+            results=results,
+            paused=paused,
+            dry_run=dry,
+            duration=self.clock.now() - now,
+        )
+
+    def _propose(self, inp: PolicyInput, control: ControlState) -> Proposal:
+        try:
+            return self.policy.propose(inp)
+        except Exception as exc:
+            raise TickError("policy", exc) from exc
+
+    def _wanted_params(
+        self, snap: Snapshot, proposal: Proposal, control: ControlState
+    ) -> dict[str, tuple[QueryParams, Reason]]:
+        wanted: dict[str, tuple[QueryParams, Reason]] = {}
+        for name, parallelism in proposal.parallelism.items():
+            view = snap.query(name)
+            if view is not None:
+                wanted[name] = (replace(view.params, parallelism=parallelism), Reason.POLICY_PARALLELISM)
+        for name, params in control.query_requests.items():
+            if snap.query(name) is not None:
+                wanted[name] = (params, Reason.OPERATOR_REQUEST)
+        return wanted
+
+    def _act(self, plan: Plan, now: datetime) -> tuple[ActionResult, ...]:
+        results: list[ActionResult] = []
+        # Remove first: Spark lowers its target by the number removed; then pin the exact target.
+        if plan.remove:
+            results.append(self._try("remove", ",".join(plan.remove), lambda: self.executors.remove(plan.remove, now)))
+        if plan.set_target is not None:
+            target = plan.set_target
+            results.append(self._try("set_target", EXECUTORS, lambda: self.executors.set_target(target, now)))
+        for change in plan.query_changes:
+            if self.queries is None:
+                results.append(ActionResult("rescale", change.name, False, "no query actuator"))
+                continue
+            results.append(self._try("rescale", change.name, lambda c=change: self.queries.rescale(c, now)))  # type: ignore[union-attr]
+        return tuple(results)
+
+    @staticmethod
+    def _try(action: str, subject: str, call: Callable[[], bool]) -> ActionResult:
+        try:
+            ok = bool(call())
+            return ActionResult(action, subject, ok, "" if ok else "not accepted")
+        except Exception as exc:  # one failed action must not stop the others
+            log.warning("action_failed", action=action, subject=subject, error=str(exc))
+            return ActionResult(action, subject, False, f"{type(exc).__name__}: {exc}")
+
+    def _record_changes(
+        self,
+        history: ScalingHistory,
+        now: datetime,
+        decision: ExecutorDecision,
+        plan: Plan,
+        results: tuple[ActionResult, ...],
+    ) -> ScalingHistory:
+        applied = {(r.action, r.subject) for r in results if r.ok}
+        if decision.changes and ("set_target", EXECUTORS) in applied and decision.target is not None:
+            history = history.with_event(
+                ScalingEvent(now, EXECUTORS, decision.current, decision.target, decision.reason)
+            )
+        for change in plan.query_changes:
+            if ("rescale", change.name) in applied:
+                history = history.with_event(
+                    ScalingEvent(now, change.name, change.from_params.parallelism, change.to_params.parallelism, change.reason)
+                )
+        return history
+
+    def _absorb_outcomes(self, history: ScalingHistory, snap: Snapshot) -> ScalingHistory:
+        """Attach measured pauses of completed rescales to their history events."""
+        events = list(history.events)
+        for outcome in snap.outcomes:
+            if outcome.pause is None:
+                continue
+            for i in range(len(events) - 1, -1, -1):
+                if events[i].subject == outcome.subject and events[i].pause is None:
+                    events[i] = replace(events[i], pause=outcome.pause)
+                    break
+        return replace(history, events=tuple(events))
+
+    def _consume_query_requests(self, plan: Plan, results: tuple[ActionResult, ...]) -> None:
+        done = {r.subject for r in results if r.ok and r.action == "rescale"}
+        refused = {r.name for r in plan.refusals if r.reason not in (Reason.QUERY_BUSY,)}
+        gone = (done | refused) & set(self.control.query_requests)
+        if gone:
+            remaining = {n: p for n, p in self.control.query_requests.items() if n not in gone}
+            self.control = replace(self.control, query_requests=remaining)
+
+    # --- persistence and logs ----------------------------------------------------------------
+
+    def _restore(self) -> None:
+        if self.state_store is None:
+            return
+        state = self.state_store.load()
+        if not state:
+            return
+        self.history = ScalingHistory.from_json(state.get("history", {}))
+        self.control = ControlState.from_json(state.get("control", {}))
+
+    def _save(self) -> None:
+        if self.state_store is not None:
+            self.state_store.save({"history": self.history.to_json(), "control": self.control.to_json()})
+
+    def _log(self, r: TickRecord) -> None:
+        fields = dict(
+            mode=r.mode.mode.value,
+            executors=r.executors_alive,
+            proposed=r.decision.proposed,
+            target=r.decision.target,
+            reason=r.decision.reason.value,
+            limits=[x.value for x in r.decision.limits],
+        )
+        if r.notable:
+            log.info("decision", message=r.decision.message or r.proposal.message, **fields)
+        for res in r.results:
+            if res.action != "set_target" or r.decision.changes:
+                log.info("action", action=res.action, subject=res.subject, ok=res.ok, detail=res.message)
+        for ref in r.plan.refusals:
+            log.info("query_change_held", query=ref.name, reason=ref.reason.value, detail=ref.message)

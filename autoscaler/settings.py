@@ -1,0 +1,293 @@
+"""Configuration: declared once (type, default, description), validated at start-up.
+
+Sources, lowest precedence first: defaults, the YAML file, environment variables
+(``SPARK_AUTOSCALER_*``), command-line flags. Every error names the key and the problem;
+``docs/settings.md`` is generated from these declarations (``spark-autoscaler settings-doc``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Mapping
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationError,
+    model_validator,
+)
+
+from autoscaler.model import Mode
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+
+
+def parse_duration(value: Any) -> timedelta:
+    """Accept ``timedelta``, a number of seconds, or a string such as ``250ms``, ``30s``, ``5m``, ``1h``."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, bool):
+        raise ValueError("expected a duration such as 30s, 5m or 1h, got a boolean")
+    elif isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str) and (m := _DURATION.match(value)):
+        seconds = float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+    else:
+        raise ValueError(f"expected a duration such as 30s, 5m or 1h, got {value!r}")
+    if seconds < 0:
+        raise ValueError(f"duration must not be negative, got {value!r}")
+    return timedelta(seconds=seconds)
+
+
+def format_duration(value: timedelta) -> str:
+    seconds = value.total_seconds()
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration), PlainSerializer(format_duration, return_type=str)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class ExecutorSettings(_Model):
+    min: int = Field(1, ge=0, description="Fewest executors kept in active mode.")
+    max: int = Field(8, ge=1, description="Most executors requested in active mode.")
+    initial: int | None = Field(
+        None, ge=0, description="Executors to wait for at start-up; defaults to `min` (at least 1)."
+    )
+    cores: int | None = Field(
+        None, ge=1, description="Cores per executor; defaults to `spark.executor.cores`, else 1."
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ExecutorSettings:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) must not exceed max ({self.max})")
+        if self.initial is not None and not self.min <= self.initial <= self.max:
+            raise ValueError(f"initial ({self.initial}) must lie within [min, max] = [{self.min}, {self.max}]")
+        return self
+
+    @property
+    def start_count(self) -> int:
+        return self.initial if self.initial is not None else max(1, self.min)
+
+
+class PolicySettings(_Model):
+    name: str = Field("default", description="Policy by registered name (`spark-autoscaler policies` lists them).")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="Parameters of the chosen policy, validated by the policy."
+    )
+
+    @model_validator(mode="after")
+    def _known_policy(self) -> PolicySettings:
+        from policies import PolicyError, create_policy
+
+        try:
+            create_policy(self.name, self.params)
+        except PolicyError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+
+class NormalizeSettings(_Model):
+    stabilization: Duration = Field(
+        timedelta(seconds=20), description="No executor change within this time after the previous change."
+    )
+    scale_down_delay: Duration = Field(
+        timedelta(seconds=60),
+        description="A scale-down waits this long after it is first proposed and then uses the largest "
+        "count recommended meanwhile; any scale-up cancels it.",
+    )
+    dead_band: float = Field(
+        0.0, ge=0, le=1, description="Ignore executor changes smaller than this fraction of the current count."
+    )
+    max_scale_up_factor: float = Field(
+        4.0, gt=0, description="One step adds at most `current x factor` executors (at least one)."
+    )
+    max_scale_down_factor: float = Field(
+        1.0,
+        gt=0,
+        le=1, description="One step removes at most `current x factor` executors (at least one)."
+    )
+    backlog_lag_threshold: Duration = Field(
+        timedelta(seconds=30), description="No scale-down while any query's lag exceeds this."
+    )
+    query_rescale_cooldown: Duration = Field(
+        timedelta(seconds=30), description="Least time between two rescales of the same query."
+    )
+    min_wave_efficiency: float = Field(
+        0.75,
+        gt=0,
+        le=1,
+        description="Rescale a query when its partitions keep less than this share of the cores busy "
+        "(partitions / ceil(partitions / cores) / cores).",
+    )
+
+
+class SloSettings(_Model):
+    target_lag: Duration = Field(timedelta(seconds=60), description="Lag a query should stay under.")
+
+
+class WindowSettings(_Model):
+    metrics_window: Duration = Field(
+        timedelta(seconds=60), description="Batches that ended within this window feed each decision."
+    )
+    max_samples: int = Field(240, ge=1, description="Batches kept per query.")
+
+
+class HistorySettings(_Model):
+    max_age: Duration = Field(timedelta(hours=24), description="Scaling history older than this is dropped.")
+    max_count: int = Field(500, ge=1, description="Most scaling events kept.")
+
+
+class PipelineSettings(_Model):
+    module: str | None = Field(
+        None, description="Python file or dotted module defining the pipelines (`@pipeline`)."
+    )
+    checkpoint_root: Path = Field(
+        Path("checkpoints"), description="Directory under which each pipeline gets `<name>/` as checkpoint."
+    )
+    restart_backoff_max: Duration = Field(
+        timedelta(minutes=5), description="Longest wait before restarting a failed query (exponential back-off)."
+    )
+    stop_timeout: Duration = Field(
+        timedelta(seconds=120), description="Longest wait for a batch boundary when stopping a query."
+    )
+
+    @model_validator(mode="after")
+    def _module_exists(self) -> PipelineSettings:
+        if self.module is None:
+            return self
+        if self.module.endswith(".py") or "/" in self.module:
+            if not Path(self.module).is_file():
+                raise ValueError(f"module: pipeline file {self.module!r} does not exist")
+        elif importlib.util.find_spec(self.module) is None:
+            raise ValueError(f"module: pipeline module {self.module!r} cannot be imported")
+        return self
+
+
+class SparkSettings(_Model):
+    master: str = Field("local-cluster[4,1,512]", description="Spark master URL for driver mode.")
+    app_name: str = Field("spark-autoscaler", description="Spark application name.")
+    conf: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="Extra Spark configuration for the session."
+    )
+
+
+class Settings(_Model):
+    mode: Mode = Field(Mode.AUTO, description="`auto`, `reactive` or `active`.")
+    dry_run: bool = Field(False, description="Decide and report, but do not act.")
+    reconcile_interval: Duration = Field(timedelta(seconds=5), description="Time between two ticks.")
+    resource_wait_timeout: Duration = Field(
+        timedelta(seconds=60), description="At start-up, wait at most this long for the initial executors."
+    )
+    request_timeout: Duration = Field(
+        timedelta(seconds=60),
+        description="Executors requested but not registered within this time are reported as not granted "
+        "and the daemon falls back to reactive behaviour.",
+    )
+    executors: ExecutorSettings = Field(default_factory=ExecutorSettings)
+    policy: PolicySettings = Field(default_factory=PolicySettings)
+    normalize: NormalizeSettings = Field(default_factory=NormalizeSettings)
+    slo: SloSettings = Field(default_factory=SloSettings)
+    window: WindowSettings = Field(default_factory=WindowSettings)
+    history: HistorySettings = Field(default_factory=HistorySettings)
+    pipelines: PipelineSettings = Field(default_factory=PipelineSettings)
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+
+
+class SettingsError(ValueError):
+    """Invalid configuration; ``problems`` holds one ``key: message`` line per problem."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("invalid configuration:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+# Environment variables for the common keys (dotted path in the settings tree).
+ENVIRONMENT = {
+    "SPARK_AUTOSCALER_MODE": "mode",
+    "SPARK_AUTOSCALER_DRY_RUN": "dry_run",
+    "SPARK_AUTOSCALER_POLICY": "policy.name",
+    "SPARK_AUTOSCALER_MIN_EXECUTORS": "executors.min",
+    "SPARK_AUTOSCALER_MAX_EXECUTORS": "executors.max",
+    "SPARK_AUTOSCALER_RECONCILE_INTERVAL": "reconcile_interval",
+    "SPARK_AUTOSCALER_PIPELINES": "pipelines.module",
+    "SPARK_AUTOSCALER_CHECKPOINT_ROOT": "pipelines.checkpoint_root",
+    "SPARK_MASTER": "spark.master",
+}
+
+
+def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = tree
+    for key in keys[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = {}
+            node[key] = child
+        node = child
+    node[keys[-1]] = value
+
+
+def _format_error(err: Mapping[str, Any]) -> str:
+    loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
+    msg = str(err["msg"])
+    msg = msg.removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key"
+    return f"{loc}: {msg}" if loc else msg
+
+
+def validate_settings(data: Mapping[str, Any]) -> Settings:
+    try:
+        return Settings.model_validate(dict(data))
+    except ValidationError as exc:
+        raise SettingsError([_format_error(e) for e in exc.errors()]) from None
+
+
+def load_settings(
+    path: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Read YAML, apply environment and ``overrides`` (dotted keys), validate everything at once."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise SettingsError([f"config file {str(path)!r} does not exist"])
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise SettingsError([f"config file {str(path)!r} is not valid YAML: {exc}"]) from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise SettingsError([f"config file {str(path)!r} must hold a mapping of settings"])
+        data = loaded
+        module = (data.get("pipelines") or {}).get("module") if isinstance(data.get("pipelines"), dict) else None
+        if isinstance(module, str) and (module.endswith(".py") or "/" in module) and not Path(module).is_absolute():
+            data["pipelines"]["module"] = str((path.parent / module).resolve())
+    env = os.environ if environ is None else environ
+    for var, dotted in ENVIRONMENT.items():
+        if var in env and env[var] != "":
+            _set_path(data, dotted, env[var])
+    for dotted, value in (overrides or {}).items():
+        if value is not None:
+            _set_path(data, dotted, value)
+    return validate_settings(data)

@@ -1,0 +1,106 @@
+"""The policy protocol and the registry of policies by name.
+
+A policy is a pure function of :class:`PolicyInput` (snapshot, evaluated loads, history,
+bounds, now). It proposes an executor count (or ``None`` when it does not drive executors)
+and, optionally, new parallelism for queries. Normalization and actuation come after it.
+
+Each policy is one small file that registers itself with ``@register("name")`` and declares
+its parameters as a frozen pydantic model ``Params``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Callable, ClassVar, Mapping, Protocol, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from autoscaler.history import ScalingHistory
+from autoscaler.model import Proposal, QueryLoad, Snapshot
+
+
+class PolicyParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class PolicyInput:
+    now: datetime
+    snapshot: Snapshot
+    loads: Mapping[str, QueryLoad]
+    history: ScalingHistory
+    min_executors: int
+    max_executors: int
+    cores_per_executor: int
+    target_lag: timedelta
+
+    @property
+    def current_executors(self) -> int:
+        return self.snapshot.executors.count
+
+    @property
+    def current_cores(self) -> int:
+        return self.snapshot.executors.cores
+
+
+class Policy(Protocol):
+    name: ClassVar[str]
+    Params: ClassVar[type[PolicyParams]]
+
+    def propose(self, inp: PolicyInput) -> Proposal: ...
+
+
+class PolicyError(ValueError):
+    """Unknown policy or invalid parameters."""
+
+
+_REGISTRY: dict[str, type[Any]] = {}
+_ALIASES: dict[str, str] = {}
+
+P = TypeVar("P")
+
+
+def register(name: str, *, aliases: tuple[str, ...] = ()) -> Callable[[type[P]], type[P]]:
+    """Class decorator: make a policy available by ``name`` (and aliases)."""
+
+    def decorate(cls: type[P]) -> type[P]:
+        if name in _REGISTRY or name in _ALIASES:
+            raise PolicyError(f"policy {name!r} is registered twice")
+        cls.name = name  # type: ignore[attr-defined]
+        _REGISTRY[name] = cls
+        for alias in aliases:
+            _ALIASES[alias] = name
+        return cls
+
+    return decorate
+
+
+def policy_names() -> list[str]:
+    return sorted(_REGISTRY) + sorted(_ALIASES)
+
+
+def resolve_name(name: str) -> str:
+    return _ALIASES.get(name, name)
+
+
+def policy_class(name: str) -> type[Any]:
+    real = resolve_name(name)
+    if real not in _REGISTRY:
+        raise PolicyError(f"unknown policy {name!r}; known: {', '.join(policy_names())}")
+    return _REGISTRY[real]
+
+
+def create_policy(name: str, params: Mapping[str, Any] | None = None) -> Policy:
+    cls = policy_class(name)
+    try:
+        parsed = cls.Params.model_validate(dict(params or {}))
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"])
+            msg = "unknown parameter" if err["type"] == "extra_forbidden" else err["msg"]
+            problems.append(f"params.{loc}: {msg}" if loc else msg)
+        raise PolicyError(f"policy {name!r}: " + "; ".join(problems)) from None
+    policy: Policy = cls(parsed)
+    return policy

@@ -1,0 +1,26 @@
+"""``reactive``: never request executors; use whatever cores exist.
+
+Executors come and go on their own (spot capacity, a cluster autoscaler, someone adding
+workers); the daemon only keeps each query's partitions aligned with the cores it has.
+"""
+
+from __future__ import annotations
+
+from autoscaler.model import Proposal, Reason
+from policies.base import PolicyInput, PolicyParams, register
+
+
+@register("reactive")
+class ReactivePolicy:
+    class Params(PolicyParams):
+        pass
+
+    def __init__(self, params: Params) -> None:
+        self.params = params
+
+    def propose(self, inp: PolicyInput) -> Proposal:
+        return Proposal(
+            executors=None,
+            reason=Reason.USE_AVAILABLE,
+            message=f"use the {inp.current_executors} executor(s) available",
+        )

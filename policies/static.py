@@ -1,0 +1,21 @@
+"""``static``: a fixed executor count (a baseline, and the operator's manual setting)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from autoscaler.model import Proposal, Reason
+from policies.base import PolicyInput, PolicyParams, register
+
+
+@register("static")
+class StaticPolicy:
+    class Params(PolicyParams):
+        executors: int | None = Field(None, ge=0, description="Executors to keep; default: the maximum.")
+
+    def __init__(self, params: Params) -> None:
+        self.params = params
+
+    def propose(self, inp: PolicyInput) -> Proposal:
+        target = self.params.executors if self.params.executors is not None else inp.max_executors
+        return Proposal(executors=target, reason=Reason.STATIC_TARGET, message=f"keep {target} executor(s)")

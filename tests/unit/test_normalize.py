@@ -1,0 +1,128 @@
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from autoscaler.history import EXECUTORS, ScalingEvent, ScalingHistory
+from autoscaler.model import Proposal, Reason
+from autoscaler.normalize import NormalizeInput, normalize
+from autoscaler.settings import NormalizeSettings
+
+NOW = datetime(2026, 1, 1, 12, tzinfo=timezone.utc)
+S = NormalizeSettings(
+    stabilization=timedelta(seconds=20),
+    scale_down_delay=timedelta(seconds=60),
+    dead_band=0.0,
+    max_scale_up_factor=4.0,
+    max_scale_down_factor=0.5,
+)
+
+
+def run(proposed, current=4, lo=1, hi=10, history=ScalingHistory(), settings=S, **kw):
+    return normalize(
+        NormalizeInput(
+            now=kw.pop("now", NOW),
+            proposal=Proposal(proposed, Reason.SCALE_UP_FOR_LOAD if (proposed or 0) > current else Reason.SCALE_DOWN_FOR_LOAD),
+            current=current,
+            min_executors=lo,
+            max_executors=hi,
+            history=history,
+            settings=settings,
+            **kw,
+        )
+    )
+
+
+def changed(seconds_ago, frm=2, to=4):
+    return ScalingHistory(events=(ScalingEvent(NOW - timedelta(seconds=seconds_ago), EXECUTORS, frm, to, Reason.SCALE_UP_FOR_LOAD),))
+
+
+def pending_down(since_s, recs=()):
+    return ScalingHistory(
+        recommendations=tuple((NOW - timedelta(seconds=a), n) for a, n in recs),
+        scale_down_since=NOW - timedelta(seconds=since_s),
+    )
+
+
+@pytest.mark.parametrize(
+    "proposed, kw, target, reason",
+    [
+        pytest.param(6, {}, 6, Reason.SCALE_UP_FOR_LOAD, id="scale-up-passes"),
+        pytest.param(20, {}, 10, Reason.BOUNDED_MAX, id="clamped-to-max"),
+        pytest.param(0, {"lo": 2, "history": pending_down(120)}, 2, Reason.BOUNDED_MIN, id="clamped-to-min"),
+        pytest.param(6, {"in_flight": True}, 4, Reason.ACTION_IN_FLIGHT, id="held-while-request-in-flight"),
+        pytest.param(6, {"history": changed(5)}, 4, Reason.STABILIZING, id="held-while-stabilizing"),
+        pytest.param(6, {"history": changed(25)}, 6, Reason.SCALE_UP_FOR_LOAD, id="stabilization-over"),
+        # 4 -> 2 proposed for the first time: the delay starts now
+        pytest.param(2, {}, 4, Reason.SCALE_DOWN_DELAYED, id="scale-down-waits-for-delay"),
+        pytest.param(2, {"history": pending_down(30)}, 4, Reason.SCALE_DOWN_DELAYED, id="scale-down-still-waiting"),
+        # delay over; recommendations 3 and 2 in the window -> max is 3
+        pytest.param(2, {"history": pending_down(61, [(60, 3), (30, 2)])}, 3, Reason.SCALE_DOWN_FOR_LOAD, id="scale-down-uses-max-over-window"),
+        pytest.param(2, {"history": pending_down(61), "backlogged": True}, 4, Reason.BACKLOG_BLOCKS_SCALE_DOWN, id="no-scale-down-in-backlog"),
+        # 4 x 4.0 = +16 allowed; from 1: +4
+        pytest.param(9, {"current": 1}, 5, Reason.MAX_STEP_UP, id="scale-up-step-limited"),
+        # 8 x 0.5 = 4 removed at most
+        pytest.param(1, {"current": 8, "history": pending_down(61)}, 4, Reason.MAX_STEP_DOWN, id="scale-down-step-limited"),
+        pytest.param(
+            5, {"settings": S.model_copy(update={"dead_band": 0.3})}, 4, Reason.DEAD_BAND, id="inside-dead-band"
+        ),
+    ],
+)
+def test_normalization_steps(proposed, kw, target, reason):
+    current = kw.pop("current", 4)
+    decision, _ = run(proposed, current=current, **kw)
+    assert decision.target == target
+    assert decision.reason == reason
+
+
+def test_bounds_changed_below_current_apply_without_delay():
+    decision, _ = run(9, current=9, hi=6)
+    assert (decision.target, decision.reason) == (6, Reason.BOUNDED_MAX)
+
+
+def test_policy_without_executor_opinion_passes_through():
+    decision, history = run(None)
+    assert decision.target is None and history == ScalingHistory()
+
+
+def test_scale_up_cancels_a_pending_scale_down():
+    _, history = run(6, history=pending_down(30))
+    assert history.scale_down_since is None
+
+
+def test_recommendations_are_recorded_for_the_window():
+    _, history = run(2)
+    assert history.recommendations == ((NOW, 2),)
+    assert history.scale_down_since == NOW
+
+
+@given(
+    proposed=st.integers(0, 50),
+    current=st.integers(0, 50),
+    lo=st.integers(0, 10),
+    span=st.integers(0, 40),
+    in_flight=st.booleans(),
+    backlogged=st.booleans(),
+)
+def test_target_stays_within_bounds_or_holds_current(proposed, current, lo, span, in_flight, backlogged):
+    hi = lo + span
+    decision, _ = run(proposed, current=current, lo=lo, hi=hi, in_flight=in_flight, backlogged=backlogged)
+    assert decision.target is not None
+    assert lo <= decision.target <= hi or decision.target == current
+
+
+@given(proposed=st.integers(0, 30), current=st.integers(1, 30))
+def test_never_moves_against_the_proposal(proposed, current):
+    decision, _ = run(proposed, current=current, history=pending_down(61))
+    if proposed >= current:
+        assert decision.target >= min(current, 10)  # only the max bound (10) can lower it
+    else:
+        assert decision.target <= current
+
+
+@given(current=st.integers(1, 10))
+def test_repeated_identical_snapshot_is_idempotent(current):
+    first, h1 = run(current, current=current)
+    second, h2 = run(current, current=current, history=h1)
+    assert first.target == second.target == current

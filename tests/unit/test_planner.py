@@ -1,0 +1,150 @@
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from autoscaler.history import ScalingEvent, ScalingHistory
+from autoscaler.model import (
+    Executor,
+    ExecutorDecision,
+    ExecutorView,
+    Mode,
+    QueryParams,
+    QueryStatus,
+    Reason,
+)
+from autoscaler.planner import (
+    QueryPlanInput,
+    choose_removals,
+    executor_position,
+    plan_executors,
+    plan_queries,
+    removal_order,
+)
+from autoscaler.settings import NormalizeSettings
+from tests.fakes import query_view
+
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def ex(i, tasks=0, age_s=100):
+    return Executor(str(i), 1, tasks, NOW - timedelta(seconds=age_s))
+
+
+def view(*alive, requested=None, waiting_since=None, removing=()):
+    return ExecutorView(
+        alive=alive,
+        cores_per_executor=1,
+        can_request=True,
+        can_request_reason=Reason.CAN_REQUEST_EXECUTORS,
+        requested_total=requested,
+        waiting_since=waiting_since,
+        pending_removal=removing,
+    )
+
+
+def test_removal_order_is_idle_first_then_newest_then_highest_id():
+    order = removal_order([ex(0, tasks=2, age_s=10), ex(1, age_s=300), ex(2, age_s=50), ex(3, age_s=50)])
+    assert [e.id for e in order] == ["3", "2", "1", "0"]
+
+
+def test_choose_removals_skips_executors_already_leaving():
+    v = view(ex(0), ex(1, age_s=5), ex(2, age_s=1), removing=("2",))
+    assert choose_removals(v, 1) == ("1",)
+
+
+@pytest.mark.parametrize(
+    "v, mode, expected",
+    [
+        pytest.param(view(ex(0), ex(1)), Mode.ACTIVE, (2, False, False), id="no-request-yet"),
+        pytest.param(view(ex(0), requested=3, waiting_since=NOW - timedelta(seconds=5)), Mode.ACTIVE, (3, True, False), id="heading-to-request"),
+        pytest.param(view(ex(0), requested=3, waiting_since=NOW - timedelta(seconds=61)), Mode.ACTIVE, (3, False, True), id="request-timed-out"),
+        pytest.param(view(ex(0), requested=3, waiting_since=NOW), Mode.REACTIVE, (1, False, False), id="reactive-ignores-requests"),
+        pytest.param(view(ex(0), ex(1), requested=1, removing=("1",)), Mode.ACTIVE, (1, True, False), id="removal-in-flight"),
+    ],
+)
+def test_executor_position(v, mode, expected):
+    pos = executor_position(v, NOW, timedelta(seconds=60), mode)
+    assert (pos.current, pos.in_flight, pos.not_granted) == expected
+
+
+def test_reactive_mode_plans_no_executor_actions():
+    d = ExecutorDecision(1, 4, 4, Reason.SCALE_UP_FOR_LOAD)
+    assert plan_executors(d, view(ex(0)), Mode.REACTIVE) == (None, ())
+    assert plan_executors(d, view(ex(0)), Mode.ACTIVE) == (4, ())
+
+
+def plan(queries, cores=4, settling=False, wanted=None, history=ScalingHistory()):
+    return plan_queries(
+        QueryPlanInput(NOW, queries, cores, settling, wanted or {}, history, NormalizeSettings())
+    )
+
+
+@pytest.mark.parametrize(
+    "parallelism, cores, expected, reason",
+    [
+        pytest.param(2, 4, 4, Reason.PARTITIONS_BELOW_CORES, id="fewer-partitions-than-cores"),
+        pytest.param(8, 6, 6, Reason.UNEVEN_WAVES, id="eight-on-six-wastes-a-third"),  # 8/2/6 = 0.67
+        pytest.param(8, 4, None, None, id="aligned-kept"),
+        pytest.param(8, 1, None, None, id="many-waves-on-one-core-kept"),
+        pytest.param(9, 4, None, None, id="nine-on-four-is-0.75-kept"),  # 9/3/4 = 0.75
+    ],
+)
+def test_reactive_alignment_of_partitions_to_cores(parallelism, cores, expected, reason):
+    changes, refusals = plan([query_view(parallelism=parallelism)], cores=cores)
+    assert not refusals
+    if expected is None:
+        assert changes == ()
+    else:
+        assert [(c.to_params.parallelism, c.reason) for c in changes] == [(expected, reason)]
+
+
+def test_stateful_shuffle_change_refused_on_default_state_store():
+    q = query_view(stateful=True, state_store="hdfs")
+    q = replace(q, params=replace(q.params, shuffle_partitions=4))
+    wanted = {"q": (replace(q.params, shuffle_partitions=8), Reason.OPERATOR_REQUEST)}
+    changes, refusals = plan([q], wanted=wanted)
+    assert changes == ()
+    assert refusals[0].reason == Reason.STATE_PINS_SHUFFLE_PARTITIONS
+    assert "spark.sql.shuffle.partitions=4" in refusals[0].message
+
+
+def test_stateful_shuffle_change_allowed_with_rocksdb():
+    q = query_view(stateful=True, state_store="rocksdb")
+    q = replace(q, params=replace(q.params, shuffle_partitions=4))
+    wanted = {"q": (replace(q.params, shuffle_partitions=8), Reason.OPERATOR_REQUEST)}
+    changes, _ = plan([q], wanted=wanted)
+    assert changes[0].to_params.shuffle_partitions == 8
+
+
+@pytest.mark.parametrize(
+    "kwargs, reason",
+    [
+        pytest.param({"settling": True}, Reason.EXECUTORS_SETTLING, id="waits-for-executors"),
+        pytest.param(
+            {"history": ScalingHistory((ScalingEvent(NOW - timedelta(seconds=5), "q", 8, 4, Reason.UNEVEN_WAVES),))},
+            Reason.QUERY_COOLDOWN,
+            id="cooldown",
+        ),
+    ],
+)
+def test_alignment_rescale_is_held(kwargs, reason):
+    changes, refusals = plan([query_view(parallelism=2)], **kwargs)
+    assert changes == () and refusals[0].reason == reason
+
+
+def test_attached_query_is_not_rescaled():
+    changes, refusals = plan([query_view(parallelism=2, rescalable=False)])
+    assert changes == () and refusals[0].reason == Reason.QUERY_NOT_RESCALABLE
+
+
+def test_query_not_running_is_left_alone():
+    changes, refusals = plan([query_view(parallelism=2, status=QueryStatus.RESCALING)])
+    assert changes == () and refusals == ()
+
+
+def test_explicit_request_bypasses_cooldown():
+    history = ScalingHistory((ScalingEvent(NOW, "q", 8, 4, Reason.UNEVEN_WAVES),))
+    wanted = {"q": (QueryParams(parallelism=16, trigger_interval=timedelta(seconds=2)), Reason.OPERATOR_REQUEST)}
+    changes, _ = plan([query_view()], wanted=wanted, history=history)
+    assert changes[0].to_params.parallelism == 16

@@ -1,0 +1,116 @@
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from autoscaler.history import ScalingHistory
+from autoscaler.model import Executor, ExecutorView, QueryLoad, Reason, Snapshot
+from policies import PolicyError, PolicyInput, create_policy, policy_names
+from tests.fakes import query_view
+
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def inp(cores=4, parallelism=8, rate=400.0, backlog=0.0, max_executors=6, rescalable=False, mu=900.0, overhead=0.2, **qkw):
+    view = query_view(parallelism=parallelism, rescalable=rescalable, max_parallelism=64 if rescalable else parallelism, **qkw)
+    lag = timedelta(seconds=backlog / rate) if rate else None
+    load = QueryLoad(
+        name="q",
+        samples=10,
+        input_rate=rate,
+        capacity_per_slot=mu,
+        batch_overhead=timedelta(seconds=overhead),
+        backlog_rows=backlog,
+        lag=lag,
+        parallelism=parallelism,
+    )
+    executors = ExecutorView(
+        alive=tuple(Executor(str(i), 1) for i in range(cores)),
+        cores_per_executor=1,
+        can_request=True,
+        can_request_reason=Reason.CAN_REQUEST_EXECUTORS,
+    )
+    return PolicyInput(
+        now=NOW,
+        snapshot=Snapshot(NOW, executors, (view,)),
+        loads={"q": load},
+        history=ScalingHistory(),
+        min_executors=1,
+        max_executors=max_executors,
+        cores_per_executor=1,
+        target_lag=timedelta(seconds=60),
+    )
+
+
+# Arithmetic (mu = 900 rows/s per slot, overhead a = 0.2 s, trigger I = 2 s, u = 0.7 +- 0.2):
+#   slots S = R x I / (mu x (u x I - a)) = R x 2 / (900 x 1.2) = R / 540
+#   busy(S) = (a + R x I / (mu x S)) / I
+@pytest.mark.parametrize(
+    "case, expected_executors, expected_reason",
+    [
+        # busy on 4 = (0.2 + 800/3600)/2 = 0.21 < 0.5; S = 400/540 = 0.74 -> 1 core
+        pytest.param(dict(cores=4, rate=400), 1, Reason.SCALE_DOWN_FOR_LOAD, id="low-load-scales-down-to-one"),
+        # busy on 1 = (0.2 + 5000/900)/2 = 2.9; S = 2500/540 = 4.63; 8 partitions on 6 cores act like 4
+        # slots, the best possible, reached already with 4 cores -> 4 (the measured need)
+        pytest.param(dict(cores=1, rate=2500), 4, Reason.SCALE_UP_FOR_LOAD, id="step-up-aligns-to-four-of-eight-partitions"),
+        # busy on 2 = (0.2 + 2400/1800)/2 = 0.77, within 0.5..0.9
+        pytest.param(dict(cores=2, rate=1200), 2, Reason.WITHIN_TARGET, id="within-band-holds"),
+        # lag = 60000/400 = 150 s > 60 s SLO; R = 400 + 60000/120 = 900; S = 1.67 -> 2 cores
+        pytest.param(dict(cores=1, rate=400, backlog=60000), 2, Reason.SCALE_UP_FOR_BACKLOG, id="backlog-catch-up"),
+        # S = 4.63 > what 8 partitions on max 2 cores give (2 slots) -> capped at 2
+        pytest.param(dict(cores=1, rate=2500, max_executors=2), 2, Reason.SCALE_UP_FOR_LOAD, id="capped-by-max"),
+    ],
+)
+def test_target_utilization_sizing(case, expected_executors, expected_reason):
+    proposal = create_policy("target-utilization").propose(inp(**case))
+    assert proposal.executors == expected_executors
+    assert proposal.reason == expected_reason
+    assert proposal.parallelism == {}
+
+
+def test_more_partitions_when_one_task_per_partition_is_not_enough():
+    # P = 2 partitions cannot give 4.63 slots. With the restart term 2500 x 10 s / 120 s = 208 rows/s:
+    # R = 2708 -> S = 5.01 -> 6 cores, aligned partitions 6 (one per core).
+    proposal = create_policy("target-utilization").propose(inp(cores=1, parallelism=2, rate=2500, rescalable=True))
+    assert proposal.executors == 6
+    assert proposal.parallelism == {"q": 6}
+
+
+def test_no_metrics_means_no_executor_opinion():
+    i = inp()
+    i = PolicyInput(**{**i.__dict__, "loads": {"q": QueryLoad(name="q", samples=0)}})
+    proposal = create_policy("default").propose(i)
+    assert proposal.executors is None and proposal.reason == Reason.NO_METRICS
+
+
+def test_reactive_never_requests_executors():
+    proposal = create_policy("reactive").propose(inp(cores=3, rate=9999))
+    assert proposal.executors is None and proposal.reason == Reason.USE_AVAILABLE
+
+
+@pytest.mark.parametrize(
+    "params, expected",
+    [
+        pytest.param({}, 6, id="static-defaults-to-max"),
+        pytest.param({"executors": 2}, 2, id="static-fixed"),
+    ],
+)
+def test_static_policy(params, expected):
+    assert create_policy("static", params).propose(inp()).executors == expected
+
+
+@pytest.mark.parametrize(
+    "name, params, message",
+    [
+        pytest.param("nope", {}, "unknown policy 'nope'", id="unknown-policy"),
+        pytest.param("target-utilization", {"target_utilization": 1.5}, "params.target_utilization", id="out-of-range"),
+        pytest.param("target-utilization", {"typo": 1}, "params.typo: unknown parameter", id="unknown-param"),
+        pytest.param("target-utilization", {"catch_up_duration": "soon"}, "params.catch_up_duration", id="bad-duration"),
+    ],
+)
+def test_bad_policy_configuration_names_the_problem(name, params, message):
+    with pytest.raises(PolicyError, match=message):
+        create_policy(name, params)
+
+
+def test_registry_lists_default_alias():
+    assert {"default", "reactive", "static", "target-utilization"} <= set(policy_names())

@@ -1,0 +1,165 @@
+"""Scenario tests: the real reconciler over many ticks on a fake clock against a fake cluster."""
+
+from datetime import timedelta
+
+import pytest
+
+from autoscaler.clock import FakeClock
+from autoscaler.loop import ReconcileLoop
+from autoscaler.model import Mode, Reason
+from autoscaler.reconciler import Reconciler
+from autoscaler.settings import load_settings
+from tests.fakes import FakeCluster, LoadFeeder, query_view
+
+TICK = timedelta(seconds=5)
+
+
+def make(overrides=None, **cluster_kw):
+    clock = FakeClock()
+    settings = load_settings(
+        None,
+        {
+            "executors.min": 1,
+            "executors.max": 6,
+            "reconcile_interval": "5s",
+            "request_timeout": "30s",
+            "normalize.scale_down_delay": "30s",
+            "normalize.stabilization": "10s",
+            "window.metrics_window": "30s",
+            **(overrides or {}),
+        },
+        environ={},
+    )
+    cluster = FakeCluster(clock.now(), **cluster_kw)
+    rec = Reconciler(settings=settings, observer=cluster, executors=cluster, queries=cluster, clock=clock)
+    return clock, cluster, rec
+
+
+def run_for(clock, rec, feeder, seconds, rate):
+    records = []
+    for _ in range(int(seconds / TICK.total_seconds())):
+        clock.advance(TICK)
+        if feeder:
+            feeder.run_until(clock.now(), rate)
+        records.append(rec.tick())
+    return records
+
+
+def test_active_mode_follows_a_load_step_up_and_down():
+    clock, cluster, rec = make(executors=1)
+    cluster.add_query(query_view(parallelism=8, rescalable=False, max_parallelism=8))
+    feeder = LoadFeeder(cluster, "q", clock.now())
+    run_for(clock, rec, feeder, 60, rate=400)
+    assert len(cluster.alive) == 1
+    up = run_for(clock, rec, feeder, 60, rate=2500)
+    # converges within two decisions to 4 executors (8 partitions -> 4 cores give two full waves)
+    decisions = [r.decision.target for r in up if r.decision.changes]
+    assert decisions[:1] == [4] and len(decisions) <= 2
+    assert len(cluster.alive) == 4
+    down = run_for(clock, rec, feeder, 120, rate=400)
+    assert len(cluster.alive) == 1
+    first_down = next(r for r in down if r.decision.proposed == 1)
+    assert first_down.decision.reason == Reason.SCALE_DOWN_DELAYED
+    removed = [c for c in cluster.calls if c[0] == "remove"]
+    assert removed, "scale-down removes named executors"
+
+
+def test_lost_executor_is_detected_within_one_tick_and_replaced():
+    clock, cluster, rec = make(executors=1)
+    cluster.add_query(query_view(parallelism=8, rescalable=False, max_parallelism=8))
+    feeder = LoadFeeder(cluster, "q", clock.now())
+    run_for(clock, rec, feeder, 90, rate=2500)
+    assert len(cluster.alive) == 4
+    cluster.lose("2")  # mid-batch: the next batches run on 3 executors
+    [record] = run_for(clock, rec, feeder, 5, rate=2500)
+    assert record.executors_lost == ("2",)
+    assert record.notable
+    run_for(clock, rec, feeder, 10, rate=2500)
+    assert len(cluster.alive) == 4  # re-asserted target brings a replacement
+
+
+def test_request_not_granted_falls_back_to_reactive_behaviour():
+    clock, cluster, rec = make(executors=1, grant=False)
+    cluster.add_query(query_view(parallelism=8, rescalable=False, max_parallelism=8))
+    feeder = LoadFeeder(cluster, "q", clock.now())
+    records = run_for(clock, rec, feeder, 90, rate=2500)
+    modes = [(r.mode.mode, r.mode.fallback, r.mode.reason) for r in records]
+    assert (Mode.ACTIVE, False, Reason.CAN_REQUEST_EXECUTORS) in modes
+    assert records[-1].mode.reason == Reason.REQUEST_NOT_GRANTED and records[-1].mode.fallback
+    assert records[-1].executors_pending == 3
+    assert len(cluster.alive) == 1  # never failed, kept running on what exists
+
+
+def test_an_error_in_one_tick_backs_off_and_recovers():
+    clock, cluster, rec = make(executors=1)
+    loop = ReconcileLoop(rec, clock, TICK)
+    cluster.fail_next_observe = RuntimeError("driver REST timed out")
+    assert loop.run_once() is False
+    assert loop.errors["observe"] == 1
+    assert loop.next_delay() == 10.0  # 5 s x 2^1
+    assert loop.run_once() is True
+    assert loop.next_delay() == 5.0
+
+
+def test_a_failing_action_does_not_stop_the_tick():
+    clock, cluster, rec = make(executors=1, overrides={"policy.name": "static", "policy.params": {"executors": 3}})
+    cluster.fail_next_set_target = RuntimeError("py4j down")
+    clock.advance(TICK)
+    record = rec.tick()
+    assert [r.ok for r in record.results] == [False]
+    clock.advance(TICK)
+    record = rec.tick()
+    assert record.results[-1].ok
+
+
+def test_reactive_mode_rescales_queries_to_the_cores_that_appear():
+    clock, cluster, rec = make(overrides={"mode": "reactive"}, executors=2)
+    cluster.add_query(query_view(parallelism=2, max_parallelism=64))
+    for _ in range(2):
+        cluster.add_worker(clock.now())
+    clock.advance(TICK)
+    record = rec.tick()
+    assert record.mode.mode == Mode.REACTIVE
+    assert [(c.name, c.to_params.parallelism, c.reason) for c in record.plan.query_changes] == [
+        ("q", 4, Reason.PARTITIONS_BELOW_CORES)
+    ]
+    assert all(c[0] != "set_target" for c in cluster.calls)
+
+
+def test_auto_mode_is_reactive_when_executors_cannot_be_requested():
+    clock, cluster, rec = make(executors=2, can_request=False)
+    clock.advance(TICK)
+    record = rec.tick()
+    assert record.mode.mode == Mode.REACTIVE and record.mode.reason == Reason.CANNOT_REQUEST_EXECUTORS
+
+
+@pytest.mark.parametrize("flag", ["dry_run", "paused"])
+def test_dry_run_and_pause_decide_but_do_not_act(flag):
+    clock, cluster, rec = make(executors=1, overrides={"policy.name": "static", "policy.params": {"executors": 3}})
+    from dataclasses import replace
+
+    rec.update_control(lambda c: replace(c, **{flag: True}))
+    clock.advance(TICK)
+    record = rec.tick()
+    assert record.decision.target == 3
+    assert record.results == () and cluster.calls == []
+
+
+def test_manual_target_overrides_policy_within_bounds():
+    clock, cluster, rec = make(executors=1)
+    from dataclasses import replace
+
+    rec.update_control(lambda c: replace(c, manual_executors=99))
+    clock.advance(TICK)
+    record = rec.tick()
+    assert (record.decision.target, record.decision.reason) == (6, Reason.MANUAL_TARGET)
+
+
+def test_measured_rescale_pause_lands_in_history():
+    clock, cluster, rec = make(overrides={"mode": "reactive"}, executors=4)
+    cluster.add_query(query_view(parallelism=2, max_parallelism=64))
+    clock.advance(TICK)
+    rec.tick()
+    clock.advance(TICK)
+    rec.tick()
+    assert rec.history.restart_pauses() == [timedelta(seconds=2)]

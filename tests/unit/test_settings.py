@@ -1,0 +1,93 @@
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from autoscaler.model import Mode
+from autoscaler.settings import SettingsError, format_duration, load_settings, parse_duration
+
+
+@pytest.mark.parametrize(
+    "text, seconds",
+    [
+        pytest.param("250ms", 0.25, id="ms"),
+        pytest.param("30s", 30, id="s"),
+        pytest.param("5m", 300, id="m"),
+        pytest.param("1.5h", 5400, id="fractional-h"),
+        pytest.param(12, 12, id="bare-number"),
+        pytest.param("7", 7, id="bare-string"),
+    ],
+)
+def test_durations_parse(text, seconds):
+    assert parse_duration(text) == timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize("bad", ["soon", "-5s", "5 parsecs", True, None])
+def test_bad_durations_are_rejected(bad):
+    with pytest.raises(ValueError):
+        parse_duration(bad)
+
+
+def test_duration_round_trips_through_format():
+    for s in ("30s", "5m", "2h", "0.25s"):
+        assert format_duration(parse_duration(s)) == s
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "autoscaler.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_defaults_are_valid():
+    s = load_settings(environ={})
+    assert s.mode == Mode.AUTO and s.executors.min == 1 and s.policy.name == "default"
+
+
+def test_yaml_env_and_overrides_in_order_of_precedence(tmp_path):
+    cfg = write(tmp_path, "mode: reactive\nexecutors: {min: 2, max: 5}\nreconcile_interval: 10s\n")
+    s = load_settings(cfg, {"executors.max": 7}, environ={"SPARK_AUTOSCALER_MODE": "active"})
+    assert s.mode == Mode.ACTIVE  # env beats file
+    assert s.executors.max == 7  # flag beats file
+    assert s.executors.min == 2
+    assert s.reconcile_interval == timedelta(seconds=10)
+
+
+def test_relative_pipeline_module_is_resolved_against_the_config_file(tmp_path):
+    (tmp_path / "p.py").write_text("")
+    cfg = write(tmp_path, "pipelines: {module: p.py}\n")
+    assert load_settings(cfg, environ={}).pipelines.module == str((tmp_path / "p.py").resolve())
+
+
+@pytest.mark.parametrize(
+    "yaml_text, problem",
+    [
+        pytest.param("mdoe: active\n", "mdoe: unknown key", id="unknown-top-level-key"),
+        pytest.param("executors: {min: 4, max: 2}\n", "executors: min (4) must not exceed max (2)", id="min-above-max"),
+        pytest.param("executors: {min: two}\n", "executors.min: Input should be a valid integer", id="wrong-type"),
+        pytest.param("executors: {initial: 9, max: 4}\n", "initial (9) must lie within", id="initial-outside"),
+        pytest.param("mode: turbo\n", "mode: Input should be 'auto', 'reactive' or 'active'", id="bad-mode"),
+        pytest.param("reconcile_interval: soon\n", "reconcile_interval: expected a duration", id="bad-duration"),
+        pytest.param("policy: {name: magic}\n", "policy: unknown policy 'magic'", id="unknown-policy"),
+        pytest.param("policy: {params: {target_utilization: 2}}\n", "policy: policy 'default': params.target_utilization", id="bad-policy-param"),
+        pytest.param("pipelines: {module: missing.py}\n", "pipelines: module: pipeline file", id="missing-pipeline-file"),
+        pytest.param("pipelines: {module: no_such_module_xyz}\n", "cannot be imported", id="missing-pipeline-module"),
+        pytest.param("- a\n- b\n", "must hold a mapping", id="not-a-mapping"),
+        pytest.param("executors: [\n", "is not valid YAML", id="broken-yaml"),
+    ],
+)
+def test_invalid_configuration_names_key_and_problem(tmp_path, yaml_text, problem):
+    with pytest.raises(SettingsError) as info:
+        load_settings(write(tmp_path, yaml_text), environ={})
+    assert problem in str(info.value)
+
+
+def test_all_problems_are_reported_at_once(tmp_path):
+    with pytest.raises(SettingsError) as info:
+        load_settings(write(tmp_path, "mode: x\nreconcile_interval: y\nfoo: 1\n"), environ={})
+    assert len(info.value.problems) == 3
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(SettingsError, match="does not exist"):
+        load_settings(tmp_path / "nope.yaml", environ={})
