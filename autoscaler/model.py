@@ -128,7 +128,7 @@ class BatchSample:
     input_rate: float | None  # rows/s arriving (``inputRowsPerSecond``)
     processing_rate: float | None  # rows/s while executing (``processedRowsPerSecond``)
     backlog_rows: int | None  # latestOffset - endOffset where the source reports it
-    slots: int | None = None  # task slots usable by this batch: min(partitions, cores)
+    slots: float | None = None  # effective task slots: partitions / ceil(partitions / cores)
     parallelism: int | None = None  # source partitions the batch ran with
     cold: bool = False  # first batch of a run: JVM and Python workers still warming up
 
@@ -162,6 +162,8 @@ class QueryView:
     run_started_at: datetime | None = None
     last_error: str | None = None
     restarts: int = 0
+    batch_running: bool = False  # a trigger is executing right now (``status.isTriggerActive``)
+    batch_tasks: tuple[int, int] | None = None  # (completed, total) tasks of the running batch
 
 
 @dataclass(frozen=True)
@@ -205,7 +207,9 @@ class QueryLoad:
     batch_overhead: timedelta | None = None  # fixed cost per batch, independent of rows
     busy_fraction: float | None = None  # share of wall time spent executing batches
     backlog_rows: float | None = None
-    lag: timedelta | None = None  # time to drain the backlog at the input rate
+    # freshness: now - generation time of the newest row in the last completed batch,
+    # i.e. time since that batch was planned plus the backlog it left, in seconds of input
+    lag: timedelta | None = None
     batch_duration: timedelta | None = None
     parallelism: int | None = None
 

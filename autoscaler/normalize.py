@@ -52,7 +52,8 @@ def normalize(inp: NormalizeInput) -> tuple[ExecutorDecision, ScalingHistory]:
 
     if target == current:
         return done(current, p.message, history.with_scale_down_since(None))
-    if inp.in_flight:
+    if inp.in_flight and target < current:
+        # never reverse or cut short a change in flight; a larger scale-up may go ahead
         return hold(Reason.ACTION_IN_FLIGHT, f"waiting for the previous executor change before {current} -> {target}")
     if current > inp.max_executors or current < inp.min_executors:
         # outside the bounds (an operator changed them): correct at once, no delay
@@ -63,8 +64,9 @@ def normalize(inp: NormalizeInput) -> tuple[ExecutorDecision, ScalingHistory]:
     if abs(target - current) <= s.dead_band * current:
         return hold(Reason.DEAD_BAND, f"{current} -> {target} is within the dead band of {s.dead_band:.0%}")
     last = history.last_change_at(EXECUTORS)
-    if last is not None and now - last < s.stabilization:
-        wait = (s.stabilization - (now - last)).total_seconds()
+    settle = s.scale_up_stabilization if target > current else s.stabilization
+    if last is not None and now - last < settle:
+        wait = (settle - (now - last)).total_seconds()
         return hold(Reason.STABILIZING, f"stabilizing after the last change, {wait:.0f}s left")
 
     if target > current:

@@ -176,7 +176,7 @@ class Reconciler:
         position = executor_position(snap.executors, now, s.request_timeout, first.mode)
         mode = resolve_mode(configured, snap.executors, position.not_granted)
         lo, hi = self.bounds()
-        loads = {q.name: evaluate_query(q, now, s.window.metrics_window) for q in snap.queries}
+        loads = {q.name: evaluate_query(q, now, s.window.metrics_window, snap.executors.cores) for q in snap.queries}
         cores_per_executor = snap.executors.cores_per_executor
         policy_input = PolicyInput(
             now=now,

@@ -105,7 +105,10 @@ class PolicySettings(_Model):
 
 class NormalizeSettings(_Model):
     stabilization: Duration = Field(
-        timedelta(seconds=20), description="No executor change within this time after the previous change."
+        timedelta(seconds=20), description="No scale-down within this time after the previous executor change."
+    )
+    scale_up_stabilization: Duration = Field(
+        timedelta(0), description="No scale-up within this time after the previous executor change."
     )
     scale_down_delay: Duration = Field(
         timedelta(seconds=60),

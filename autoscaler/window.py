@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Sequence
 
+from autoscaler.capacity import effective_slots
 from autoscaler.model import BatchSample, QueryLoad, QueryView
 
 
@@ -41,38 +42,45 @@ class CapacityFit:
     overhead: timedelta  # fixed cost of a batch, independent of its rows
 
 
+FIT_SAMPLES = 60
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 def fit_capacity(samples: Sequence[BatchSample]) -> CapacityFit | None:
     """Estimate per-slot throughput from batches: ``duration = overhead + rows_per_slot / rate``.
 
-    A least-squares line through (rows per slot, seconds) separates the fixed per-batch cost
-    from the per-row cost when batch sizes vary enough (largest >= 1.5x smallest); otherwise
-    the plain ratio sum(rows) / sum(seconds x slots) is used, which counts the overhead as work
-    and so errs towards more capacity being needed.
+    A Theil-Sen line (median of pairwise slopes) through (rows per effective slot, seconds)
+    of the latest warm batches separates the fixed per-batch cost from the per-row cost and
+    shrugs off outliers (a batch slowed by an executor starting, a GC pause). It needs batch
+    sizes that vary (largest >= 1.5x smallest); otherwise the median of rows / (seconds x
+    slots) is used, which counts the overhead as work and so errs towards more capacity.
     """
     points = [
         (s.input_rows / s.slots, s.duration.total_seconds())
-        for s in samples
+        for s in samples[-FIT_SAMPLES:]
         if s.slots and not s.cold and s.input_rows > 0 and s.duration.total_seconds() > 0
     ]
     if not points:
         return None
     xs = [p[0] for p in points]
-    ys = [p[1] for p in points]
-    if len(points) >= 3 and min(xs) > 0 and max(xs) >= 1.5 * min(xs):
-        n = len(points)
-        mx, my = sum(xs) / n, sum(ys) / n
-        sxx = sum((x - mx) ** 2 for x in xs)
-        sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
-        slope = sxy / sxx if sxx > 0 else 0.0
-        intercept = my - slope * mx
-        if slope > 0 and intercept >= 0:
-            return CapacityFit(per_slot=1.0 / slope, overhead=timedelta(seconds=intercept))
-    warm = [s for s in samples if s.slots and not s.cold and s.input_rows > 0]
-    total_slot_seconds = sum(s.duration.total_seconds() * (s.slots or 0) for s in warm)
-    total_rows = sum(s.input_rows for s in warm)
-    if total_slot_seconds <= 0:
-        return None
-    return CapacityFit(per_slot=total_rows / total_slot_seconds, overhead=timedelta(0))
+    if len(points) >= 4 and max(xs) >= 1.5 * min(xs):
+        slopes = [
+            (yj - yi) / (xj - xi)
+            for i, (xi, yi) in enumerate(points)
+            for xj, yj in points[i + 1 :]
+            if abs(xj - xi) > 0.05 * max(xi, xj)
+        ]
+        if slopes:
+            slope = _median(slopes)
+            if slope > 0:
+                intercept = max(0.0, _median([y - slope * x for x, y in points]))
+                return CapacityFit(per_slot=1.0 / slope, overhead=timedelta(seconds=intercept))
+    return CapacityFit(per_slot=_median([x / y for x, y in points]), overhead=timedelta(0))
 
 
 def arrival_rate(samples: Sequence[BatchSample]) -> float | None:
@@ -91,11 +99,41 @@ def arrival_rate(samples: Sequence[BatchSample]) -> float | None:
     return max(0.0, rows / span)
 
 
-def evaluate_query(view: QueryView, now: datetime, window: timedelta) -> QueryLoad:
+def live_rate_bound(view: QueryView, last: BatchSample, fit: CapacityFit | None, cores: int, now: datetime) -> float | None:
+    """Arrival rate implied by the batch still running, or None.
+
+    Spark plans a batch with every row that arrived since the previous one, so a batch that
+    has run for ``age`` seconds on ``S`` effective slots holds at least ``(age - overhead) x
+    mu x S`` rows, which arrived within ``interval`` seconds. When a share ``f`` of its tasks
+    is done, its whole duration is about ``age / f``, which sizes it early. Progress events
+    arrive only when a batch ends; this sees a step up while the first large batch runs.
+    """
+    if not view.batch_running or fit is None or cores <= 0:
+        return None
+    if view.run_started_at is not None and last.started_at < view.run_started_at:
+        return None  # the running batch is the first of a new run: slow because cold, not big
+    trigger = view.params.trigger_interval or timedelta(0)
+    started = max(last.ended_at, last.started_at + trigger)
+    age = (now - started).total_seconds()
+    interval = (started - last.started_at).total_seconds()
+    if age <= 0 or interval <= 0:
+        return None
+    duration = age
+    if view.batch_tasks is not None:
+        done, total = view.batch_tasks
+        if total > 0 and 0 < done < total:
+            duration = max(age, age * total / done)
+    working = duration - fit.overhead.total_seconds()
+    if working <= 0:
+        return None
+    return working * fit.per_slot * effective_slots(view.params.parallelism, cores) / interval
+
+
+def evaluate_query(view: QueryView, now: datetime, window: timedelta, cores: int = 0) -> QueryLoad:
     """Evaluate the batches that ended within ``window`` before ``now``.
 
-    Rates and lag come from the window; capacity from all buffered batches. Cold batches
-    (the first of each run) count for the arrival rate but not for capacity.
+    Rates come from the window; capacity from all buffered batches. Cold batches (the first
+    of each run) count for the arrival rate but not for capacity.
     """
     ordered = sorted((s for s in view.samples if s.ended_at <= now), key=lambda s: s.started_at)
     samples = [s for s in ordered if s.ended_at >= now - window]
@@ -104,22 +142,25 @@ def evaluate_query(view: QueryView, now: datetime, window: timedelta) -> QueryLo
         samples = ordered[-MIN_SAMPLES:]
     if not samples:
         return QueryLoad(name=view.name, samples=0, parallelism=view.params.parallelism)
-    # Fast attack, slow decay: the larger of the window mean and the rate over the latest
-    # batches, so a step up is seen within a few batches; a step down waits for the window
-    # (and then for the scale-down delay).
-    window_rate = arrival_rate(samples)
-    recent_rate = arrival_rate(samples[-RECENT_BATCHES:])
-    rate = max((r for r in (window_rate, recent_rate) if r is not None), default=None)
     # Capacity is a property of the job, not of the current load: fit it on every buffered
     # batch, whose sizes vary more than those of one window (needed to separate the overhead).
     fit = fit_capacity(view.samples)
     last = samples[-1]
+    # Fast attack, slow decay: the largest of the window mean, the rate over the latest
+    # batches and the bound from a batch still running, so a step up is seen within a few
+    # seconds; a step down waits for the window (and then for the scale-down delay).
+    rates = (
+        arrival_rate(samples),
+        arrival_rate(samples[-RECENT_BATCHES:]),
+        live_rate_bound(view, last, fit, cores, now),
+    )
+    rate = max((r for r in rates if r is not None), default=None)
     span = (last.ended_at - samples[0].started_at).total_seconds()
     busy = sum(s.duration.total_seconds() for s in samples)
     backlog = float(last.backlog_rows) if last.backlog_rows is not None else None
-    lag = None
-    if backlog is not None:
-        lag = timedelta(0) if backlog <= 0 else (timedelta(seconds=backlog / rate) if rate else None)
+    waiting = (now - last.started_at).total_seconds()
+    if backlog and rate:
+        waiting += backlog / rate
     processing = [s.processing_rate for s in samples if s.processing_rate is not None]
     return QueryLoad(
         name=view.name,
@@ -130,7 +171,7 @@ def evaluate_query(view: QueryView, now: datetime, window: timedelta) -> QueryLo
         batch_overhead=fit.overhead if fit else None,
         busy_fraction=min(1.0, busy / span) if span > 0 else None,
         backlog_rows=backlog,
-        lag=lag,
+        lag=timedelta(seconds=max(0.0, waiting)),
         batch_duration=last.duration,
         parallelism=view.params.parallelism,
     )

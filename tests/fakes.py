@@ -252,7 +252,7 @@ class LoadFeeder:
                     input_rate=rate,
                     processing_rate=rows / seconds,
                     backlog_rows=None,
-                    slots=min(view.params.parallelism, cores),
+                    slots=slots,
                     parallelism=view.params.parallelism,
                 ),
             )

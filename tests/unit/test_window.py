@@ -51,13 +51,41 @@ def test_arrival_rate_counts_backlog_growth_when_rate_limited():
     assert arrival_rate(samples) == pytest.approx((4 * 500 + 4000) / 8)
 
 
-def test_evaluate_reports_lag_as_backlog_over_arrival_rate():
+def test_lag_is_time_since_the_last_batch_was_planned_plus_its_backlog():
     samples = steady_batches(start=T0, count=10, rate=1000, per_slot=900, slots=4, backlog=5000)
     view = query_view(samples=tuple(samples))
-    now = samples[-1].ended_at
+    now = samples[-1].started_at + timedelta(seconds=1.5)
     load = evaluate_query(view, now, timedelta(seconds=60))
     assert load.input_rate == pytest.approx(1000)
-    assert load.lag == timedelta(seconds=5)
+    # 1.5 s since the newest rows were taken + 5000 rows left behind at 1000 rows/s
+    assert load.lag == timedelta(seconds=6.5)
+
+
+def test_a_batch_still_running_raises_the_rate_estimate_and_the_lag():
+    # steady 400 rows/s on 8 partitions / 4 cores, then the next batch (planned at the 2 s
+    # trigger) is still running 8 s later: it must hold >= (8 - a) s x mu x 4 slots rows.
+    low = steady_batches(start=T0, count=10, rate=400, per_slot=900, slots=4, overhead=0.2)
+    low += steady_batches(start=low[-1].started_at + timedelta(seconds=2), count=10, rate=1600, per_slot=900, slots=4, overhead=0.2)
+    last = low[-1]
+    running = query_view(samples=tuple(low), batch_running=True)
+    idle = query_view(samples=tuple(low), batch_running=False)
+    now = last.started_at + timedelta(seconds=2 + 8)
+    live = evaluate_query(running, now, timedelta(seconds=30), cores=4)
+    stale = evaluate_query(idle, now, timedelta(seconds=30), cores=4)
+    assert stale.input_rate == pytest.approx(1600)
+    # bound = (8 - 0.2) s x 900 x 4 / 2 s = 14040 rows/s
+    assert live.input_rate == pytest.approx(14040, rel=0.01)
+    assert live.lag == timedelta(seconds=10)
+
+
+def test_task_progress_of_the_running_batch_sizes_it_early():
+    low = steady_batches(start=T0, count=10, rate=400, per_slot=900, slots=4, overhead=0.2)
+    low += steady_batches(start=low[-1].started_at + timedelta(seconds=2), count=10, rate=1600, per_slot=900, slots=4, overhead=0.2)
+    last = low[-1]
+    now = last.started_at + timedelta(seconds=2 + 1)
+    # 1 s into the batch, 1 of 8 tasks done -> about 8 s in all -> (8 - 0.2) x 900 x 4 / 2 s
+    view = query_view(samples=tuple(low), batch_running=True, batch_tasks=(1, 8))
+    assert evaluate_query(view, now, timedelta(seconds=30), cores=4).input_rate == pytest.approx(14040, rel=0.01)
 
 
 def test_evaluate_fits_capacity_on_all_buffered_batches_not_just_the_window():
@@ -84,3 +112,14 @@ def test_sample_window_is_bounded():
     for i in range(5):
         w.add(batch(i, i, 1, 1))
     assert [s.batch_id for s in w.snapshot()] == [2, 3, 4]
+
+
+def test_fit_shrugs_off_outlier_batches():
+    # true model: 0.3 s + rows / (900 x 4); two batches slowed 5x by executors starting up
+    rows = [800, 1600, 3200, 2400, 4000, 1200, 2800, 3600]
+    samples = [batch(i, 2 * i, 0.3 + r / 3600, r) for i, r in enumerate(rows)]
+    samples[2] = batch(2, 4, 5 * (0.3 + 3200 / 3600), 3200)
+    samples[5] = batch(5, 10, 5 * (0.3 + 1200 / 3600), 1200)
+    fit = fit_capacity(samples)
+    assert fit.per_slot == pytest.approx(900, rel=0.05)
+    assert fit.overhead.total_seconds() == pytest.approx(0.3, abs=0.05)

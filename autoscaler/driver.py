@@ -1,0 +1,167 @@
+"""Driver mode: the daemon owns the Spark session and hosts the user's pipelines.
+
+Start-up order keeps "nothing started half-way": import and validate the pipelines, create
+the session, wait (at most ``resource_wait_timeout``) for the initial executors, build every
+pipeline once without starting it, then start them all and run the reconcile loop until
+SIGTERM/SIGINT, which stops every query at a batch boundary before the session stops.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Callable, Sequence
+
+import structlog
+
+from autoscaler.clock import Clock, SystemClock
+from autoscaler.loop import ReconcileLoop
+from autoscaler.model import Mode
+from autoscaler.modes import resolve_mode
+from autoscaler.pipelines import PipelineError, PipelineSpec, load_pipelines
+from autoscaler.planner import choose_removals
+from autoscaler.ports import StateStore
+from autoscaler.reconciler import Reconciler, TickRecord
+from autoscaler.settings import Settings
+from autoscaler.spark.executors import SparkExecutors
+from autoscaler.spark.host import QueryHost
+from autoscaler.spark.observer import SparkObserver
+from autoscaler.spark.session import build_session, stop_session
+
+log = structlog.get_logger("autoscaler.driver")
+
+
+@dataclass(frozen=True)
+class StartupReport:
+    mode: Mode
+    mode_reason: str
+    wanted_executors: int
+    executors: int
+    waited: timedelta
+
+
+class DriverDaemon:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        specs: Sequence[PipelineSpec] | None = None,
+        spark: Any = None,
+        clock: Clock | None = None,
+        state_store: StateStore | None = None,
+        on_tick: Callable[[TickRecord], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.state_store = state_store
+        self.on_tick = on_tick
+        if specs is None:
+            if not settings.pipelines.module:
+                raise PipelineError("no pipelines: set pipelines.module (a .py file or module with @pipeline functions)")
+            specs = load_pipelines(settings.pipelines.module)
+        self.specs = list(specs)
+        self._own_spark = spark is None
+        self.spark = spark
+        self.executors: SparkExecutors | None = None
+        self.host: QueryHost | None = None
+        self.reconciler: Reconciler | None = None
+        self.loop: ReconcileLoop | None = None
+        self.startup: StartupReport | None = None
+        self._stopped = threading.Event()
+
+    # --- start-up ----------------------------------------------------------------------------
+
+    def start(self) -> StartupReport:
+        s = self.settings
+        if self.spark is None:
+            self.spark = build_session(s.spark)
+        try:
+            self.executors = SparkExecutors(self.spark, s.executors.cores)
+            self.startup = self._wait_for_resources()
+            self.host = QueryHost(
+                self.spark,
+                self.specs,
+                checkpoint_root=s.pipelines.checkpoint_root,
+                clock=self.clock,
+                registered_cores=self.executors.registered_cores,
+                max_samples=s.window.max_samples,
+                stop_timeout=s.pipelines.stop_timeout,
+                restart_backoff_max=s.pipelines.restart_backoff_max,
+            )
+            self.host.prepare(max(1, self.executors.registered_cores()))
+            self.host.start_all()
+            self.reconciler = Reconciler(
+                settings=s,
+                observer=SparkObserver(self.executors, self.host),
+                executors=self.executors,
+                queries=self.host,
+                clock=self.clock,
+                state_store=self.state_store,
+                on_tick=self.on_tick,
+            )
+            self.loop = ReconcileLoop(self.reconciler, self.clock, s.reconcile_interval)
+        except BaseException:
+            self._teardown()
+            raise
+        return self.startup
+
+    def _wait_for_resources(self) -> StartupReport:
+        """Ask for (active) or wait for (reactive) the initial executors, then go with what is there."""
+        assert self.executors is not None
+        s, ex = self.settings, self.executors
+        now = self.clock.now()
+        view = ex.observe(now)
+        mode = resolve_mode(s.mode, view)
+        wanted = s.executors.start_count
+        if mode.mode == Mode.ACTIVE:
+            # standalone and local-cluster start an executor on every worker: keep `wanted`
+            extra = choose_removals(view, wanted)
+            if extra:
+                ex.remove(extra, now)
+            ex.set_target(wanted, now)
+        have = ex.wait_for(wanted, s.resource_wait_timeout, self.clock)
+        waited = self.clock.now() - now
+        if have < wanted:
+            log.warning("starting_with_fewer_executors", wanted=wanted, registered=have, waited_seconds=waited.total_seconds())
+        log.info("mode_selected", mode=mode.mode.value, reason=mode.reason.value, detail=mode.message)
+        return StartupReport(mode.mode, mode.message, wanted, have, waited)
+
+    # --- running -----------------------------------------------------------------------------
+
+    def install_signal_handlers(self) -> None:
+        def handle(signum: int, _frame: Any) -> None:
+            log.info("signal_received", signal=signal.Signals(signum).name)
+            self.request_stop()
+
+        signal.signal(signal.SIGTERM, handle)
+        signal.signal(signal.SIGINT, handle)
+
+    def request_stop(self) -> None:
+        self._stopped.set()
+        if self.loop is not None:
+            self.loop.stop()
+
+    def run(self, duration: timedelta | None = None) -> None:
+        """Run the reconcile loop until stopped (or for ``duration``), then shut down gracefully."""
+        assert self.loop is not None, "start() first"
+        if duration is not None:
+            timer = threading.Timer(duration.total_seconds(), self.request_stop)
+            timer.daemon = True
+            timer.start()
+        try:
+            if not self._stopped.is_set():
+                self.loop.run()
+        finally:
+            self.shutdown()
+
+    def shutdown(self) -> None:
+        if self.host is not None:
+            self.host.stop_all()
+        self._teardown()
+
+    def _teardown(self) -> None:
+        if self._own_spark and self.spark is not None:
+            stop_session(self.spark)
+            self.spark = None

@@ -1,0 +1,469 @@
+"""Hosting streaming queries: start, supervise, rescale from the checkpoint, stop at batch boundaries.
+
+Rescale protocol (one worker thread per rescale, so the reconcile loop never blocks):
+
+1. **Stop at a batch boundary.** If no trigger is active the query is stopped at once;
+   otherwise the host waits for the next progress event of the run (the batch in flight has
+   committed) and stops right after it. A batch that had just started is aborted and replayed
+   from the offset log on restart, so sinks must be idempotent per batch id.
+2. **Repartition state, only if asked and only with RocksDB.** ``spark.sql.shuffle.partitions``
+   is pinned in the checkpoint. A stateful query on the RocksDB state store is drained with a
+   one-shot ``availableNow`` run (offsets == commits), then repartitioned with Spark 4.3's
+   ``StreamingCheckpointManager.repartition``; a failed repartition's dangling offsets are
+   removed. Any other stateful shuffle change is refused before anything stops.
+3. **Restart from the same checkpoint** with the new parameters.
+4. **Measure**: the pause runs from the stop to the end of the first batch of the new run.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import structlog
+
+from autoscaler.capacity import effective_slots
+from autoscaler.clock import Clock
+from autoscaler.model import ActionOutcome, QueryChange, QueryParams, QueryStatus, QueryView
+from autoscaler.pipelines import PipelineContext, PipelineError, PipelineSpec
+from autoscaler.spark.checkpoint import read_checkpoint, remove_offsets_after
+from autoscaler.spark.progress import parse_progress, state_partitions
+from autoscaler.window import SampleWindow
+
+log = structlog.get_logger("autoscaler.spark.host")
+
+SHUFFLE = "spark.sql.shuffle.partitions"
+
+
+class RescaleError(RuntimeError):
+    pass
+
+
+@dataclass
+class _PendingOutcome:
+    change: QueryChange
+    decided_at: datetime
+    stopped_at: datetime
+
+
+@dataclass
+class _Run:
+    """Mutable state of one hosted (or attached) query; guarded by the host lock."""
+
+    name: str
+    spec: PipelineSpec | None  # None: attached, owned by the user
+    params: QueryParams
+    window: SampleWindow
+    checkpoint: str | None
+    status: QueryStatus = QueryStatus.STARTING
+    query: Any = None
+    run_id: str | None = None
+    run_started_at: datetime | None = None
+    first_batch_pending: bool = True
+    progress_count: int = 0
+    failures: int = 0
+    restarts: int = 0
+    next_restart_at: datetime | None = None
+    last_error: str | None = None
+    stateful: bool = False
+    state_store: str | None = None
+    pending: _PendingOutcome | None = None
+    cv: threading.Condition = field(default_factory=threading.Condition)
+
+
+class QueryHost:
+    def __init__(
+        self,
+        spark: Any,
+        specs: Sequence[PipelineSpec],
+        *,
+        checkpoint_root: Path,
+        clock: Clock,
+        registered_cores: Callable[[], int],
+        max_samples: int = 240,
+        stop_timeout: timedelta = timedelta(seconds=120),
+        restart_backoff_max: timedelta = timedelta(minutes=5),
+    ) -> None:
+        self.spark = spark
+        self.clock = clock
+        self.checkpoint_root = Path(checkpoint_root).resolve()
+        self.registered_cores = registered_cores
+        self.max_samples = max_samples
+        self.stop_timeout = stop_timeout
+        self.restart_backoff_max = restart_backoff_max
+        self._lock = threading.RLock()
+        self._start_lock = threading.Lock()
+        self._runs: dict[str, _Run] = {}
+        self._outcomes: list[ActionOutcome] = []
+        self._stopping = False
+        self._supervisor: threading.Thread | None = None
+        self._stop_supervisor = threading.Event()
+        for spec in specs:
+            ckpt = spec.checkpoint or str(self.checkpoint_root / spec.name)
+            self._runs[spec.name] = _Run(spec.name, spec, spec.initial_params(1), SampleWindow(max_samples), ckpt)
+        self._listener = _make_listener(self)
+        spark.streams.addListener(self._listener)
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def prepare(self, cores: int) -> None:
+        """Choose initial params and build every pipeline once without starting anything.
+
+        A pipeline that raises is reported by name and nothing is started.
+        """
+        for run in self._runs.values():
+            assert run.spec is not None
+            run.params = self._pinned(run, run.spec.initial_params(max(1, cores)))
+            try:
+                writer = run.spec.build(self.spark, self._context(run, run.params))
+            except Exception as exc:
+                raise PipelineError(f"pipeline {run.name!r} raised while building: {type(exc).__name__}: {exc}") from exc
+            if writer is None or not hasattr(writer, "start"):
+                raise PipelineError(
+                    f"pipeline {run.name!r} must return a DataStreamWriter (df.writeStream...), got {type(writer).__name__}"
+                )
+
+    def start_all(self) -> None:
+        for run in self._runs.values():
+            if run.spec is not None:
+                self._start(run, run.params)
+        self._supervisor = threading.Thread(target=self._supervise_loop, name="query-supervisor", daemon=True)
+        self._supervisor.start()
+
+    def attach(self, query: Any, parallelism: int) -> None:
+        """Track a query the user started and owns (metrics only; it is never restarted)."""
+        name = query.name or str(query.id)
+        with self._lock:
+            run = _Run(name, None, QueryParams(parallelism=parallelism), SampleWindow(self.max_samples), None)
+            run.query, run.run_id, run.status = query, str(query.runId), QueryStatus.RUNNING
+            run.run_started_at = self.clock.now()
+            self._runs[name] = run
+
+    def stop_all(self) -> None:
+        """Stop every query at a batch boundary (SIGTERM); safe to call twice."""
+        with self._lock:
+            self._stopping = True
+            runs = list(self._runs.values())
+        self._stop_supervisor.set()
+        threads = [threading.Thread(target=self._stop_run, args=(r,), daemon=True) for r in runs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(self.stop_timeout.total_seconds() + 10)
+        try:
+            self.spark.streams.removeListener(self._listener)
+        except Exception:  # the session may already be gone
+            pass
+
+    def _stop_run(self, run: _Run) -> None:
+        if run.spec is None:
+            return  # attached queries belong to the user
+        try:
+            self._stop_at_boundary(run)
+        except Exception as exc:
+            log.warning("stop_failed", query=run.name, error=str(exc))
+        with self._lock:
+            if run.status not in (QueryStatus.FINISHED, QueryStatus.FAILED):
+                run.status = QueryStatus.STOPPED
+
+    # --- observation -----------------------------------------------------------------------
+
+    def views(self) -> tuple[QueryView, ...]:
+        with self._lock:
+            runs = list(self._runs.values())
+        return tuple(self._view(r, *self._running_batch(r)) for r in runs)
+
+    def _running_batch(self, run: _Run) -> tuple[bool, tuple[int, int] | None]:
+        """Whether a batch is executing and its (completed, total) tasks.
+
+        Streaming runs each batch's jobs in the job group named by the run id, so the status
+        tracker shows how far the batch in flight has got.
+        """
+        if run.status != QueryStatus.RUNNING or run.query is None or run.run_id is None:
+            return False, None
+        try:
+            if not run.query.status.get("isTriggerActive"):
+                return False, None
+            tracker = self.spark.sparkContext.statusTracker()
+            jobs = set(tracker.getActiveJobsIds()) & set(tracker.getJobIdsForGroup(run.run_id))
+            done = total = 0
+            for job in jobs:
+                info = tracker.getJobInfo(job)
+                for stage_id in info.stageIds if info else ():
+                    stage = tracker.getStageInfo(stage_id)
+                    if stage is not None:
+                        done += stage.numCompletedTasks
+                        total += stage.numTasks
+            return True, (done, total) if total else None
+        except Exception:  # the query or the context is stopping
+            return False, None
+
+    def _view(self, run: _Run, batch_running: bool, batch_tasks: tuple[int, int] | None) -> QueryView:
+        spec = run.spec
+        return QueryView(
+            name=run.name,
+            status=run.status,
+            params=run.params,
+            min_parallelism=spec.min_parallelism if spec else run.params.parallelism,
+            max_parallelism=spec.max_parallelism if spec else run.params.parallelism,
+            partitions_per_core=spec.partitions_per_core if spec else 1,
+            rescalable=spec is not None,
+            stateful=run.stateful,
+            state_store=run.state_store,
+            samples=run.window.snapshot(),
+            run_started_at=run.run_started_at,
+            last_error=run.last_error,
+            restarts=run.restarts,
+            batch_running=batch_running,
+            batch_tasks=batch_tasks,
+        )
+
+    def take_outcomes(self) -> tuple[ActionOutcome, ...]:
+        with self._lock:
+            out, self._outcomes = tuple(self._outcomes), []
+            return out
+
+    def query(self, name: str) -> Any:
+        return self._runs[name].query
+
+    # --- starting --------------------------------------------------------------------------
+
+    def _context(self, run: _Run, params: QueryParams) -> PipelineContext:
+        assert run.checkpoint is not None
+        return PipelineContext(
+            name=run.name,
+            parallelism=params.parallelism,
+            checkpoint_location=run.checkpoint,
+            max_rows_per_batch=params.max_rows_per_batch,
+            trigger_interval=params.trigger_interval,
+            shuffle_partitions=params.shuffle_partitions,
+        )
+
+    def _pinned(self, run: _Run, params: QueryParams) -> QueryParams:
+        """Params as the checkpoint will really run them (its shuffle partitions win)."""
+        info = read_checkpoint(run.checkpoint) if run.checkpoint else None
+        if info is None or not info.exists:
+            return params
+        run.stateful = run.stateful or info.stateful
+        run.state_store = info.state_store or run.state_store
+        if info.shuffle_partitions is not None:
+            return replace(params, shuffle_partitions=info.shuffle_partitions)
+        return params
+
+    def _start(self, run: _Run, params: QueryParams, *, available_now: bool = False, track: bool = True) -> Any:
+        assert run.spec is not None
+        params = self._pinned(run, params)
+        with self._start_lock:
+            previous = self.spark.conf.get(SHUFFLE)
+            if params.shuffle_partitions is not None:
+                self.spark.conf.set(SHUFFLE, str(params.shuffle_partitions))
+            try:
+                writer = run.spec.build(self.spark, self._context(run, params))
+                writer = writer.queryName(run.name).option("checkpointLocation", run.checkpoint)
+                if available_now or run.spec.available_now:
+                    writer = writer.trigger(availableNow=True)
+                elif params.trigger_interval is not None:
+                    writer = writer.trigger(processingTime=f"{int(params.trigger_interval.total_seconds() * 1000)} milliseconds")
+                query = writer.start()
+            finally:
+                self.spark.conf.set(SHUFFLE, previous)
+        if track:
+            with self._lock:
+                run.query, run.run_id, run.params = query, str(query.runId), params
+                run.status = QueryStatus.RUNNING
+                run.run_started_at = self.clock.now()
+                run.first_batch_pending = True
+            log.info("query_started", query=run.name, parallelism=params.parallelism, run_id=run.run_id)
+        return query
+
+    # --- rescale ---------------------------------------------------------------------------
+
+    def rescale(self, change: QueryChange, now: datetime) -> bool:
+        with self._lock:
+            run = self._runs.get(change.name)
+            if run is None or run.spec is None or run.status != QueryStatus.RUNNING or self._stopping:
+                return False
+            run.status = QueryStatus.RESCALING
+        threading.Thread(target=self._rescale, args=(run, change, now), name=f"rescale-{run.name}", daemon=True).start()
+        return True
+
+    def _rescale(self, run: _Run, change: QueryChange, decided_at: datetime) -> None:
+        old = run.params
+        try:
+            stopped_at = self._stop_at_boundary(run)
+            new = change.to_params
+            if new.shuffle_partitions is not None and new.shuffle_partitions != old.shuffle_partitions and run.stateful:
+                self._repartition_state(run, old, new.shuffle_partitions)
+            with self._lock:
+                run.pending = _PendingOutcome(change, decided_at, stopped_at)
+            self._start(run, new)
+        except Exception as exc:
+            log.error("rescale_failed", query=run.name, error=f"{type(exc).__name__}: {exc}")
+            self._record(ActionOutcome(run.name, "rescale", False, decided_at, self.clock.now(), str(exc), None, old, change.to_params))
+            with self._lock:
+                run.pending = None
+            self._recover(run, old, str(exc))
+
+    def _recover(self, run: _Run, params: QueryParams, error: str) -> None:
+        """After a failed rescale, go back to the old params; on failure let the supervisor retry."""
+        try:
+            self._start(run, params)
+        except Exception as exc:
+            self._schedule_restart(run, f"{error}; restart with previous settings failed: {exc}")
+
+    def _stop_at_boundary(self, run: _Run) -> datetime:
+        q = run.query
+        if q is None or not q.isActive:
+            return self.clock.now()
+        if q.status.get("isTriggerActive"):
+            seen = run.progress_count
+            deadline = time.monotonic() + self.stop_timeout.total_seconds()
+            with run.cv:
+                while run.progress_count == seen and q.isActive and time.monotonic() < deadline:
+                    run.cv.wait(0.2)
+        q.stop()
+        return self.clock.now()
+
+    def _repartition_state(self, run: _Run, params: QueryParams, partitions: int) -> None:
+        if run.state_store != "rocksdb":
+            raise RescaleError(
+                f"refusing to change shuffle partitions of stateful query {run.name!r}: "
+                f"its {run.state_store or 'unknown'} state store cannot be repartitioned"
+            )
+        drain = self._start(run, params, available_now=True, track=False)
+        drain.awaitTermination(self.stop_timeout.total_seconds())
+        info = read_checkpoint(run.checkpoint)  # type: ignore[arg-type]
+        if not info.clean:
+            raise RescaleError(f"drain of {run.name!r} left batch {info.last_offset} uncommitted")
+        try:
+            self.spark._streamingCheckpointManager.repartition(run.checkpoint, partitions)
+        except Exception:
+            remove_offsets_after(run.checkpoint, info.last_offset)  # type: ignore[arg-type]
+            raise
+        log.info("state_repartitioned", query=run.name, partitions=partitions)
+
+    # --- listener callbacks ----------------------------------------------------------------
+
+    def on_progress(self, progress_json: str, name: str | None, run_id: str) -> None:
+        with self._lock:
+            run = self._runs.get(name or "")
+            if run is None or run.run_id != run_id:
+                return  # a drain run or a stale run
+            params, cold = run.params, run.first_batch_pending
+        try:
+            cores = self.registered_cores()
+        except Exception:
+            cores = 0
+        data = json.loads(progress_json)
+        slots = effective_slots(params.parallelism, cores) or None
+        sample = parse_progress(data, slots=slots, parallelism=params.parallelism, cold=cold)
+        partitions = state_partitions(data)
+        now = self.clock.now()
+        with self._lock:
+            run.window.add(sample)
+            run.first_batch_pending = False
+            if partitions is not None:
+                run.stateful = True
+                run.params = replace(run.params, shuffle_partitions=partitions)
+            if sample.input_rows > 0:
+                run.failures = 0
+            pending, run.pending = run.pending, None
+        with run.cv:
+            run.progress_count += 1
+            run.cv.notify_all()
+        if pending is not None:
+            pause = sample.ended_at - pending.stopped_at if sample.ended_at > pending.stopped_at else now - pending.stopped_at
+            c = pending.change
+            self._record(
+                ActionOutcome(c.name, "rescale", True, pending.decided_at, now, c.message, pause, c.from_params, c.to_params)
+            )
+            log.info("rescale_done", query=c.name, parallelism=c.to_params.parallelism, pause_seconds=round(pause.total_seconds(), 3))
+
+    def on_terminated(self, run_id: str, exception: str | None) -> None:
+        with self._lock:
+            for run in self._runs.values():
+                if run.run_id == run_id and exception:
+                    run.last_error = exception[:2000]
+
+    def _record(self, outcome: ActionOutcome) -> None:
+        with self._lock:
+            self._outcomes.append(outcome)
+
+    # --- supervision -----------------------------------------------------------------------
+
+    def _supervise_loop(self) -> None:
+        while not self._stop_supervisor.wait(1.0):
+            try:
+                self.supervise_once()
+            except Exception as exc:
+                log.warning("supervise_failed", error=str(exc))
+
+    def supervise_once(self) -> None:
+        now = self.clock.now()
+        with self._lock:
+            if self._stopping:
+                return
+            runs = list(self._runs.values())
+        for run in runs:
+            if run.spec is None:
+                continue
+            if run.status == QueryStatus.RUNNING and run.query is not None and not run.query.isActive:
+                self._on_query_ended(run, now)
+            elif run.status == QueryStatus.RESTARTING and run.next_restart_at and now >= run.next_restart_at:
+                try:
+                    self._start(run, run.params)
+                    with self._lock:
+                        run.restarts += 1
+                    log.info("query_restarted", query=run.name, attempt=run.failures)
+                except Exception as exc:
+                    self._schedule_restart(run, f"{type(exc).__name__}: {exc}")
+
+    def _on_query_ended(self, run: _Run, now: datetime) -> None:
+        exc = run.query.exception()
+        if exc is None and run.spec is not None and run.spec.available_now:
+            with self._lock:
+                run.status = QueryStatus.FINISHED
+            self._record(ActionOutcome(run.name, "finish", True, run.run_started_at or now, now, "bounded input done"))
+            log.info("query_finished", query=run.name)
+            return
+        self._schedule_restart(run, str(exc) if exc is not None else "query stopped outside the daemon")
+
+    def _schedule_restart(self, run: _Run, error: str) -> None:
+        with self._lock:
+            run.failures += 1
+            delay = min(self.restart_backoff_max.total_seconds(), 2.0 ** min(run.failures, 20))
+            run.next_restart_at = self.clock.now() + timedelta(seconds=delay)
+            run.last_error = error[:2000]
+            run.status = QueryStatus.RESTARTING
+        log.error("query_failed", query=run.name, error=error[:500], retry_in_seconds=delay, failures=run.failures)
+
+
+def _make_listener(host: QueryHost) -> Any:
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class _Listener(StreamingQueryListener):  # type: ignore[misc]
+        def onQueryStarted(self, event: Any) -> None:
+            pass
+
+        def onQueryProgress(self, event: Any) -> None:
+            try:
+                p = event.progress
+                host.on_progress(p.json, p.name, str(p.runId))
+            except Exception as exc:  # never let a bad event kill the listener bus thread
+                log.warning("progress_event_failed", error=str(exc))
+
+        def onQueryIdle(self, event: Any) -> None:
+            pass
+
+        def onQueryTerminated(self, event: Any) -> None:
+            try:
+                host.on_terminated(str(event.runId), event.exception)
+            except Exception as exc:
+                log.warning("terminated_event_failed", error=str(exc))
+
+    return _Listener()

@@ -1,0 +1,54 @@
+"""Create the Spark session the daemon drives (driver mode) with safe defaults for this daemon."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import Any, Mapping
+
+from autoscaler.settings import SparkSettings
+
+# Facts measured on the project machines (docs/architecture.md): without SPARK_LOCAL_IP the
+# driver binds to the first non-loopback interface; executors' Python workers must use this
+# interpreter (pyarrow lives here); progress metrics stay cheap with these defaults.
+DEFAULT_CONF: Mapping[str, str] = {
+    "spark.ui.showConsoleProgress": "false",
+    "spark.executor.memory": "512m",
+    "spark.sql.streaming.metricsEnabled": "true",
+    "spark.sql.adaptive.enabled": "false",  # not supported in streaming; silences a warning per query
+}
+
+
+def prepare_environment() -> None:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise RuntimeError("Java 17 is required for Spark: install a JRE (e.g. apt-get install openjdk-17-jre-headless)")
+
+
+def build_session(settings: SparkSettings, extra: Mapping[str, Any] | None = None) -> Any:
+    prepare_environment()
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
+    conf = {**DEFAULT_CONF, **{k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in settings.conf.items()}}
+    conf.update({k: str(v) for k, v in (extra or {}).items()})
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(conf.get("spark.log.level", "ERROR"))
+    return spark
+
+
+def stop_session(spark: Any) -> None:
+    """Stop active queries first, then the context (avoids an NPE in the stream thread)."""
+    try:
+        for q in spark.streams.active:
+            try:
+                q.stop()
+            except Exception:
+                pass
+    finally:
+        spark.stop()

@@ -1,0 +1,167 @@
+"""A real Spark standalone cluster on loopback: one master and worker processes we own.
+
+The pip package has no ``sbin/start-master.sh``; ``bin/spark-class`` execs the JVM, so the
+Popen pid is the JVM pid and SIGTERM/SIGKILL reach it directly. Used by the demo and the
+tests to add and remove capacity the way spot nodes or a cluster autoscaler would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Worker:
+    index: int
+    process: subprocess.Popen[bytes]
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+
+class LocalStandaloneCluster:
+    def __init__(self, workdir: Path, *, cores_per_worker: int = 1, memory: str = "1g") -> None:
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.cores_per_worker = cores_per_worker
+        self.memory = memory
+        self.port = free_port()
+        self.webui_port = free_port()
+        self.master: subprocess.Popen[bytes] | None = None
+        self.workers: list[Worker] = []
+        self._next = 0
+
+    @property
+    def url(self) -> str:
+        return f"spark://127.0.0.1:{self.port}"
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            SPARK_HOME=str(spark_home()),
+            SPARK_LOCAL_IP="127.0.0.1",
+            PYSPARK_PYTHON=os.environ.get("PYSPARK_PYTHON", sys.executable),
+            SPARK_LOG_DIR=str(self.workdir / "logs"),
+        )
+        return env
+
+    def _spawn(self, args: list[str], log_name: str) -> subprocess.Popen[bytes]:
+        log = open(self.workdir / log_name, "ab")  # noqa: SIM115 - owned by the child
+        cmd = [str(spark_home() / "bin" / "spark-class"), *args]
+        return subprocess.Popen(cmd, env=self._env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def start(self, workers: int = 1, timeout: float = 60) -> str:
+        self.master = self._spawn(
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host", "127.0.0.1",
+                "--port", str(self.port),
+                "--webui-port", str(self.webui_port),
+            ],
+            "master.log",
+        )
+        self._wait(lambda: self.state() is not None, timeout, "master did not answer")
+        for _ in range(workers):
+            self.add_worker()
+        self.wait_for_workers(workers, timeout)
+        return self.url
+
+    def add_worker(self) -> Worker:
+        index = self._next
+        self._next += 1
+        work = self.workdir / f"worker-{index}"
+        work.mkdir(parents=True, exist_ok=True)
+        proc = self._spawn(
+            [
+                "org.apache.spark.deploy.worker.Worker",
+                "--host", "127.0.0.1",
+                "--cores", str(self.cores_per_worker),
+                "--memory", self.memory,
+                "--work-dir", str(work),
+                "--webui-port", str(free_port()),
+                self.url,
+            ],
+            f"worker-{index}.log",
+        )
+        worker = Worker(index, proc)
+        self.workers.append(worker)
+        return worker
+
+    def remove_worker(self, worker: Worker | None = None, *, kill: bool = True) -> Worker | None:
+        """Stop a worker (the newest by default): SIGKILL models a lost node, SIGTERM a drained one."""
+        alive = [w for w in self.workers if w.alive]
+        if not alive:
+            return None
+        worker = worker or alive[-1]
+        worker.process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+        worker.process.wait(timeout=30)
+        return worker
+
+    def state(self) -> dict[str, object] | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.webui_port}/json/", timeout=2) as resp:
+                data: dict[str, object] = json.load(resp)
+                return data
+        except OSError:
+            return None
+
+    def alive_workers(self) -> int:
+        state = self.state() or {}
+        workers = state.get("workers", [])
+        return sum(1 for w in workers if isinstance(w, dict) and w.get("state") == "ALIVE")  # type: ignore[union-attr]
+
+    def wait_for_workers(self, count: int, timeout: float = 60) -> None:
+        self._wait(lambda: self.alive_workers() >= count, timeout, f"{count} worker(s) did not register")
+
+    @staticmethod
+    def _wait(check: object, timeout: float, message: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if check():  # type: ignore[operator]
+                return
+            time.sleep(0.3)
+        raise TimeoutError(message)
+
+    def stop(self) -> None:
+        for w in self.workers:
+            if w.alive:
+                w.process.send_signal(signal.SIGTERM)
+        for w in self.workers:
+            try:
+                w.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                w.process.kill()
+        if self.master is not None and self.master.poll() is None:
+            self.master.send_signal(signal.SIGTERM)
+            try:
+                self.master.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.master.kill()
+
+    def __enter__(self) -> LocalStandaloneCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

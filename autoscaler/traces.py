@@ -1,0 +1,161 @@
+"""Workload traces (NAB format ``timestamp,value``) and piecewise-constant rate profiles."""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Sequence
+
+
+class TraceError(ValueError):
+    """A trace file is unusable; the message names the file, line and problem."""
+
+
+@dataclass(frozen=True)
+class Trace:
+    name: str
+    timestamps: tuple[datetime, ...]
+    values: tuple[float, ...]
+
+    @property
+    def step_seconds(self) -> float:
+        """The trace's regular step (median gap between points)."""
+        gaps = sorted((b - a).total_seconds() for a, b in zip(self.timestamps, self.timestamps[1:]))
+        return gaps[len(gaps) // 2] if gaps else 60.0
+
+
+def load_trace(path: str | Path) -> Trace:
+    path = Path(path)
+    if not path.is_file():
+        raise TraceError(f"trace {str(path)!r} does not exist")
+    stamps: list[datetime] = []
+    values: list[float] = []
+    with path.open(newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        if header is None:
+            raise TraceError(f"trace {str(path)!r} is empty")
+        if [h.strip().lower() for h in header[:2]] != ["timestamp", "value"]:
+            raise TraceError(f"trace {str(path)!r}: line 1 must be the header 'timestamp,value', got {','.join(header)!r}")
+        for line, row in enumerate(reader, start=2):
+            if not row or all(not c.strip() for c in row):
+                continue
+            if len(row) < 2:
+                raise TraceError(f"trace {str(path)!r}: line {line} needs two columns, got {row!r}")
+            try:
+                ts = datetime.fromisoformat(row[0].strip())
+            except ValueError:
+                raise TraceError(f"trace {str(path)!r}: line {line}: {row[0]!r} is not a timestamp") from None
+            try:
+                value = float(row[1])
+            except ValueError:
+                raise TraceError(f"trace {str(path)!r}: line {line}: {row[1]!r} is not a number") from None
+            if not math.isfinite(value) or value < 0:
+                raise TraceError(f"trace {str(path)!r}: line {line}: value {row[1]!r} must be a finite number >= 0")
+            if stamps and ts <= stamps[-1]:
+                raise TraceError(f"trace {str(path)!r}: line {line}: timestamps must increase")
+            stamps.append(ts)
+            values.append(value)
+    if not values:
+        raise TraceError(f"trace {str(path)!r} has no data rows")
+    if max(values) <= 0:
+        raise TraceError(f"trace {str(path)!r}: every value is zero")
+    return Trace(path.stem, tuple(stamps), tuple(values))
+
+
+@dataclass(frozen=True)
+class RateProfile:
+    """Rows/s as a step function of elapsed seconds: ``rates[i]`` from ``starts[i]``.
+
+    ``cumulative(t)`` counts rows generated in [0, t); ``time_of(row)`` inverts it (the
+    generation time of a row id), which gives exact per-row lag.
+    """
+
+    starts: tuple[float, ...]
+    rates: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if not self.starts or len(self.starts) != len(self.rates) or self.starts[0] != 0:
+            raise ValueError("a profile needs matching starts/rates beginning at 0")
+        if any(b <= a for a, b in zip(self.starts, self.starts[1:])):
+            raise ValueError("profile starts must increase")
+        if any(r < 0 for r in self.rates):
+            raise ValueError("profile rates must be >= 0")
+        object.__setattr__(self, "_cum", self._prefix())
+
+    def _prefix(self) -> tuple[float, ...]:
+        cum = [0.0]
+        for i in range(1, len(self.starts)):
+            cum.append(cum[-1] + self.rates[i - 1] * (self.starts[i] - self.starts[i - 1]))
+        return tuple(cum)
+
+    def rate_at(self, t: float) -> float:
+        if t < 0:
+            return 0.0
+        return self.rates[bisect.bisect_right(self.starts, t) - 1]
+
+    def cumulative(self, t: float) -> int:
+        if t <= 0:
+            return 0
+        i = bisect.bisect_right(self.starts, t) - 1
+        cum: tuple[float, ...] = self._cum  # type: ignore[attr-defined]
+        return int(cum[i] + self.rates[i] * (t - self.starts[i]))
+
+    def time_of(self, row: int) -> float:
+        """Elapsed second at which ``row`` (0-based) was generated."""
+        cum: tuple[float, ...] = self._cum  # type: ignore[attr-defined]
+        target = row + 1
+        i = bisect.bisect_right(cum, target) - 1
+        while i > 0 and self.rates[i] == 0:
+            i -= 1
+        rate = self.rates[i]
+        if rate <= 0:
+            return self.starts[i]
+        return self.starts[i] + (target - cum[i]) / rate
+
+    def encode(self) -> str:
+        return ",".join(f"{s:g}:{r:g}" for s, r in zip(self.starts, self.rates))
+
+    @classmethod
+    def decode(cls, text: str) -> RateProfile:
+        pairs = [p.split(":") for p in text.split(",") if p]
+        return cls(tuple(float(a) for a, _ in pairs), tuple(float(b) for _, b in pairs))
+
+    @classmethod
+    def steps(cls, phases: Sequence[tuple[float, float]]) -> RateProfile:
+        """From (duration seconds, rate) phases; the rate is 0 after the last phase."""
+        starts, rates, t = [], [], 0.0
+        for seconds, rate in phases:
+            starts.append(t)
+            rates.append(rate)
+            t += seconds
+        starts.append(t)
+        rates.append(0.0)
+        return cls(tuple(starts), tuple(rates))
+
+
+def compress_trace(
+    trace: Trace, *, seconds_per_day: float, peak_rate: float, duration: float, start_hour: float = 0.0
+) -> RateProfile:
+    """Replay ``trace`` so that one day passes in ``seconds_per_day``, scaled so its peak is ``peak_rate``.
+
+    Starts at the first point at or after ``start_hour`` o'clock and covers ``duration``
+    compressed seconds; the rate is 0 afterwards.
+    """
+    if seconds_per_day <= 0 or peak_rate <= 0 or duration <= 0:
+        raise ValueError("seconds_per_day, peak_rate and duration must be > 0")
+    step = trace.step_seconds * seconds_per_day / 86400.0
+    first = next((i for i, ts in enumerate(trace.timestamps) if ts.hour + ts.minute / 60 >= start_hour), 0)
+    count = max(1, math.ceil(duration / step))
+    window = [trace.values[(first + k) % len(trace.values)] for k in range(count)]
+    peak = max(window) or 1.0  # scale the replayed window, not the whole trace, to peak_rate
+    phases = []
+    for k, value in enumerate(window):
+        length = min(step, duration - k * step)
+        if length > 0:
+            phases.append((length, peak_rate * value / peak))
+    return RateProfile.steps(phases)
