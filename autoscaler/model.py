@@ -12,6 +12,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Mapping
 
+from autoscaler.costmodel import BatchCostModel
+
 
 class Mode(StrEnum):
     """How the daemon obtains capacity."""
@@ -128,9 +130,10 @@ class BatchSample:
     input_rate: float | None  # rows/s arriving (``inputRowsPerSecond``)
     processing_rate: float | None  # rows/s while executing (``processedRowsPerSecond``)
     backlog_rows: int | None  # latestOffset - endOffset where the source reports it
-    slots: float | None = None  # effective task slots: partitions / ceil(partitions / cores)
-    parallelism: int | None = None  # source partitions the batch ran with
-    cold: bool = False  # first batch of a run: JVM and Python workers still warming up
+    cores: int | None = None  # executor cores registered when the batch ended
+    parallelism: int | None = None  # source partitions (tasks) the batch ran with
+    fixed_overhead: timedelta | None = None  # planning, offset log, commit: triggerExecution - addBatch
+    cold: bool = False  # warming up (first batches of a run, or executors just changed): not for fits
 
     @property
     def ended_at(self) -> datetime:
@@ -203,8 +206,7 @@ class QueryLoad:
     samples: int
     input_rate: float | None = None  # rows/s arriving
     processing_rate: float | None = None  # rows/s while busy, at the observed slots
-    capacity_per_slot: float | None = None  # rows/s one task slot sustains
-    batch_overhead: timedelta | None = None  # fixed cost per batch, independent of rows
+    model: BatchCostModel | None = None  # how long a batch takes at a given scale
     busy_fraction: float | None = None  # share of wall time spent executing batches
     backlog_rows: float | None = None
     # freshness: now - generation time of the newest row in the last completed batch,
@@ -216,6 +218,10 @@ class QueryLoad:
     @property
     def known(self) -> bool:
         return self.samples > 0 and self.input_rate is not None
+
+    @property
+    def capacity_per_slot(self) -> float | None:
+        return self.model.per_slot if self.model else None
 
 
 # --- decision -----------------------------------------------------------------------------------

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Sequence
 
-from autoscaler.capacity import effective_slots
+from autoscaler.costmodel import BatchCostModel, fit_cost_model
 from autoscaler.model import BatchSample, QueryLoad, QueryView
 
 
@@ -36,53 +35,6 @@ class SampleWindow:
             return tuple(self._samples)
 
 
-@dataclass(frozen=True)
-class CapacityFit:
-    per_slot: float  # rows/s one slot sustains on large batches
-    overhead: timedelta  # fixed cost of a batch, independent of its rows
-
-
-FIT_SAMPLES = 60
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
-def fit_capacity(samples: Sequence[BatchSample]) -> CapacityFit | None:
-    """Estimate per-slot throughput from batches: ``duration = overhead + rows_per_slot / rate``.
-
-    A Theil-Sen line (median of pairwise slopes) through (rows per effective slot, seconds)
-    of the latest warm batches separates the fixed per-batch cost from the per-row cost and
-    shrugs off outliers (a batch slowed by an executor starting, a GC pause). It needs batch
-    sizes that vary (largest >= 1.5x smallest); otherwise the median of rows / (seconds x
-    slots) is used, which counts the overhead as work and so errs towards more capacity.
-    """
-    points = [
-        (s.input_rows / s.slots, s.duration.total_seconds())
-        for s in samples[-FIT_SAMPLES:]
-        if s.slots and not s.cold and s.input_rows > 0 and s.duration.total_seconds() > 0
-    ]
-    if not points:
-        return None
-    xs = [p[0] for p in points]
-    if len(points) >= 4 and max(xs) >= 1.5 * min(xs):
-        slopes = [
-            (yj - yi) / (xj - xi)
-            for i, (xi, yi) in enumerate(points)
-            for xj, yj in points[i + 1 :]
-            if abs(xj - xi) > 0.05 * max(xi, xj)
-        ]
-        if slopes:
-            slope = _median(slopes)
-            if slope > 0:
-                intercept = max(0.0, _median([y - slope * x for x, y in points]))
-                return CapacityFit(per_slot=1.0 / slope, overhead=timedelta(seconds=intercept))
-    return CapacityFit(per_slot=_median([x / y for x, y in points]), overhead=timedelta(0))
-
-
 def arrival_rate(samples: Sequence[BatchSample]) -> float | None:
     """Rows/s arriving: rows processed between the first and last batch start plus backlog growth."""
     if not samples:
@@ -99,16 +51,16 @@ def arrival_rate(samples: Sequence[BatchSample]) -> float | None:
     return max(0.0, rows / span)
 
 
-def live_rate_bound(view: QueryView, last: BatchSample, fit: CapacityFit | None, cores: int, now: datetime) -> float | None:
+def live_rate_bound(view: QueryView, last: BatchSample, model: BatchCostModel | None, cores: int, now: datetime) -> float | None:
     """Arrival rate implied by the batch still running, or None.
 
     Spark plans a batch with every row that arrived since the previous one, so a batch that
-    has run for ``age`` seconds on ``S`` effective slots holds at least ``(age - overhead) x
-    mu x S`` rows, which arrived within ``interval`` seconds. When a share ``f`` of its tasks
-    is done, its whole duration is about ``age / f``, which sizes it early. Progress events
-    arrive only when a batch ends; this sees a step up while the first large batch runs.
+    has run for ``age`` seconds holds at least the rows the cost model says take that long,
+    and they arrived within ``interval`` seconds. When a share ``f`` of its tasks is done, its
+    whole duration is about ``age / f``, which sizes it early. Progress events arrive only
+    when a batch ends; this sees a step up while the first large batch is still running.
     """
-    if not view.batch_running or fit is None or cores <= 0:
+    if not view.batch_running or model is None or cores <= 0:
         return None
     if view.run_started_at is not None and last.started_at < view.run_started_at:
         return None  # the running batch is the first of a new run: slow because cold, not big
@@ -123,10 +75,8 @@ def live_rate_bound(view: QueryView, last: BatchSample, fit: CapacityFit | None,
         done, total = view.batch_tasks
         if total > 0 and 0 < done < total:
             duration = max(age, age * total / done)
-    working = duration - fit.overhead.total_seconds()
-    if working <= 0:
-        return None
-    return working * fit.per_slot * effective_slots(view.params.parallelism, cores) / interval
+    rows = model.rows_in(view.params.parallelism, cores, duration)
+    return rows / interval if rows > 0 else None
 
 
 def evaluate_query(view: QueryView, now: datetime, window: timedelta, cores: int = 0) -> QueryLoad:
@@ -142,9 +92,9 @@ def evaluate_query(view: QueryView, now: datetime, window: timedelta, cores: int
         samples = ordered[-MIN_SAMPLES:]
     if not samples:
         return QueryLoad(name=view.name, samples=0, parallelism=view.params.parallelism)
-    # Capacity is a property of the job, not of the current load: fit it on every buffered
-    # batch, whose sizes vary more than those of one window (needed to separate the overhead).
-    fit = fit_capacity(view.samples)
+    # Capacity is a property of the job, not of the current load: fit it on the buffered
+    # batches, whose sizes vary more than those of one window (needed to separate overheads).
+    model = fit_cost_model(view.samples)
     last = samples[-1]
     # Fast attack, slow decay: the largest of the window mean, the rate over the latest
     # batches and the bound from a batch still running, so a step up is seen within a few
@@ -152,7 +102,7 @@ def evaluate_query(view: QueryView, now: datetime, window: timedelta, cores: int
     rates = (
         arrival_rate(samples),
         arrival_rate(samples[-RECENT_BATCHES:]),
-        live_rate_bound(view, last, fit, cores, now),
+        live_rate_bound(view, last, model, cores, now),
     )
     rate = max((r for r in rates if r is not None), default=None)
     span = (last.ended_at - samples[0].started_at).total_seconds()
@@ -167,8 +117,7 @@ def evaluate_query(view: QueryView, now: datetime, window: timedelta, cores: int
         samples=len(samples),
         input_rate=rate,
         processing_rate=sum(processing) / len(processing) if processing else None,
-        capacity_per_slot=fit.per_slot if fit else None,
-        batch_overhead=fit.overhead if fit else None,
+        model=model,
         busy_fraction=min(1.0, busy / span) if span > 0 else None,
         backlog_rows=backlog,
         lag=timedelta(seconds=max(0.0, waiting)),

@@ -2,19 +2,18 @@
 
 In the spirit of DS2 and Flink's autoscaler, adapted to micro-batches:
 
-* per-slot capacity ``mu`` (rows/s) and the fixed batch overhead ``a`` are fitted from the
-  observed batches (:func:`autoscaler.window.fit_capacity`);
-* a query with trigger interval ``I`` processes ``lambda x I`` rows per batch, which takes
-  ``a + lambda x I / (mu x S)`` seconds on ``S`` effective slots, so its utilization is
-  ``busy(S) = (a + lambda I / (mu S)) / I`` (``lambda / (mu S)`` without a trigger);
+* each query's batch cost model (:mod:`autoscaler.costmodel`) predicts how long a batch of
+  ``R`` rows takes on ``C`` cores: ``o + ceil(P / C) x (w + R / (P x mu))``;
+* with trigger interval ``I`` a batch holds ``lambda x I`` rows, so the query's utilization
+  on ``C`` cores is ``duration(P, C, lambda x I) / I`` (without a trigger, the share of its
+  large-batch throughput ``lambda / throughput(P, C)``);
 * nothing changes while every query's utilization stays within ``target +- band`` and no
-  query lags beyond the SLO (Flink's dead band, "rescale only if a vertex is out of bounds");
-* otherwise the required rate ``R = lambda + backlog / catch_up`` (plus
-  ``lambda x restart_time / catch_up`` when a restart is needed) gives the slots
-  ``S = R I / (mu (u I - a))`` and the fewest cores whose task waves reach them
-  (:func:`autoscaler.capacity.min_cores_for`), so executors stay aligned with partitions;
-* when even one task per partition is not enough, the query's partitions grow too (a rescale
-  from the checkpoint), aligned to whole waves.
+  query lags beyond the SLO (Flink's dead band: "rescale only if a vertex is out of bounds");
+* otherwise the required rate ``R = lambda + backlog / catch_up`` gives the fewest cores whose
+  predicted utilization is at most the target. Because the duration only changes when the
+  number of task waves does, the chosen count is always aligned with the partitions;
+* when the partitions cap what the allowed cores can do, the query's partitions grow too
+  (a rescale from the checkpoint, paying ``lambda x restart_time / catch_up`` on top).
 """
 
 from __future__ import annotations
@@ -25,7 +24,8 @@ from datetime import timedelta
 
 from pydantic import Field
 
-from autoscaler.capacity import aligned_parallelism, effective_slots, min_cores_for
+from autoscaler.capacity import aligned_parallelism
+from autoscaler.costmodel import BatchCostModel
 from autoscaler.model import Proposal, QueryLoad, QueryStatus, QueryView, Reason
 from autoscaler.settings import Duration
 from policies.base import PolicyInput, PolicyParams, register
@@ -40,33 +40,38 @@ class QueryNeed:
     parallelism: int | None = None  # new partitions, when the current ones cannot carry the load
 
 
-def slots_for(rate: float, load: QueryLoad, trigger: timedelta | None, utilization: float) -> float:
-    """Effective slots that process ``rate`` rows/s at ``utilization`` (see module docstring)."""
-    mu = load.capacity_per_slot or 0.0
-    if mu <= 0:
-        return math.inf
-    overhead = load.batch_overhead.total_seconds() if load.batch_overhead else 0.0
-    interval = trigger.total_seconds() if trigger else 0.0
-    if interval > 0 and utilization * interval > overhead:
-        return rate * interval / (mu * (utilization * interval - overhead))
-    return rate / (mu * utilization)
-
-
-def busy_at(slots: float, load: QueryLoad, trigger: timedelta | None) -> float:
-    """Predicted share of time a query spends executing batches on ``slots`` effective slots."""
-    mu = load.capacity_per_slot or 0.0
-    rate = load.input_rate or 0.0
-    if slots <= 0 or mu <= 0:
-        return math.inf
-    overhead = load.batch_overhead.total_seconds() if load.batch_overhead else 0.0
+def utilization(model: BatchCostModel, partitions: int, cores: int, rate: float, trigger: timedelta | None) -> float:
+    """Predicted busy share of a query receiving ``rate`` rows/s (see module docstring)."""
     interval = trigger.total_seconds() if trigger else 0.0
     if interval > 0:
-        return (overhead + rate * interval / (mu * slots)) / interval
-    return rate / (mu * slots)
+        return model.duration(partitions, cores, rate * interval) / interval
+    capacity = model.throughput(partitions, cores)
+    return rate / capacity if capacity > 0 else math.inf
+
+
+def fewest_cores(
+    model: BatchCostModel, partitions: int, rate: float, trigger: timedelta | None, target: float, max_cores: int
+) -> int | None:
+    for cores in range(1, max_cores + 1):
+        if utilization(model, partitions, cores, rate, trigger) <= target:
+            return cores
+    return None
+
+
+def waiting_rows(load: QueryLoad, trigger: timedelta | None) -> float:
+    """Rows waiting: the reported backlog, or what the lag beyond two triggers implies."""
+    reported = load.backlog_rows or 0.0
+    if load.lag is None or not load.input_rate:
+        return reported
+    normal = 2 * (trigger.total_seconds() if trigger else 0.0)
+    implied = load.input_rate * max(0.0, load.lag.total_seconds() - normal)
+    return max(reported, implied)
 
 
 @register("target-utilization", aliases=("default",))
 class TargetUtilizationPolicy:
+    """Executors for a target utilization from a fitted batch cost model, aligned to task waves."""
+
     class Params(PolicyParams):
         target_utilization: float = Field(0.7, gt=0, le=1, description="Busy share each query is sized for.")
         utilization_band: float = Field(
@@ -90,7 +95,7 @@ class TargetUtilizationPolicy:
             if view.status == QueryStatus.RUNNING
             and (load := inp.loads.get(view.name)) is not None
             and load.known
-            and load.capacity_per_slot
+            and load.model is not None
         ]
         if not needs:
             return Proposal(executors=None, reason=Reason.NO_METRICS, message="no query has evaluated batches yet")
@@ -105,27 +110,32 @@ class TargetUtilizationPolicy:
             )
         k = max(1, inp.cores_per_executor)
         executors = math.ceil(sum(n.cores for n in needs) / k)
+        parallelism = {n.name: n.parallelism for n in needs if n.parallelism is not None}
+        if executors == inp.current_executors and not parallelism:
+            return Proposal(
+                executors=executors,
+                reason=Reason.WITHIN_TARGET,
+                message="already at the fewest executors that keep every query within target",
+                details=details,
+            )
         reason = next(
             (r for r in (Reason.SCALE_UP_FOR_BACKLOG, Reason.SCALE_UP_FOR_LOAD) if any(n.reason == r for n in moving)),
             Reason.SCALE_DOWN_FOR_LOAD,
         )
-        parallelism = {n.name: n.parallelism for n in needs if n.parallelism is not None}
         message = "; ".join(f"{n.name}: busy {n.busy:.2f} -> {n.cores} core(s)" for n in needs)
         return Proposal(executors, reason, message, parallelism, details)
 
     def _restart_time(self, inp: PolicyInput) -> timedelta:
-        measured = inp.history.restart_pauses()
-        return max([self.p.restart_time, *measured])
+        return max([self.p.restart_time, *inp.history.restart_pauses()])
 
     def _need(self, view: QueryView, load: QueryLoad, inp: PolicyInput) -> QueryNeed:
-        u, band = self.p.target_utilization, self.p.utilization_band
+        assert load.model is not None
+        model, u, band = load.model, self.p.target_utilization, self.p.utilization_band
         trigger = view.params.trigger_interval
         partitions = view.params.parallelism
-        cores_now = max(1, inp.current_cores)
-        busy = busy_at(effective_slots(partitions, cores_now), load, trigger)
+        arrival = load.input_rate or 0.0
+        busy = utilization(model, partitions, max(1, inp.current_cores), arrival, trigger)
         lagging = load.lag is not None and load.lag > inp.target_lag
-        backlog = load.backlog_rows or 0.0
-        catch_up = self.p.catch_up_duration.total_seconds()
         if lagging:
             reason = Reason.SCALE_UP_FOR_BACKLOG
         elif busy > u + band:
@@ -134,22 +144,25 @@ class TargetUtilizationPolicy:
             reason = Reason.SCALE_DOWN_FOR_LOAD
         else:
             reason = Reason.WITHIN_TARGET
-        rate = (load.input_rate or 0.0) + (backlog / catch_up if catch_up > 0 else 0.0)
-        slots = slots_for(rate, load, trigger, u)
+        catch_up = self.p.catch_up_duration.total_seconds()
+        rate = arrival + (waiting_rows(load, trigger) / catch_up if catch_up > 0 else 0.0)
         max_cores = inp.max_executors * max(1, inp.cores_per_executor)
-        cores = min_cores_for(partitions, slots)
-        if cores is not None and cores <= max_cores:
+        cores = fewest_cores(model, partitions, rate, trigger, u, max_cores)
+        if cores is not None:
             return QueryNeed(view.name, cores, busy, reason)
-        # The partitions cap what max_cores can do: the fewest cores reaching the best waves.
-        best_slots = effective_slots(partitions, max_cores)
-        best_cores = min_cores_for(partitions, best_slots) or max_cores
-        overloaded = busy_at(best_slots, load, trigger) > u + band or lagging
+        # The partitions cap what the allowed cores can do: fewest cores giving the fewest waves.
+        best = math.ceil(partitions / math.ceil(partitions / max_cores))
+        overloaded = utilization(model, partitions, best, arrival, trigger) > u + band or lagging
         if overloaded and view.rescalable and partitions < view.max_parallelism:
-            # More partitions, through a restart from the checkpoint: pay for the restart too.
+            # More partitions through a restart from the checkpoint: pay for the restart too.
             restart = self._restart_time(inp).total_seconds()
-            rate += (load.input_rate or 0.0) * restart / catch_up if catch_up > 0 else 0.0
-            cores = min(max_cores, max(1, math.ceil(slots_for(rate, load, trigger, u))))
-            new_p = aligned_parallelism(cores, view.partitions_per_core, view.min_parallelism, view.max_parallelism)
-            if new_p > partitions:
-                return QueryNeed(view.name, cores, busy, reason, new_p)
-        return QueryNeed(view.name, best_cores, busy, reason)
+            rate += arrival * restart / catch_up if catch_up > 0 else 0.0
+            chosen = (max_cores, aligned_parallelism(max_cores, view.partitions_per_core, view.min_parallelism, view.max_parallelism))
+            for c in range(1, max_cores + 1):
+                p = aligned_parallelism(c, view.partitions_per_core, view.min_parallelism, view.max_parallelism)
+                if utilization(model, p, c, rate, trigger) <= u:
+                    chosen = (c, p)
+                    break
+            if chosen[1] > partitions:
+                return QueryNeed(view.name, chosen[0], busy, reason, chosen[1])
+        return QueryNeed(view.name, best, busy, reason)

@@ -172,19 +172,23 @@ def steady_batches(
     start: datetime,
     count: int,
     rate: float,
-    per_slot: float,
-    slots: int,
+    per_slot: float = 900.0,
+    cores: int = 4,
+    parallelism: int = 8,
+    per_task: float = 0.05,
+    fixed: float = 0.2,
     trigger: timedelta = timedelta(seconds=2),
-    overhead: float = 0.2,
     backlog: int | None = 0,
-    parallelism: int | None = None,
 ) -> list[BatchSample]:
-    """Batches of a query receiving ``rate`` rows/s, each taking overhead + rows/(per_slot*slots)."""
+    """Batches of a query receiving ``rate`` rows/s, timed by the batch cost model."""
+    from autoscaler.costmodel import BatchCostModel
+
+    model = BatchCostModel(per_slot=per_slot, per_task=per_task, fixed=fixed)
     out = []
     t = start
     for i in range(count):
         rows = int(rate * trigger.total_seconds())
-        seconds = overhead + rows / (per_slot * slots)
+        seconds = model.duration(parallelism, cores, rows)
         out.append(
             BatchSample(
                 batch_id=i,
@@ -194,8 +198,9 @@ def steady_batches(
                 input_rate=rate,
                 processing_rate=rows / seconds if seconds else None,
                 backlog_rows=backlog,
-                slots=slots,
+                cores=cores,
                 parallelism=parallelism,
+                fixed_overhead=timedelta(seconds=fixed),
             )
         )
         t += max(trigger, timedelta(seconds=seconds))
@@ -215,13 +220,18 @@ class LoadFeeder:
     """Appends the batches a query would have run since the last call, at the current scale.
 
     Rows arrive at ``rate``; a batch starting at ``t`` takes every row that arrived before
-    ``t`` and runs on the effective slots of its partitions and the cores alive (task waves);
-    a batch longer than the 2 s trigger delays the next one, so batches grow when behind.
+    ``t`` and lasts as the batch cost model says for the partitions and the cores alive; a
+    batch longer than the 2 s trigger delays the next one, so batches grow when behind.
     """
 
-    def __init__(self, cluster: FakeCluster, name: str, start: datetime, per_slot: float = 900.0, overhead: float = 0.2):
+    def __init__(
+        self, cluster: FakeCluster, name: str, start: datetime, per_slot: float = 900.0, per_task: float = 0.02, fixed: float = 0.2
+    ):
+        from autoscaler.costmodel import BatchCostModel
+
         self.cluster, self.name = cluster, name
-        self.per_slot, self.overhead = per_slot, overhead
+        self.model = BatchCostModel(per_slot=per_slot, per_task=per_task, fixed=fixed)
+        self.fixed = fixed
         self.t = start + timedelta(seconds=2)  # next batch start
         self.gen_time = start
         self.generated = 0.0
@@ -229,16 +239,13 @@ class LoadFeeder:
         self.batch_id = 0
 
     def run_until(self, now: datetime, rate: float) -> None:
-        from autoscaler.capacity import effective_slots
-
         while True:
             view = self.cluster.queries[self.name]
             cores = sum(e.cores for e in self.cluster.alive.values())
-            slots = effective_slots(view.params.parallelism, cores)
             self.generated += rate * (self.t - self.gen_time).total_seconds()
             self.gen_time = self.t
             rows = int(self.generated) - self.processed
-            seconds = self.overhead + (rows / (self.per_slot * slots) if slots else 3600.0)
+            seconds = self.model.duration(view.params.parallelism, cores, rows) if cores else 3600.0
             if self.t + timedelta(seconds=seconds) > now:
                 return  # this batch has not finished yet
             self.processed += rows
@@ -252,8 +259,9 @@ class LoadFeeder:
                     input_rate=rate,
                     processing_rate=rows / seconds,
                     backlog_rows=None,
-                    slots=slots,
+                    cores=cores,
                     parallelism=view.params.parallelism,
+                    fixed_overhead=timedelta(seconds=self.fixed),
                 ),
             )
             self.batch_id += 1

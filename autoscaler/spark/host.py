@@ -27,7 +27,6 @@ from typing import Any, Callable, Sequence
 
 import structlog
 
-from autoscaler.capacity import effective_slots
 from autoscaler.clock import Clock
 from autoscaler.model import ActionOutcome, QueryChange, QueryParams, QueryStatus, QueryView
 from autoscaler.pipelines import PipelineContext, PipelineError, PipelineSpec
@@ -38,6 +37,7 @@ from autoscaler.window import SampleWindow
 log = structlog.get_logger("autoscaler.spark.host")
 
 SHUFFLE = "spark.sql.shuffle.partitions"
+WARMUP_BATCHES = 2  # batches of a new run not used to fit the cost model
 
 
 class RescaleError(RuntimeError):
@@ -64,7 +64,9 @@ class _Run:
     query: Any = None
     run_id: str | None = None
     run_started_at: datetime | None = None
-    first_batch_pending: bool = True
+    batches_in_run: int = 0
+    last_cores: int = 0
+    cores_changed_recently: bool = False
     progress_count: int = 0
     failures: int = 0
     restarts: int = 0
@@ -277,7 +279,7 @@ class QueryHost:
                 run.query, run.run_id, run.params = query, str(query.runId), params
                 run.status = QueryStatus.RUNNING
                 run.run_started_at = self.clock.now()
-                run.first_batch_pending = True
+                run.batches_in_run = 0
             log.info("query_started", query=run.name, parallelism=params.parallelism, run_id=run.run_id)
         return query
 
@@ -354,19 +356,24 @@ class QueryHost:
             run = self._runs.get(name or "")
             if run is None or run.run_id != run_id:
                 return  # a drain run or a stale run
-            params, cold = run.params, run.first_batch_pending
+            params = run.params
         try:
             cores = self.registered_cores()
         except Exception:
             cores = 0
+        with self._lock:
+            # warming up: the first batches of a run, and those right after the cores changed
+            # (new executors start their Python workers on their first tasks)
+            cold = run.batches_in_run < WARMUP_BATCHES or cores != run.last_cores or run.cores_changed_recently
+            run.cores_changed_recently = cores != run.last_cores
+            run.last_cores = cores
+            run.batches_in_run += 1
         data = json.loads(progress_json)
-        slots = effective_slots(params.parallelism, cores) or None
-        sample = parse_progress(data, slots=slots, parallelism=params.parallelism, cold=cold)
+        sample = parse_progress(data, cores=cores or None, parallelism=params.parallelism, cold=cold)
         partitions = state_partitions(data)
         now = self.clock.now()
         with self._lock:
             run.window.add(sample)
-            run.first_batch_pending = False
             if partitions is not None:
                 run.stateful = True
                 run.params = replace(run.params, shuffle_partitions=partitions)

@@ -79,11 +79,15 @@ def state_partitions(progress: Mapping[str, Any]) -> int | None:
     return int(max(values)) if values else None
 
 
-def parse_progress(progress: Mapping[str, Any] | str, *, slots: int | None, parallelism: int | None, cold: bool) -> BatchSample:
+def parse_progress(progress: Mapping[str, Any] | str, *, cores: int | None, parallelism: int | None, cold: bool) -> BatchSample:
     data: Mapping[str, Any] = json.loads(progress) if isinstance(progress, str) else progress
+    durations = data.get("durationMs") or {}
     duration_ms = data.get("batchDuration")
     if duration_ms is None:
-        duration_ms = (data.get("durationMs") or {}).get("triggerExecution", 0)
+        duration_ms = durations.get("triggerExecution", 0)
+    fixed = None
+    if "triggerExecution" in durations and "addBatch" in durations:
+        fixed = timedelta(milliseconds=max(0.0, float(durations["triggerExecution"]) - float(durations["addBatch"])))
     backlogs = [source_backlog(s) for s in data.get("sources") or []]
     known = [b for b in backlogs if b is not None]
     return BatchSample(
@@ -94,8 +98,9 @@ def parse_progress(progress: Mapping[str, Any] | str, *, slots: int | None, para
         input_rate=_float(data.get("inputRowsPerSecond")),
         processing_rate=_float(data.get("processedRowsPerSecond")),
         backlog_rows=sum(known) if backlogs and len(known) == len(backlogs) else None,
-        slots=slots,
+        cores=cores,
         parallelism=parallelism,
+        fixed_overhead=fixed,
         cold=cold,
     )
 

@@ -2,6 +2,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from autoscaler.costmodel import BatchCostModel
 from autoscaler.history import ScalingHistory
 from autoscaler.model import Executor, ExecutorView, QueryLoad, Reason, Snapshot
 from policies import PolicyError, PolicyInput, create_policy, policy_names
@@ -10,15 +11,17 @@ from tests.fakes import query_view
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
-def inp(cores=4, parallelism=8, rate=400.0, backlog=0.0, max_executors=6, rescalable=False, mu=900.0, overhead=0.2, **qkw):
+MODEL = BatchCostModel(per_slot=900.0, per_task=0.02, fixed=0.2)
+
+
+def inp(cores=4, parallelism=8, rate=400.0, backlog=0.0, max_executors=6, rescalable=False, **qkw):
     view = query_view(parallelism=parallelism, rescalable=rescalable, max_parallelism=64 if rescalable else parallelism, **qkw)
     lag = timedelta(seconds=backlog / rate) if rate else None
     load = QueryLoad(
         name="q",
         samples=10,
         input_rate=rate,
-        capacity_per_slot=mu,
-        batch_overhead=timedelta(seconds=overhead),
+        model=MODEL,
         backlog_rows=backlog,
         lag=lag,
         parallelism=parallelism,
@@ -41,22 +44,23 @@ def inp(cores=4, parallelism=8, rate=400.0, backlog=0.0, max_executors=6, rescal
     )
 
 
-# Arithmetic (mu = 900 rows/s per slot, overhead a = 0.2 s, trigger I = 2 s, u = 0.7 +- 0.2):
-#   slots S = R x I / (mu x (u x I - a)) = R x 2 / (900 x 1.2) = R / 540
-#   busy(S) = (a + R x I / (mu x S)) / I
+# Arithmetic: o = 0.2 s, w = 0.02 s, mu = 900 rows/s, P = 8, trigger I = 2 s, u = 0.7 +- 0.2.
+#   a batch holds R = rate x 2 rows; per task tau = w + R / (8 x 900); duration = o + waves x tau
+#   utilization = duration / 2 must be <= 0.7 (duration <= 1.4 s)
 @pytest.mark.parametrize(
     "case, expected_executors, expected_reason",
     [
-        # busy on 4 = (0.2 + 800/3600)/2 = 0.21 < 0.5; S = 400/540 = 0.74 -> 1 core
+        # R = 800, tau = 0.131: on 4 cores 0.2 + 2 tau = 0.46 s (0.23 < 0.5); on 1 core 0.2 + 8 tau = 1.25 s (0.62)
         pytest.param(dict(cores=4, rate=400), 1, Reason.SCALE_DOWN_FOR_LOAD, id="low-load-scales-down-to-one"),
-        # busy on 1 = (0.2 + 5000/900)/2 = 2.9; S = 2500/540 = 4.63; 8 partitions on 6 cores act like 4
-        # slots, the best possible, reached already with 4 cores -> 4 (the measured need)
+        # R = 5000, tau = 0.714: 2 waves (4..7 cores) 1.63 s (0.81 > 0.7), 1 wave needs 8 > max 6;
+        # 0.81 is inside the band, so the fewest cores giving the fewest waves: 4
         pytest.param(dict(cores=1, rate=2500), 4, Reason.SCALE_UP_FOR_LOAD, id="step-up-aligns-to-four-of-eight-partitions"),
-        # busy on 2 = (0.2 + 2400/1800)/2 = 0.77, within 0.5..0.9
+        # R = 2400, tau = 0.353: on 2 cores 0.2 + 4 tau = 1.61 s (0.81), within 0.5..0.9
         pytest.param(dict(cores=2, rate=1200), 2, Reason.WITHIN_TARGET, id="within-band-holds"),
-        # lag = 60000/400 = 150 s > 60 s SLO; R = 400 + 60000/120 = 900; S = 1.67 -> 2 cores
+        # lag = 60000 / 400 = 150 s > 60 s SLO; rate = 400 + 60000 / 120 = 900, R = 1800, tau = 0.27:
+        # 1 core 2.36 s, 2 cores 1.28 s (0.64) -> 2
         pytest.param(dict(cores=1, rate=400, backlog=60000), 2, Reason.SCALE_UP_FOR_BACKLOG, id="backlog-catch-up"),
-        # S = 4.63 > what 8 partitions on max 2 cores give (2 slots) -> capped at 2
+        # nothing up to max 2 reaches 0.7; 8 partitions on 2 cores -> 2
         pytest.param(dict(cores=1, rate=2500, max_executors=2), 2, Reason.SCALE_UP_FOR_LOAD, id="capped-by-max"),
     ],
 )
@@ -68,8 +72,8 @@ def test_target_utilization_sizing(case, expected_executors, expected_reason):
 
 
 def test_more_partitions_when_one_task_per_partition_is_not_enough():
-    # P = 2 partitions cannot give 4.63 slots. With the restart term 2500 x 10 s / 120 s = 208 rows/s:
-    # R = 2708 -> S = 5.01 -> 6 cores, aligned partitions 6 (one per core).
+    # 2 partitions take >= 3 s per batch. Paying the restart, 2500 x 10 s / 120 s = 208 rows/s more:
+    # R = 5417 rows; with one partition per core 0.2 + 0.02 + 5417 / (c x 900) <= 1.4 first at c = 6.
     proposal = create_policy("target-utilization").propose(inp(cores=1, parallelism=2, rate=2500, rescalable=True))
     assert proposal.executors == 6
     assert proposal.parallelism == {"q": 6}

@@ -1,0 +1,198 @@
+"""Command line: ``spark-autoscaler run | demo | benchmark | policies | settings-doc``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Sequence
+
+from autoscaler import __version__
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="spark-autoscaler", description="Elastic scaling for Spark Structured Streaming")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="driver mode: host the pipelines of a module and scale them")
+    run.add_argument("--config", "-c", type=Path, help="YAML configuration file")
+    run.add_argument("--pipelines", help="pipeline module (.py file or dotted name); overrides pipelines.module")
+    run.add_argument("--mode", choices=["auto", "reactive", "active"])
+    run.add_argument("--policy")
+    run.add_argument("--min-executors", type=int)
+    run.add_argument("--max-executors", type=int)
+    run.add_argument("--master", help="Spark master URL; overrides spark.master")
+    run.add_argument("--dry-run", action="store_true", default=None, help="decide and report, do not act")
+    run.add_argument("--check", action="store_true", help="validate configuration and pipelines, then exit")
+    run.add_argument("--log-format", choices=["json", "console"], default="json")
+
+    demo = sub.add_parser("demo", help="run the embedded demo on a local Spark cluster")
+    demo.add_argument("--mode", choices=["active", "reactive"], default="active")
+    demo.add_argument("--duration", type=_positive_float, default=180.0, help="seconds of replayed load (default 180)")
+    demo.add_argument("--summary-json", type=Path, help="write the summary as JSON to this file")
+    demo.add_argument("--trace", type=Path, help="trace CSV (timestamp,value); default ../shared/traces/nyc_taxi.csv or the bundled copy")
+    demo.add_argument("--seconds-per-day", type=_positive_float, default=150.0, help="compressed length of one trace day")
+    demo.add_argument("--peak-rate", type=_positive_float, default=2800.0, help="rows/s at the trace's peak")
+    demo.add_argument("--max-executors", type=_positive_int, default=6)
+    demo.add_argument("--workdir", type=Path, help="keep checkpoints, output and logs here (default: a temp dir)")
+
+    bench = sub.add_parser("benchmark", help="benchmarks on real Spark")
+    bench_sub = bench.add_subparsers(dest="benchmark", required=True)
+    step = bench_sub.add_parser("step-load", help="our daemon vs Spark dynamic allocation vs static maximum")
+    step.add_argument("--json", action="store_true", help="print one JSON object")
+    step.add_argument("--runs", default="autoscaler,spark-dra,static-max", help="comma-separated subset")
+    step.add_argument("--phases", default="120,180,180", help="seconds of the low, high and low phases")
+    step.add_argument("--output", type=Path, help="also write the JSON result to this file")
+
+    sub.add_parser("policies", help="list the registered scaling policies")
+    doc = sub.add_parser("settings-doc", help="print the settings reference (Markdown)")
+    doc.add_argument("--output", type=Path)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler = {
+        "run": _cmd_run,
+        "demo": _cmd_demo,
+        "benchmark": _cmd_benchmark,
+        "policies": _cmd_policies,
+        "settings-doc": _cmd_settings_doc,
+    }[args.command]
+    return handler(args)
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"spark-autoscaler: error: {message}", file=sys.stderr)
+    return code
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from autoscaler.logs import configure_logging
+    from autoscaler.pipelines import PipelineError, load_pipelines
+    from autoscaler.settings import SettingsError, load_settings
+
+    configure_logging(args.log_format)
+    overrides = {
+        "pipelines.module": args.pipelines,
+        "mode": args.mode,
+        "policy.name": args.policy,
+        "executors.min": args.min_executors,
+        "executors.max": args.max_executors,
+        "spark.master": args.master,
+        "dry_run": args.dry_run,
+    }
+    try:
+        settings = load_settings(args.config, overrides)
+        if not settings.pipelines.module:
+            return _fail("no pipelines: pass --pipelines FILE.py or set pipelines.module in the config")
+        specs = load_pipelines(settings.pipelines.module)
+    except (SettingsError, PipelineError) as exc:
+        return _fail(str(exc))
+    if args.check:
+        print(f"configuration valid; pipelines: {', '.join(s.name for s in specs)}")
+        return 0
+    from autoscaler.driver import DriverDaemon
+
+    daemon = DriverDaemon(settings, specs=specs)
+    daemon.install_signal_handlers()
+    try:
+        daemon.start()
+    except PipelineError as exc:
+        return _fail(str(exc))
+    daemon.run()
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from autoscaler.demo.run import DemoOptions, run_demo
+    from autoscaler.traces import TraceError
+
+    options = DemoOptions(
+        mode=args.mode,
+        duration=args.duration,
+        trace=args.trace,
+        seconds_per_day=args.seconds_per_day,
+        peak_rate=args.peak_rate,
+        max_executors=args.max_executors,
+        workdir=args.workdir,
+    )
+    try:
+        summary = run_demo(options)
+    except TraceError as exc:
+        return _fail(str(exc))
+    if args.summary_json:
+        args.summary_json.write_text(json.dumps(summary, indent=2) + "\n")
+    ok = summary["lost_rows"] == 0 and summary["duplicate_rows"] == 0
+    return 0 if ok else 1
+
+
+def _cmd_benchmark(args: argparse.Namespace) -> int:
+    from autoscaler.bench.step_load import RUNS, StepProfile, format_table, run_benchmark
+
+    runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
+    unknown = [r for r in runs if r not in RUNS]
+    if unknown or not runs:
+        return _fail(f"--runs: unknown run(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(RUNS)}")
+    try:
+        phases = tuple(float(p) for p in args.phases.split(","))
+    except ValueError:
+        return _fail(f"--phases: {args.phases!r} must be three numbers of seconds")
+    if len(phases) != 3 or min(phases) <= 0:
+        return _fail(f"--phases: {args.phases!r} must be three positive numbers of seconds")
+    log = (lambda m: print(m, file=sys.stderr)) if args.json else print
+    result = run_benchmark(runs, StepProfile(phases=phases), log=log)  # type: ignore[arg-type]
+    if args.output:
+        args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2) if args.json else format_table(result))
+    return 0
+
+
+def _cmd_policies(args: argparse.Namespace) -> int:
+    from policies import policy_class, policy_names, resolve_name
+
+    for name in policy_names():
+        cls = policy_class(name)
+        real = resolve_name(name)
+        doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+        alias = f" (alias of {real})" if real != name else ""
+        print(f"{name}{alias}: {doc}")
+    return 0
+
+
+def _cmd_settings_doc(args: argparse.Namespace) -> int:
+    from autoscaler.settings_doc import render_settings_doc
+
+    text = render_settings_doc()
+    if args.output:
+        args.output.write_text(text)
+    else:
+        print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

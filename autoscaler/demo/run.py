@@ -1,0 +1,286 @@
+"""``spark-autoscaler demo``: the daemon scaling a trace-driven stream on a real local cluster.
+
+A standalone master and worker processes run on loopback (no Kubernetes). The NYC taxi trace
+is compressed so a day passes in ``seconds_per_day`` and replayed from 3 a.m., so the load
+climbs through the morning, peaks in the evening and falls at night.
+
+* ``--mode active``: the workers for ``max_executors`` exist (spare capacity); the daemon
+  requests and removes executors through Spark's executor-request API.
+* ``--mode reactive``: the demo itself adds and kills worker processes on a schedule, as spot
+  capacity would come and go; the daemon never requests executors and rescales the query from
+  its checkpoint so its partitions fit the cores that exist.
+
+At the end the query is stopped at a batch boundary, the rest of the input is drained from
+the checkpoint, and every generated row is checked to have come out exactly once.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+from autoscaler.bench.step_load import ExecutorSampler
+from autoscaler.demo.workload import trace_pipeline, verify_output
+from autoscaler.history import EXECUTORS
+from autoscaler.logs import configure_logging
+from autoscaler.pipelines import PipelineContext, PipelineSpec
+from autoscaler.reconciler import TickRecord
+from autoscaler.settings import SparkSettings, load_settings
+from autoscaler.spark.session import build_session, stop_session
+from autoscaler.spark.standalone import LocalStandaloneCluster
+from autoscaler.traces import RateProfile, compress_trace, load_trace
+
+BUNDLED_TRACE = Path(__file__).parent / "traces" / "nyc_taxi.csv"
+PIPELINE = "taxi"
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    mode: str = "active"
+    duration: float = 180.0
+    trace: Path | None = None
+    seconds_per_day: float = 150.0
+    peak_rate: float = 2800.0
+    max_executors: int = 6
+    workdir: Path | None = None
+    cost_seconds: float = 0.001  # per-row work
+    start_hour: float = 3.0
+
+
+def default_trace() -> Path:
+    """``../shared/traces/nyc_taxi.csv`` from the working directory or the checkout, else the bundled copy."""
+    candidates = [
+        Path.cwd().parent / "shared" / "traces" / "nyc_taxi.csv",
+        Path(__file__).resolve().parents[3] / "shared" / "traces" / "nyc_taxi.csv",
+    ]
+    return next((p for p in candidates if p.is_file()), BUNDLED_TRACE)
+
+
+def reactive_schedule(duration: float) -> list[tuple[float, str, int]]:
+    """(seconds, 'add' | 'kill', workers): capacity arriving and vanishing like spot nodes."""
+    return [
+        (0.15 * duration, "add", 1),
+        (0.30 * duration, "add", 2),
+        (0.55 * duration, "kill", 1),  # SIGKILL mid-batch: a lost node
+        (0.75 * duration, "kill", 2),
+    ]
+
+
+class LiveView:
+    """One line per reconcile tick: time, load, rates, lag, executors, last decision."""
+
+    def __init__(self, start: float, profile: RateProfile, out: TextIO = sys.stdout) -> None:
+        self.start = start
+        self.profile = profile
+        self.out = out
+        self.last_decision = "-"
+        self.records: list[TickRecord] = []
+        print(
+            f"{'time':>6} {'load':>6} {'in':>6} {'proc':>6} {'backlog':>8} {'lag':>6} {'exec':>9} {'parts':>5}  last decision",
+            file=out,
+            flush=True,
+        )
+
+    def __call__(self, r: TickRecord) -> None:
+        self.records.append(r)
+        t = time.time() - self.start
+        load = next((x for x in r.loads if x.name == PIPELINE), None)
+        d = r.decision
+        if r.notable and (d.proposed is not None and d.proposed != d.current or r.plan.query_changes or r.executors_lost):
+            what = r.plan.query_changes[0].message if r.plan.query_changes else (d.message or r.proposal.message)
+            if r.executors_lost:
+                what = f"lost executor(s) {', '.join(r.executors_lost)}; " + what
+            self.last_decision = f"{d.reason.value}: {what}"[:90]
+
+        def num(v: float | None, fmt: str) -> str:
+            return "-" if v is None else format(v, fmt)
+
+        target = r.executors_requested if r.mode.mode.value == "active" and r.executors_requested is not None else r.executors_alive
+        parts = load.parallelism if load else None
+        print(
+            f"{t:5.0f}s {self.profile.rate_at(t):6.0f} {num(load and load.input_rate, '6.0f')} "
+            f"{num(load and load.processing_rate, '6.0f')} {num(load and load.backlog_rows, '8.0f')} "
+            f"{num(load and load.lag and load.lag.total_seconds(), '5.1f')}s {r.executors_alive:>4}/{target:<4} "
+            f"{num(parts, '5d')}  {self.last_decision}",
+            file=self.out,
+            flush=True,
+        )
+
+
+def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> dict[str, Any]:
+    configure_logging("console", level="WARNING", stream=sys.stderr)
+    trace_path = options.trace or default_trace()
+    trace = load_trace(trace_path)
+    profile = compress_trace(
+        trace,
+        seconds_per_day=options.seconds_per_day,
+        peak_rate=options.peak_rate,
+        duration=options.duration,
+        start_hour=options.start_hour,
+    )
+    own_dir = options.workdir is None
+    workdir = Path(options.workdir or tempfile.mkdtemp(prefix="spark-autoscaler-demo-")).resolve()
+    if not own_dir and (workdir / "checkpoints").exists():
+        shutil.rmtree(workdir / "checkpoints")
+        shutil.rmtree(workdir / "output", ignore_errors=True)
+    print(f"demo: {options.mode} mode, trace {trace_path.name}, {options.duration:.0f}s, workdir {workdir}", file=out, flush=True)
+    cluster = LocalStandaloneCluster(workdir / "cluster")
+    spark = None
+    try:
+        cluster.start(workers=1)
+        spark = build_session(
+            SparkSettings(master=cluster.url, app_name="spark-autoscaler-demo", conf={"spark.executor.cores": "1"})
+        )
+        return _run(options, profile, workdir, cluster, spark, out)
+    finally:
+        if spark is not None:
+            stop_session(spark)
+        cluster.stop()
+        if own_dir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run(
+    options: DemoOptions, profile: RateProfile, workdir: Path, cluster: LocalStandaloneCluster, spark: Any, out: TextIO
+) -> dict[str, Any]:
+    from autoscaler.driver import DriverDaemon
+
+    output = workdir / "output"
+    settings = load_settings(
+        None,
+        {
+            "mode": options.mode,
+            "executors.min": 1,
+            "executors.max": options.max_executors,
+            "executors.initial": 1,
+            "reconcile_interval": "2s",
+            "resource_wait_timeout": "30s",
+            "request_timeout": "30s",
+            "window.metrics_window": "20s",
+            "normalize.scale_down_delay": "20s",
+            "normalize.stabilization": "10s",
+            "normalize.query_rescale_cooldown": "10s",
+            "policy.params": {"catch_up_duration": "60s"},
+            "pipelines.checkpoint_root": str(workdir / "checkpoints"),
+        },
+        environ={},
+    )
+    start = time.time() + 8.0  # the query starts within a few seconds; the trace begins here
+    build = trace_pipeline(profile=profile, start=start, cost_seconds=options.cost_seconds, out_dir=output)
+    spec = PipelineSpec(
+        PIPELINE,
+        build,
+        trigger=timedelta(seconds=2),
+        initial_parallelism=4 if options.mode == "active" else None,
+        min_parallelism=1,
+        max_parallelism=4 * options.max_executors,
+    )
+    view = LiveView(start, profile, out)
+    daemon = DriverDaemon(settings, specs=[spec], spark=spark, on_tick=view)
+    daemon.start()
+    assert daemon.loop is not None and daemon.host is not None
+    sampler = ExecutorSampler(spark)
+    sampler.start()
+    if options.mode == "active":
+        for _ in range(options.max_executors - 1):
+            cluster.add_worker()  # spare capacity: used only when the daemon asks for it
+    else:
+        _schedule_workers(cluster, start, reactive_schedule(options.duration), out)
+    loop = threading.Thread(target=daemon.loop.run, daemon=True)
+    loop.start()
+    end = start + options.duration
+    while time.time() < end:
+        time.sleep(min(1.0, max(0.0, end - time.time())))
+    daemon.loop.stop()
+    loop.join(30)
+    sampler.stop()
+    daemon.host.stop_all()
+    print("stopped at a batch boundary; draining the rest of the input from the checkpoint ...", file=out, flush=True)
+    _drain(spark, build, workdir / "checkpoints" / PIPELINE, daemon.host.views()[0].params.parallelism)
+    return _summary(options, profile, start, end, sampler, daemon, output, out)
+
+
+def _schedule_workers(cluster: LocalStandaloneCluster, start: float, plan: list[tuple[float, str, int]], out: TextIO) -> None:
+    def act(action: str, count: int) -> None:
+        for _ in range(count):
+            if action == "add":
+                cluster.add_worker()
+            else:
+                cluster.remove_worker(kill=True)
+        print(f"{time.time() - start:5.0f}s   [cluster] {'added' if action == 'add' else 'killed'} {count} worker(s)", file=out, flush=True)
+
+    for at, action, count in plan:
+        timer = threading.Timer(max(0.0, start + at - time.time()), act, args=(action, count))
+        timer.daemon = True
+        timer.start()
+
+
+def _drain(spark: Any, build: Callable[[Any, PipelineContext], Any], checkpoint: Path, parallelism: int) -> None:
+    writer = build(spark, PipelineContext(PIPELINE, parallelism, str(checkpoint)))
+    query = writer.queryName(f"{PIPELINE}-drain").option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+    query.awaitTermination(600)
+
+
+def _summary(
+    options: DemoOptions,
+    profile: RateProfile,
+    start: float,
+    end: float,
+    sampler: ExecutorSampler,
+    daemon: Any,
+    output: Path,
+    out: TextIO,
+) -> dict[str, Any]:
+    rows_in = profile.cumulative(end - start + 1e-6)
+    check = verify_output(output, rows_in, lag_until=end)
+    seconds, mean, lo, hi = sampler.integrate(start, end)
+    events = daemon.reconciler.history.events
+    executor_changes = [e for e in events if e.subject == EXECUTORS]
+    query_rescales = [e for e in events if e.subject != EXECUTORS]
+    pauses = [e.pause.total_seconds() for e in query_rescales if e.pause is not None]
+    summary = {
+        "mode": options.mode,
+        "duration_seconds": options.duration,
+        "executor_seconds": round(seconds, 1),
+        "mean_executors": round(mean, 2),
+        "rescales": len(executor_changes) + len(query_rescales),
+        "executor_changes": len(executor_changes),
+        "query_rescales": len(query_rescales),
+        "scaled_up": any(e.to_value > e.from_value for e in executor_changes) or (options.mode == "reactive" and hi > lo),
+        "scaled_down": any(e.to_value < e.from_value for e in executor_changes) or (options.mode == "reactive" and hi > lo),
+        "rescale_pause_seconds": [round(p, 2) for p in pauses],
+        "min_executors": lo,
+        "max_executors": hi,
+        "rows_in": rows_in,
+        "rows_out": check.rows_out,
+        "lost_rows": check.lost_rows,
+        "duplicate_rows": check.duplicate_rows,
+        "max_lag_seconds": None if check.max_lag_seconds is None else round(check.max_lag_seconds, 1),
+        "decisions": [
+            {
+                "at_seconds": round(e.at.timestamp() - start, 1),
+                "subject": e.subject,
+                "from": e.from_value,
+                "to": e.to_value,
+                "reason": e.reason.value,
+                "pause_seconds": None if e.pause is None else round(e.pause.total_seconds(), 2),
+            }
+            for e in events
+        ],
+    }
+    print(
+        "\nsummary: executor-seconds {executor_seconds}, executors {min_executors}..{max_executors}, "
+        "{executor_changes} executor change(s), {query_rescales} query rescale(s) from the checkpoint\n"
+        "         rows in {rows_in}, out {rows_out}, lost {lost_rows}, duplicated {duplicate_rows}, "
+        "max lag {max_lag_seconds}s".format(**summary),
+        file=out,
+        flush=True,
+    )
+    return summary

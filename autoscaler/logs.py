@@ -1,0 +1,40 @@
+"""Logging: structlog JSON lines for daemons (stdlib loggers routed through the same
+formatter), or a readable console format for the demo."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+_SHARED = [
+    structlog.contextvars.merge_contextvars,
+    structlog.stdlib.add_log_level,
+    structlog.stdlib.add_logger_name,
+    structlog.processors.TimeStamper(fmt="iso", utc=True),
+]
+
+
+def configure_logging(fmt: str = "json", level: str | int = "INFO", stream: object = None) -> None:
+    """``fmt`` is ``json`` (one object per line) or ``console``."""
+    renderer: structlog.types.Processor
+    if fmt == "json":
+        renderer = structlog.processors.JSONRenderer()
+        final = [structlog.stdlib.ProcessorFormatter.remove_processors_meta, structlog.processors.dict_tracebacks, renderer]
+    else:
+        renderer = structlog.dev.ConsoleRenderer(colors=False)
+        final = [structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer]
+    structlog.configure(
+        processors=[*_SHARED, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=False,
+    )
+    handler = logging.StreamHandler(stream or sys.stdout)  # type: ignore[arg-type]
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(foreign_pre_chain=_SHARED, processors=final))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level if isinstance(level, int) else level.upper())
+    for noisy in ("py4j", "urllib3", "uvicorn.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

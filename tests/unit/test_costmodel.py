@@ -1,0 +1,76 @@
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from autoscaler.costmodel import BatchCostModel, fit_cost_model
+from autoscaler.model import BatchSample
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+TRUE = BatchCostModel(per_slot=900, per_task=0.05, fixed=0.2)
+
+
+def batch(i, rows, cores=4, parallelism=8, seconds=None, cold=False, fixed=0.2):
+    seconds = TRUE.duration(parallelism, cores, rows) if seconds is None else seconds
+    return BatchSample(
+        batch_id=i,
+        started_at=T0 + timedelta(seconds=2 * i),
+        duration=timedelta(seconds=seconds),
+        input_rows=rows,
+        input_rate=None,
+        processing_rate=None,
+        backlog_rows=None,
+        cores=cores,
+        parallelism=parallelism,
+        fixed_overhead=None if fixed is None else timedelta(seconds=fixed),
+        cold=cold,
+    )
+
+
+@pytest.mark.parametrize(
+    "partitions, cores, rows, seconds",
+    [
+        # o + ceil(P/C) x (w + R / (P x mu))
+        pytest.param(8, 1, 800, 0.2 + 8 * (0.05 + 100 / 900), id="eight-waves-on-one-core"),
+        pytest.param(8, 4, 800, 0.2 + 2 * (0.05 + 100 / 900), id="two-waves-on-four"),
+        pytest.param(8, 6, 5000, 0.2 + 2 * (0.05 + 625 / 900), id="six-cores-no-faster-than-four"),
+        pytest.param(8, 8, 5000, 0.2 + 1 * (0.05 + 625 / 900), id="one-wave"),
+    ],
+)
+def test_duration_follows_task_waves(partitions, cores, rows, seconds):
+    assert TRUE.duration(partitions, cores, rows) == pytest.approx(seconds)
+
+
+def test_rows_in_inverts_duration():
+    d = TRUE.duration(8, 3, 4000)
+    assert TRUE.rows_in(8, 3, d) == pytest.approx(4000)
+
+
+def test_fit_recovers_per_row_per_task_and_fixed_costs_across_scales():
+    samples = [batch(i, rows, cores) for i, (rows, cores) in enumerate([(800, 1), (1600, 2), (4000, 4), (5000, 4), (2400, 3), (1200, 1), (3000, 6)])]
+    fit = fit_cost_model(samples)
+    assert fit.per_slot == pytest.approx(900, rel=1e-6)
+    assert fit.per_task == pytest.approx(0.05, abs=1e-6)
+    assert fit.fixed == pytest.approx(0.2)
+
+
+def test_fit_without_spread_still_predicts_the_current_load_at_other_core_counts():
+    # all batches 800 rows on 4 cores: w and mu cannot be told apart, but the time per task is known
+    fit = fit_cost_model([batch(i, 800) for i in range(6)])
+    assert fit.per_task == 0.0
+    assert fit.duration(8, 1, 800) == pytest.approx(TRUE.duration(8, 1, 800))
+
+
+def test_fit_ignores_cold_batches_and_shrugs_off_outliers():
+    rows = [800, 1600, 3200, 2400, 4000, 1200, 2800, 3600]
+    samples = [batch(i, r) for i, r in enumerate(rows)]
+    samples[2] = batch(2, 3200, seconds=5 * TRUE.duration(8, 4, 3200))  # an executor starting up
+    samples[5] = batch(5, 1200, seconds=4 * TRUE.duration(8, 4, 1200))  # a GC pause
+    samples.append(batch(9, 100, seconds=30.0, cold=True))
+    fit = fit_cost_model(samples)
+    assert fit.per_slot == pytest.approx(900, rel=0.05)
+    assert fit.per_task == pytest.approx(0.05, abs=0.02)
+
+
+def test_no_warm_batches_no_model():
+    assert fit_cost_model([batch(0, 800, cold=True)]) is None
+    assert fit_cost_model([]) is None
