@@ -2,4 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 __version__ = "0.1.0"
+
+__all__ = ["PipelineContext", "PipelineSpec", "__version__", "attach", "pipeline"]
+
+
+def __getattr__(name: str) -> Any:  # lazy: importing the package must not import pyspark
+    if name in ("pipeline", "PipelineContext", "PipelineSpec"):
+        from autoscaler import pipelines
+
+        return getattr(pipelines, name)
+    if name == "attach":
+        from autoscaler.attach import attach
+
+        return attach
+    raise AttributeError(name)

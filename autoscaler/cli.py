@@ -66,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     step.add_argument("--runs", default="autoscaler,spark-dra,static-max", help="comma-separated subset")
     step.add_argument("--phases", default="120,180,180", help="seconds of the low, high and low phases")
     step.add_argument("--output", type=Path, help="also write the JSON result to this file")
+    step.add_argument("--workdir", type=Path, help="keep checkpoints, sink records and tick logs here")
 
     sub.add_parser("policies", help="list the registered scaling policies")
     doc = sub.add_parser("settings-doc", help="print the settings reference (Markdown)")
@@ -164,7 +165,7 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     if len(phases) != 3 or min(phases) <= 0:
         return _fail(f"--phases: {args.phases!r} must be three positive numbers of seconds")
     log = (lambda m: print(m, file=sys.stderr)) if args.json else print
-    result = run_benchmark(runs, StepProfile(phases=phases), log=log)  # type: ignore[arg-type]
+    result = run_benchmark(runs, StepProfile(phases=phases), workdir=args.workdir, log=log)  # type: ignore[arg-type]
     if args.output:
         args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2) if args.json else format_table(result))

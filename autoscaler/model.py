@@ -167,6 +167,7 @@ class QueryView:
     restarts: int = 0
     batch_running: bool = False  # a trigger is executing right now (``status.isTriggerActive``)
     batch_tasks: tuple[int, int] | None = None  # (completed, total) tasks of the running batch
+    warming: bool = False  # a new run or changed executors: batches are slow because cold
 
 
 @dataclass(frozen=True)

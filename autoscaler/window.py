@@ -17,6 +17,7 @@ from autoscaler.model import BatchSample, QueryLoad, QueryView
 
 MIN_SAMPLES = 2
 RECENT_BATCHES = 3
+MIN_DONE_SHARE = 0.25  # extrapolate a running batch only once a quarter of its tasks are done
 
 
 class SampleWindow:
@@ -62,8 +63,8 @@ def live_rate_bound(view: QueryView, last: BatchSample, model: BatchCostModel | 
     """
     if not view.batch_running or model is None or cores <= 0:
         return None
-    if view.run_started_at is not None and last.started_at < view.run_started_at:
-        return None  # the running batch is the first of a new run: slow because cold, not big
+    if view.warming or (view.run_started_at is not None and last.started_at < view.run_started_at):
+        return None  # a new run or new executors: the batch is slow because cold, not big
     trigger = view.params.trigger_interval or timedelta(0)
     started = max(last.ended_at, last.started_at + trigger)
     age = (now - started).total_seconds()
@@ -73,17 +74,18 @@ def live_rate_bound(view: QueryView, last: BatchSample, model: BatchCostModel | 
     duration = age
     if view.batch_tasks is not None:
         done, total = view.batch_tasks
-        if total > 0 and 0 < done < total:
+        if total > 0 and MIN_DONE_SHARE <= done / total < 1:
             duration = max(age, age * total / done)
     rows = model.rows_in(view.params.parallelism, cores, duration)
     return rows / interval if rows > 0 else None
 
 
 def evaluate_query(view: QueryView, now: datetime, window: timedelta, cores: int = 0) -> QueryLoad:
-    """Evaluate the batches that ended within ``window`` before ``now``.
+    """Evaluate a query's recent batches at ``now``.
 
-    Rates come from the window; capacity from all buffered batches. Cold batches (the first
-    of each run) count for the arrival rate but not for capacity.
+    The arrival rate comes from the latest batches (and a batch still running), the busy
+    share from the batches that ended within ``window``, the cost model from all buffered warm
+    batches. Cold batches count for the arrival rate but not for the cost model.
     """
     ordered = sorted((s for s in view.samples if s.ended_at <= now), key=lambda s: s.started_at)
     samples = [s for s in ordered if s.ended_at >= now - window]
@@ -96,14 +98,11 @@ def evaluate_query(view: QueryView, now: datetime, window: timedelta, cores: int
     # batches, whose sizes vary more than those of one window (needed to separate overheads).
     model = fit_cost_model(view.samples)
     last = samples[-1]
-    # Fast attack, slow decay: the largest of the window mean, the rate over the latest
-    # batches and the bound from a batch still running, so a step up is seen within a few
-    # seconds; a step down waits for the window (and then for the scale-down delay).
-    rates = (
-        arrival_rate(samples),
-        arrival_rate(samples[-RECENT_BATCHES:]),
-        live_rate_bound(view, last, model, cores, now),
-    )
+    # The rate over the latest batches, or the bound from a batch still running when that is
+    # higher: a step up is seen within seconds. Smoothing a drop is the job of the delayed
+    # scale-down (the largest recommendation over its window), not of this estimate.
+    recent = arrival_rate(samples[-RECENT_BATCHES:]) if len(samples) >= RECENT_BATCHES else arrival_rate(samples)
+    rates = (recent, live_rate_bound(view, last, model, cores, now))
     rate = max((r for r in rates if r is not None), default=None)
     span = (last.ended_at - samples[0].started_at).total_seconds()
     busy = sum(s.duration.total_seconds() for s in samples)

@@ -168,11 +168,13 @@ def run_one(kind: str, profile: StepProfile, workdir: Path, log: Callable[[str],
                     "window.metrics_window": "30s",
                     "normalize.scale_down_delay": "30s",
                     "normalize.stabilization": "10s",
+                    "policy.params": {"target_utilization": 0.8, "utilization_band": 0.15},
                     "pipelines.checkpoint_root": str(workdir / kind),
                 },
                 environ={},
             )
-            daemon = DriverDaemon(settings, specs=[spec], spark=spark)
+            ticks = open(workdir / kind / "ticks.jsonl", "w")  # noqa: SIM115 - closed with the run
+            daemon = DriverDaemon(settings, specs=[spec], spark=spark, on_tick=lambda r: ticks.write(tick_line(r, start) + "\n"))
             daemon.start()
             threading.Thread(target=daemon.loop.run, daemon=True).start()  # type: ignore[union-attr]
         else:
@@ -196,6 +198,28 @@ def run_one(kind: str, profile: StepProfile, workdir: Path, log: Callable[[str],
             query.stop()
         stop_session(spark)
     return _evaluate(kind, profile, start, sampler, out, rates)
+
+
+def tick_line(r: Any, start: float) -> str:
+    """One compact JSON line per reconcile tick, for looking into a run afterwards."""
+    load = r.loads[0] if r.loads else None
+    model = load.model if load else None
+    return json.dumps(
+        {
+            "t": round(r.at.timestamp() - start, 1),
+            "alive": r.executors_alive,
+            "requested": r.executors_requested,
+            "proposed": r.decision.proposed,
+            "target": r.decision.target,
+            "reason": r.decision.reason.value,
+            "rate": None if not load or load.input_rate is None else round(load.input_rate),
+            "lag": None if not load or load.lag is None else round(load.lag.total_seconds(), 1),
+            "mu": None if not model else round(model.per_slot),
+            "w": None if not model else round(model.per_task, 3),
+            "o": None if not model else round(model.fixed, 3),
+            "msg": r.proposal.message[:80],
+        }
+    )
 
 
 def _evaluate(kind: str, profile: StepProfile, start: float, sampler: ExecutorSampler, out: Path, rates: RateProfile) -> RunResult:

@@ -178,7 +178,15 @@ class QueryHost:
     def views(self) -> tuple[QueryView, ...]:
         with self._lock:
             runs = list(self._runs.values())
-        return tuple(self._view(r, *self._running_batch(r)) for r in runs)
+        try:
+            cores = self.registered_cores()
+        except Exception:
+            cores = 0
+        return tuple(self._view(r, *self._running_batch(r), warming=self._warming(r, cores)) for r in runs)
+
+    @staticmethod
+    def _warming(run: _Run, cores: int) -> bool:
+        return run.batches_in_run < WARMUP_BATCHES or run.cores_changed_recently or cores != run.last_cores
 
     def _running_batch(self, run: _Run) -> tuple[bool, tuple[int, int] | None]:
         """Whether a batch is executing and its (completed, total) tasks.
@@ -205,7 +213,7 @@ class QueryHost:
         except Exception:  # the query or the context is stopping
             return False, None
 
-    def _view(self, run: _Run, batch_running: bool, batch_tasks: tuple[int, int] | None) -> QueryView:
+    def _view(self, run: _Run, batch_running: bool, batch_tasks: tuple[int, int] | None, warming: bool = False) -> QueryView:
         spec = run.spec
         return QueryView(
             name=run.name,
@@ -223,6 +231,7 @@ class QueryHost:
             restarts=run.restarts,
             batch_running=batch_running,
             batch_tasks=batch_tasks,
+            warming=warming,
         )
 
     def take_outcomes(self) -> tuple[ActionOutcome, ...]:

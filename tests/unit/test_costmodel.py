@@ -74,3 +74,15 @@ def test_fit_ignores_cold_batches_and_shrugs_off_outliers():
 def test_no_warm_batches_no_model():
     assert fit_cost_model([batch(0, 800, cold=True)]) is None
     assert fit_cost_model([]) is None
+
+
+def test_fit_learns_per_task_cost_growing_with_concurrent_tasks():
+    # executors sharing 2 CPUs: a task costs 0.05 s alone plus 0.1 s per concurrent task
+    shared = BatchCostModel(per_slot=900, per_task=0.05, fixed=0.2, contention=0.1)
+    loads = [(800, 1), (1600, 1), (800, 4), (5000, 4), (3200, 2), (2400, 4), (1200, 2), (4000, 4)]
+    samples = [batch(i, rows, cores, seconds=shared.duration(8, cores, rows)) for i, (rows, cores) in enumerate(loads)]
+    fit = fit_cost_model(samples)
+    assert fit.contention == pytest.approx(0.1, abs=1e-6)
+    assert fit.per_task == pytest.approx(0.05, abs=1e-6)
+    # so a scale-down from 4 to 1 core is predicted right: 8 waves of (0.15 + 100/900) s, not of (0.45 + ...)
+    assert fit.duration(8, 1, 800) == pytest.approx(0.2 + 8 * (0.15 + 100 / 900))

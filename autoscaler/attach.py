@@ -1,0 +1,96 @@
+"""Attach the daemon to a Spark session you own (your own driver script).
+
+::
+
+    import autoscaler
+    q = df.writeStream.queryName("events")....start()
+    handle = autoscaler.attach(spark, queries=[q], parallelism={"events": 8}, max_executors=6)
+    ...
+    handle.stop()
+
+Executors are scaled as in driver mode. Queries you started yourself are observed and drive
+the decisions, but are never restarted (the daemon cannot rebuild them); pass ``pipelines``
+(``@pipeline`` functions) to let the daemon host and rescale queries from their checkpoints.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from autoscaler.clock import Clock, SystemClock
+from autoscaler.loop import ReconcileLoop
+from autoscaler.pipelines import PipelineSpec
+from autoscaler.reconciler import Reconciler
+from autoscaler.settings import Settings, load_settings
+from autoscaler.spark.executors import SparkExecutors
+from autoscaler.spark.host import QueryHost
+from autoscaler.spark.observer import SparkObserver
+
+
+@dataclass
+class AttachedDaemon:
+    reconciler: Reconciler
+    loop: ReconcileLoop
+    host: QueryHost
+    thread: threading.Thread
+
+    def stop(self, stop_hosted_queries: bool = True) -> None:
+        """Stop the reconcile loop; hosted pipelines stop at a batch boundary, yours keep running."""
+        self.loop.stop()
+        self.thread.join(30)
+        if stop_hosted_queries:
+            self.host.stop_all()
+
+
+def attach(
+    spark: Any,
+    *,
+    queries: Sequence[Any] = (),
+    parallelism: Mapping[str, int] | None = None,
+    pipelines: Sequence[PipelineSpec | Any] = (),
+    settings: Settings | None = None,
+    clock: Clock | None = None,
+    **overrides: Any,
+) -> AttachedDaemon:
+    """Start the reconcile loop in a background thread of this driver.
+
+    Without ``settings``, the common keys can be given directly: ``mode``,
+    ``min_executors``, ``max_executors``, ``policy``, ``dry_run``.
+    """
+    named = {
+        "mode": overrides.pop("mode", None),
+        "executors.min": overrides.pop("min_executors", None),
+        "executors.max": overrides.pop("max_executors", None),
+        "policy.name": overrides.pop("policy", None),
+        "dry_run": overrides.pop("dry_run", None),
+    }
+    if overrides:
+        raise TypeError(f"unknown attach() options: {', '.join(sorted(overrides))}")
+    settings = settings or load_settings(None, named)
+    clock = clock or SystemClock()
+    specs = [p.pipeline_spec if hasattr(p, "pipeline_spec") else p for p in pipelines]
+    executors = SparkExecutors(spark, settings.executors.cores)
+    host = QueryHost(
+        spark,
+        specs,
+        checkpoint_root=settings.pipelines.checkpoint_root,
+        clock=clock,
+        registered_cores=executors.registered_cores,
+        max_samples=settings.window.max_samples,
+        stop_timeout=settings.pipelines.stop_timeout,
+        restart_backoff_max=settings.pipelines.restart_backoff_max,
+    )
+    for q in queries:
+        name = q.name or str(q.id)
+        host.attach(q, (parallelism or {}).get(name, max(1, executors.registered_cores())))
+    if specs:
+        host.prepare(max(1, executors.registered_cores()))
+        host.start_all()
+    reconciler = Reconciler(
+        settings=settings, observer=SparkObserver(executors, host), executors=executors, queries=host, clock=clock
+    )
+    loop = ReconcileLoop(reconciler, clock, settings.reconcile_interval)
+    thread = loop.start_thread()
+    return AttachedDaemon(reconciler, loop, host, thread)
