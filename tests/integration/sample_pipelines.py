@@ -1,0 +1,30 @@
+"""Pipelines used by the driver-mode tests (and a worked example of the pipeline API).
+
+Environment: SAMPLE_START (epoch seconds the stream's timeline starts) and SAMPLE_OUT.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from autoscaler import pipeline
+from autoscaler.demo.workload import trace_pipeline
+from autoscaler.traces import RateProfile
+
+START = float(os.environ.get("SAMPLE_START", "0"))
+OUT = Path(os.environ.get("SAMPLE_OUT", "sample-output"))
+
+_stream = trace_pipeline(profile=RateProfile.steps([(3600, 300)]), start=START, cost_seconds=0.0005, out_dir=OUT / "stream")
+# 1500 rows generated in the 5 s before START, then nothing: a bounded input
+_bounded = trace_pipeline(profile=RateProfile.steps([(5, 300)]), start=START - 10, cost_seconds=0.0, out_dir=OUT / "bounded")
+
+
+@pipeline("stream", trigger="1s", max_parallelism=8)
+def stream(spark, ctx):
+    return _stream(spark, ctx)
+
+
+@pipeline("bounded", available_now=True, initial_parallelism=2)
+def bounded(spark, ctx):
+    return _bounded(spark, ctx)

@@ -1,0 +1,75 @@
+"""Active mode on local-cluster: the executor count follows a load step up and down."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+
+from autoscaler.demo.workload import trace_pipeline, verify_output
+from autoscaler.driver import DriverDaemon
+from autoscaler.history import EXECUTORS
+from autoscaler.pipelines import PipelineContext, PipelineSpec
+from autoscaler.settings import load_settings
+from autoscaler.traces import RateProfile
+from tests.integration.conftest import wait_until
+
+pytestmark = pytest.mark.spark
+
+
+def drain(spark, build, checkpoint, parallelism):
+    writer = build(spark, PipelineContext("drain", parallelism, str(checkpoint)))
+    q = writer.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+    q.awaitTermination(300)
+
+
+def test_active_mode_scales_executors_up_and_down_with_the_load(spark_session_factory, tmp_path):
+    spark = spark_session_factory("local-cluster[4,1,512]")
+    # low 300 rows/s, high 2400 rows/s (1 ms of work per row), low again
+    profile = RateProfile.steps([(40, 300), (50, 2400), (70, 300)])
+    start = time.time() + 8
+    build = trace_pipeline(profile=profile, start=start, cost_seconds=0.001, out_dir=tmp_path / "out")
+    spec = PipelineSpec("steps", build, trigger=timedelta(seconds=2), initial_parallelism=8, min_parallelism=8, max_parallelism=8)
+    settings = load_settings(
+        None,
+        {
+            "mode": "active",
+            "executors.min": 1,
+            "executors.max": 4,
+            "executors.initial": 1,
+            "reconcile_interval": "1s",
+            "resource_wait_timeout": "20s",
+            "normalize.scale_down_delay": "15s",
+            "normalize.stabilization": "5s",
+            "policy.params": {"target_utilization": 0.8, "utilization_band": 0.15},
+            "pipelines.checkpoint_root": str(tmp_path / "ckpt"),
+        },
+        environ={},
+    )
+    records = []
+    daemon = DriverDaemon(settings, specs=[spec], spark=spark, on_tick=records.append)
+    report = daemon.start()
+    assert report.mode.value == "active"
+    assert daemon.executors.observe(daemon.clock.now()).count == 1  # extra workers' executors removed
+    loop = threading.Thread(target=daemon.loop.run, daemon=True)
+    loop.start()
+    try:
+        high_from, high_to = start + 40, start + 90
+        wait_until(lambda: time.time() > high_to, 200, "the high phase to end", interval=2)
+        during_high = [r.executors_alive for r in records if high_from + 15 <= r.at.timestamp() <= high_to]
+        assert max(during_high) >= 3, f"executors during the high phase: {during_high}"
+        wait_until(lambda: records[-1].executors_alive <= 2, 70, "executors to be released after the load drops", interval=2)
+    finally:
+        daemon.loop.stop()
+        loop.join(30)
+        daemon.host.stop_all()
+    events = [e for e in daemon.reconciler.history.events if e.subject == EXECUTORS]
+    assert any(e.to_value > e.from_value for e in events) and any(e.to_value < e.from_value for e in events)
+    removals = [r for r in records for res in r.results if res.action == "remove" and res.ok]
+    assert removals, "scale-down removes named executors"
+    drain(spark, build, tmp_path / "ckpt" / "steps", 8)
+    committed = max(__import__("json").loads(p.read_text())["max"] or -1 for p in (tmp_path / "out").glob("batch-*.json"))
+    check = verify_output(tmp_path / "out", committed + 1)
+    assert (check.lost_rows, check.duplicate_rows, check.consistent) == (0, 0, True)

@@ -1,0 +1,91 @@
+"""Reactive mode on a real standalone cluster: workers join and die, the daemon adapts."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+
+from autoscaler.demo.workload import trace_pipeline, verify_output
+from autoscaler.driver import DriverDaemon
+from autoscaler.model import Mode, QueryStatus
+from autoscaler.pipelines import PipelineSpec
+from autoscaler.settings import load_settings
+from autoscaler.spark.standalone import LocalStandaloneCluster
+from autoscaler.traces import RateProfile
+from autoscaler.spark.session import stop_session
+from tests.integration.conftest import session, wait_until
+from tests.integration.test_active_mode import drain
+
+pytestmark = pytest.mark.spark
+
+
+def test_reactive_mode_uses_workers_that_join_and_survives_a_worker_killed_mid_batch(tmp_path):
+    cluster = LocalStandaloneCluster(tmp_path / "cluster")
+    spark = None
+    try:
+        cluster.start(workers=1)
+        spark = session(cluster.url)
+        profile = RateProfile.steps([(600, 500)])
+        start = time.time() + 6
+        build = trace_pipeline(profile=profile, start=start, cost_seconds=0.001, out_dir=tmp_path / "out")
+        spec = PipelineSpec("events", build, trigger=timedelta(seconds=1), min_parallelism=1, max_parallelism=16)
+        settings = load_settings(
+            None,
+            {
+                "mode": "reactive",
+                "policy.name": "reactive",
+                "executors.initial": 2,  # only one worker exists: wait, then start with what is there
+                "resource_wait_timeout": "4s",
+                "reconcile_interval": "1s",
+                "normalize.query_rescale_cooldown": "3s",
+                "pipelines.checkpoint_root": str(tmp_path / "ckpt"),
+            },
+            environ={},
+        )
+        records = []
+        daemon = DriverDaemon(settings, specs=[spec], spark=spark, on_tick=records.append)
+        report = daemon.start()
+        assert report.mode == Mode.REACTIVE
+        assert report.executors == 1 and report.waited >= timedelta(seconds=4)
+        assert daemon.host.views()[0].params.parallelism == 1
+        loop = threading.Thread(target=daemon.loop.run, daemon=True)
+        loop.start()
+        try:
+            wait_until(lambda: len(daemon.host.views()[0].samples) >= 3, 90, "the first batches")
+            joined_at = time.time()
+            cluster.add_worker()
+            wait_until(lambda: records and records[-1].executors_alive == 2, 60, "the new worker's executor")
+            detected = next(r for r in records if r.executors_alive == 2).at.timestamp()
+            assert detected - joined_at < 30
+            wait_until(
+                lambda: daemon.host.views()[0].params.parallelism == 2 and daemon.host.views()[0].status == QueryStatus.RUNNING,
+                60,
+                "the query rescaled to 2 partitions from its checkpoint",
+            )
+            wait_until(lambda: daemon.host.views()[0].batch_running, 30, "a batch in flight", interval=0.05)
+            killed = cluster.remove_worker(kill=True)
+            assert killed is not None
+            wait_until(lambda: records[-1].executors_alive == 1, 30, "the lost executor to be noticed")
+            assert any(r.executors_lost for r in records), "the lost executor is reported"
+            progressed = len(daemon.host.views()[0].samples)
+            wait_until(lambda: len(daemon.host.views()[0].samples) >= progressed + 3, 60, "batches after the loss")
+            assert daemon.host.views()[0].status == QueryStatus.RUNNING
+            assert daemon.host.query("events").exception() is None
+        finally:
+            daemon.loop.stop()
+            loop.join(30)
+            daemon.host.stop_all()
+        assert not [res for r in records for res in r.results if res.action in ("set_target", "remove")]
+        assert any(e.subject == "events" and e.pause is not None for e in daemon.reconciler.history.events)
+        drain(spark, build, tmp_path / "ckpt" / "events", daemon.host.views()[0].params.parallelism)
+        committed = max(json.loads(p.read_text())["max"] or -1 for p in (tmp_path / "out").glob("batch-*.json"))
+        check = verify_output(tmp_path / "out", committed + 1)
+        assert (check.lost_rows, check.duplicate_rows, check.consistent) == (0, 0, True)
+    finally:
+        if spark is not None:
+            stop_session(spark)
+        cluster.stop()

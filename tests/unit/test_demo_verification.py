@@ -1,0 +1,32 @@
+import json
+
+from autoscaler.demo.workload import verify_output
+
+
+def record(out, batch, lo, hi, lag=1.0):
+    n = 0 if lo is None else hi - lo + 1
+    total = None if lo is None else (lo + hi) * n // 2
+    (out / f"batch-{batch}.json").write_text(
+        json.dumps({"batch": batch, "min": lo, "max": hi, "rows": n, "sum": total, "done": 100.0 + batch, "lag_seconds": lag})
+    )
+
+
+def test_contiguous_batches_verify_exactly_once(tmp_path):
+    record(tmp_path, 0, 0, 99)
+    record(tmp_path, 1, 100, 249, lag=3.5)
+    record(tmp_path, 2, None, None)
+    v = verify_output(tmp_path, 250)
+    assert (v.rows_out, v.lost_rows, v.duplicate_rows, v.consistent, v.max_lag_seconds) == (250, 0, 0, True, 3.5)
+
+
+def test_gaps_and_overlaps_are_counted(tmp_path):
+    record(tmp_path, 0, 0, 99)
+    record(tmp_path, 1, 90, 149)  # 10 rows written twice
+    record(tmp_path, 2, 200, 249)  # 150..199 never written
+    v = verify_output(tmp_path, 250)
+    assert (v.duplicate_rows, v.lost_rows) == (10, 50)
+
+
+def test_a_record_whose_sum_does_not_match_its_range_is_inconsistent(tmp_path):
+    (tmp_path / "batch-0.json").write_text(json.dumps({"batch": 0, "min": 0, "max": 9, "rows": 10, "sum": 7, "done": 1, "lag_seconds": 1}))
+    assert not verify_output(tmp_path, 10).consistent

@@ -1,0 +1,73 @@
+import re
+from datetime import timedelta
+
+import pytest
+
+from autoscaler.pipelines import PipelineError, PipelineSpec, load_pipelines, pipeline
+
+
+def write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def test_module_pipelines_are_loaded_with_their_declarations(tmp_path):
+    module = write(
+        tmp_path,
+        "p.py",
+        "from autoscaler import pipeline\n"
+        "@pipeline('a', trigger='5s', max_parallelism=16, partitions_per_core=2)\n"
+        "def a(spark, ctx): pass\n"
+        "@pipeline(available_now=True)\n"
+        "def b(spark, ctx): pass\n",
+    )
+    a, b = load_pipelines(module)
+    assert (a.name, a.trigger, a.max_parallelism, a.partitions_per_core) == ("a", timedelta(seconds=5), 16, 2)
+    assert b.name == "b" and b.available_now and b.initial_params(4).trigger_interval is None
+    assert a.initial_params(3).parallelism == 6  # two partitions per core on 3 cores
+    assert [s.name for s in load_pipelines(module, only=["b"])] == ["b"]
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        pytest.param("x = 1\n", "defines no @pipeline", id="no-pipelines"),
+        pytest.param("raise ValueError('boom')\n", "failed to import: ValueError: boom", id="import-error"),
+        pytest.param(
+            "from autoscaler import pipeline\n@pipeline('a')\ndef a(s, c): pass\n@pipeline('a')\ndef b(s, c): pass\n",
+            "defines a more than once",
+            id="duplicate-names",
+        ),
+        pytest.param(
+            "from autoscaler import pipeline\n@pipeline('a', min_parallelism=8, max_parallelism=2)\ndef a(s, c): pass\n",
+            "pipeline 'a': max_parallelism (2) is below min_parallelism (8)",
+            id="bad-bounds",
+        ),
+        pytest.param(
+            "from autoscaler import pipeline\n@pipeline('a b')\ndef a(s, c): pass\n", "name must be non-empty", id="bad-name"
+        ),
+        pytest.param(
+            "from autoscaler import pipeline\n@pipeline('a', trigger='soon')\ndef a(s, c): pass\n", "pipeline 'a': trigger", id="bad-trigger"
+        ),
+    ],
+)
+def test_bad_pipeline_modules_name_the_problem(tmp_path, text, message):
+    with pytest.raises(PipelineError, match=re.escape(message)):
+        load_pipelines(write(tmp_path, "bad.py", text))
+
+
+def test_selecting_an_unknown_pipeline_lists_the_known_ones(tmp_path):
+    module = write(tmp_path, "p.py", "from autoscaler import pipeline\n@pipeline('a')\ndef a(s, c): pass\n")
+    with pytest.raises(PipelineError, match="pipelines zz not found .*; it defines a"):
+        load_pipelines(module, only=["zz"])
+
+
+def test_missing_module_file(tmp_path):
+    with pytest.raises(PipelineError, match="does not exist"):
+        load_pipelines(str(tmp_path / "nope.py"))
+
+
+def test_initial_parallelism_is_aligned_and_bounded():
+    spec = PipelineSpec("x", lambda s, c: None, min_parallelism=2, max_parallelism=8)
+    assert [spec.initial_params(c).parallelism for c in (1, 3, 20)] == [2, 3, 8]

@@ -1,0 +1,71 @@
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from autoscaler.traces import RateProfile, TraceError, compress_trace, load_trace
+
+
+def write(tmp_path, text):
+    p = tmp_path / "t.csv"
+    p.write_text(text)
+    return p
+
+
+def test_loads_nab_format(tmp_path):
+    t = load_trace(write(tmp_path, "timestamp,value\n2014-07-01 00:00:00,10\n2014-07-01 00:30:00,20\n2014-07-01 01:00:00,5\n"))
+    assert t.values == (10.0, 20.0, 5.0) and t.step_seconds == 1800
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        pytest.param("", "is empty", id="empty"),
+        pytest.param("timestamp,value\n", "has no data rows", id="no-rows"),
+        pytest.param("time,count\n2014-07-01 00:00:00,1\n", "header 'timestamp,value'", id="bad-header"),
+        pytest.param("timestamp,value\n2014-07-01 00:00:00,abc\n", "line 2: 'abc' is not a number", id="non-numeric"),
+        pytest.param("timestamp,value\nyesterday,1\n", "line 2: 'yesterday' is not a timestamp", id="bad-timestamp"),
+        pytest.param("timestamp,value\n2014-07-01 00:00:00,-3\n", "must be a finite number >= 0", id="negative"),
+        pytest.param("timestamp,value\n2014-07-01 00:00:00\n", "line 2 needs two columns", id="one-column"),
+        pytest.param(
+            "timestamp,value\n2014-07-01 00:30:00,1\n2014-07-01 00:00:00,1\n", "timestamps must increase", id="not-increasing"
+        ),
+        pytest.param("timestamp,value\n2014-07-01 00:00:00,0\n", "every value is zero", id="all-zero"),
+    ],
+)
+def test_bad_traces_name_file_line_and_problem(tmp_path, text, message):
+    with pytest.raises(TraceError, match=message):
+        load_trace(write(tmp_path, text))
+
+
+def test_missing_trace(tmp_path):
+    with pytest.raises(TraceError, match="does not exist"):
+        load_trace(tmp_path / "nope.csv")
+
+
+def test_profile_cumulative_and_generation_time():
+    p = RateProfile.steps([(10, 100), (10, 300)])
+    assert p.cumulative(10) == 1000 and p.cumulative(20) == 4000 and p.cumulative(99) == 4000
+    assert p.time_of(0) == pytest.approx(0.01)
+    assert p.time_of(999) == pytest.approx(10.0)
+    assert p.time_of(1299) == pytest.approx(11.0)
+    assert RateProfile.decode(p.encode()) == p
+
+
+@given(st.lists(st.tuples(st.floats(0.5, 50), st.floats(0, 5000)), min_size=1, max_size=8), st.integers(0, 10**6))
+def test_row_is_generated_before_the_cumulative_count_reaches_it(phases, row):
+    p = RateProfile.steps(phases)
+    total = p.cumulative(10**9)
+    if row >= total:
+        return
+    t = p.time_of(row)
+    assert p.cumulative(t + 1e-6) >= row + 1  # the row exists right after its generation time
+    assert p.cumulative(t - 1e-3) <= row  # and not before
+
+
+def test_compressing_a_day_of_taxi_demand(tmp_path):
+    rows = ["timestamp,value"] + [f"2014-07-01 {h:02d}:{m:02d}:00,{100 + h * 10}" for h in range(24) for m in (0, 30)]
+    trace = load_trace(write(tmp_path, "\n".join(rows) + "\n"))
+    p = compress_trace(trace, seconds_per_day=48, peak_rate=2000, duration=48, start_hour=3)
+    assert p.rate_at(0) == pytest.approx(2000 * 130 / 330)  # 3 a.m. value scaled by the window's peak (23 h -> 330)
+    assert max(p.rates) == pytest.approx(2000)
+    assert p.rate_at(48.5) == 0
