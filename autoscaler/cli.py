@@ -68,6 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     step.add_argument("--output", type=Path, help="also write the JSON result to this file")
     step.add_argument("--workdir", type=Path, help="keep checkpoints, sink records and tick logs here")
 
+    lat = bench_sub.add_parser("latencies", help="executor add/remove and query rescale latencies")
+    lat.add_argument("--repeats", type=_positive_int, default=3)
+    lat.add_argument("--json", action="store_true")
+    lat.add_argument("--output", type=Path)
+
     sub.add_parser("policies", help="list the registered scaling policies")
     doc = sub.add_parser("settings-doc", help="print the settings reference (Markdown)")
     doc.add_argument("--output", type=Path)
@@ -152,6 +157,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_benchmark(args: argparse.Namespace) -> int:
+    if args.benchmark == "latencies":
+        return _cmd_latencies(args)
     from autoscaler.bench.step_load import RUNS, StepProfile, format_table, run_benchmark
 
     runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
@@ -169,6 +176,21 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     if args.output:
         args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2) if args.json else format_table(result))
+    return 0
+
+
+def _cmd_latencies(args: argparse.Namespace) -> int:
+    from autoscaler.bench.latencies import measure
+
+    log = (lambda m: print(m, file=sys.stderr)) if args.json else print
+    result = measure(args.repeats, log=log)  # type: ignore[arg-type]
+    if args.output:
+        args.output.write_text(json.dumps(result, indent=2) + "\n")
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        for key, value in result.items():
+            print(f"{key}: {value}")
     return 0
 
 

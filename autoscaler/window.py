@@ -11,13 +11,14 @@ from collections import deque
 from datetime import datetime, timedelta
 from typing import Sequence
 
-from autoscaler.costmodel import BatchCostModel, fit_cost_model
+from autoscaler.costmodel import fit_cost_model
 from autoscaler.model import BatchSample, QueryLoad, QueryView
 
 
 MIN_SAMPLES = 2
 RECENT_BATCHES = 3
 MIN_DONE_SHARE = 0.25  # extrapolate a running batch only once a quarter of its tasks are done
+MAX_LIVE_FACTOR = 20.0  # a running batch implies at most 20x the rows of the comparable one
 
 
 class SampleWindow:
@@ -52,19 +53,23 @@ def arrival_rate(samples: Sequence[BatchSample]) -> float | None:
     return max(0.0, rows / span)
 
 
-def live_rate_bound(view: QueryView, last: BatchSample, model: BatchCostModel | None, cores: int, now: datetime) -> float | None:
-    """Arrival rate implied by the batch still running, or None.
+def live_rate_bound(view: QueryView, last: BatchSample, cores: int, now: datetime) -> float | None:
+    """Arrival rate implied by a batch still running unusually long, or None.
 
-    Spark plans a batch with every row that arrived since the previous one, so a batch that
-    has run for ``age`` seconds holds at least the rows the cost model says take that long,
-    and they arrived within ``interval`` seconds. When a share ``f`` of its tasks is done, its
-    whole duration is about ``age / f``, which sizes it early. Progress events arrive only
-    when a batch ends; this sees a step up while the first large batch is still running.
+    Spark plans a batch with every row that arrived since the previous one, and progress
+    events arrive only when a batch ends, so a step up stays invisible while its first large
+    batch runs. Compared with the latest batch at the same scale (cores and partitions), a
+    batch running ``x`` times as long holds about ``x`` times its rows (the fixed cost taken
+    out); when a share ``f`` of its tasks is done its whole duration is about ``age / f``.
+    Only batches running over 1.5x the comparable one count, and a new run or changed
+    executors (slow because cold) do not count at all.
     """
-    if not view.batch_running or model is None or cores <= 0:
+    if not view.batch_running or view.warming or cores <= 0:
         return None
-    if view.warming or (view.run_started_at is not None and last.started_at < view.run_started_at):
-        return None  # a new run or new executors: the batch is slow because cold, not big
+    if view.run_started_at is not None and last.started_at < view.run_started_at:
+        return None
+    if last.cold or last.cores != cores or last.parallelism != view.params.parallelism or last.input_rows <= 0:
+        return None
     trigger = view.params.trigger_interval or timedelta(0)
     started = max(last.ended_at, last.started_at + trigger)
     age = (now - started).total_seconds()
@@ -76,8 +81,12 @@ def live_rate_bound(view: QueryView, last: BatchSample, model: BatchCostModel | 
         done, total = view.batch_tasks
         if total > 0 and MIN_DONE_SHARE <= done / total < 1:
             duration = max(age, age * total / done)
-    rows = model.rows_in(view.params.parallelism, cores, duration)
-    return rows / interval if rows > 0 else None
+    usual = last.duration.total_seconds()
+    if duration <= 1.5 * usual:
+        return None
+    fixed = last.fixed_overhead.total_seconds() if last.fixed_overhead is not None else 0.0
+    factor = min(MAX_LIVE_FACTOR, (duration - fixed) / max(1e-3, usual - fixed))
+    return last.input_rows * factor / interval
 
 
 def evaluate_query(view: QueryView, now: datetime, window: timedelta, cores: int = 0) -> QueryLoad:
@@ -102,7 +111,7 @@ def evaluate_query(view: QueryView, now: datetime, window: timedelta, cores: int
     # higher: a step up is seen within seconds. Smoothing a drop is the job of the delayed
     # scale-down (the largest recommendation over its window), not of this estimate.
     recent = arrival_rate(samples[-RECENT_BATCHES:]) if len(samples) >= RECENT_BATCHES else arrival_rate(samples)
-    rates = (recent, live_rate_bound(view, last, model, cores, now))
+    rates = (recent, live_rate_bound(view, last, cores, now))
     rate = max((r for r in rates if r is not None), default=None)
     span = (last.ended_at - samples[0].started_at).total_seconds()
     busy = sum(s.duration.total_seconds() for s in samples)

@@ -40,36 +40,38 @@ def test_lag_is_time_since_the_last_batch_was_planned_plus_its_backlog():
     assert load.lag == timedelta(seconds=6.5)
 
 
-def test_a_batch_still_running_raises_the_rate_estimate_and_the_lag():
-    # steady load on 8 partitions / 4 cores (o = 0.2 s, w = 0.05 s, mu = 900), then the next
-    # batch (planned at the 2 s trigger) is still running 8 s later: 2 waves of 8 s hold at
-    # least ((8 - 0.2) / 2 - 0.05) x 8 x 900 = 27720 rows, which arrived within 2 s.
-    low = steady_batches(start=T0, count=10, rate=400, per_slot=900, cores=4)
-    low += steady_batches(start=low[-1].started_at + timedelta(seconds=2), count=10, rate=1600, per_slot=900, cores=4)
-    last = low[-1]
-    running = query_view(samples=tuple(low), batch_running=True)
-    idle = query_view(samples=tuple(low), batch_running=False)
+def test_a_batch_running_unusually_long_raises_the_rate_estimate_and_the_lag():
+    # steady 1600 rows/s on 8 partitions / 4 cores: 3200-row batches of about 1.2 s with a
+    # 0.2 s fixed cost. The next batch (planned at the 2 s trigger) still runs 8 s later:
+    # (8 - 0.2) / (1.2 - 0.2) = 7.8x the rows of the last one, which arrived within 2 s.
+    batches = steady_batches(start=T0, count=10, rate=1600, per_slot=900, cores=4)
+    last = batches[-1]
+    usual = last.duration.total_seconds()
+    running = query_view(samples=tuple(batches), batch_running=True)
+    idle = query_view(samples=tuple(batches), batch_running=False)
     now = last.started_at + timedelta(seconds=2 + 8)
     live = evaluate_query(running, now, timedelta(seconds=30), cores=4)
     stale = evaluate_query(idle, now, timedelta(seconds=30), cores=4)
     assert stale.input_rate == pytest.approx(1600)
-    assert live.input_rate == pytest.approx(27720 / 2, rel=0.01)
+    assert live.input_rate == pytest.approx(3200 * (8 - 0.2) / (usual - 0.2) / 2, rel=0.01)
     assert live.lag == timedelta(seconds=10)
 
 
 def test_task_progress_of_the_running_batch_sizes_it_early():
-    low = steady_batches(start=T0, count=10, rate=400, per_slot=900, cores=4)
-    low += steady_batches(start=low[-1].started_at + timedelta(seconds=2), count=10, rate=1600, per_slot=900, cores=4)
-    last = low[-1]
+    batches = steady_batches(start=T0, count=10, rate=1600, per_slot=900, cores=4)
+    last = batches[-1]
+    usual = last.duration.total_seconds()
     now = last.started_at + timedelta(seconds=2 + 1)
-    # 1 s into the batch, 2 of 8 tasks done -> about 4 s in all: 2 waves of 1.9 s hold
-    # (1.9 - 0.05) x 8 x 900 = 13320 rows, arrived in 2 s. One task done (< 25%) is not trusted yet.
-    view = query_view(samples=tuple(low), batch_running=True, batch_tasks=(2, 8))
-    assert evaluate_query(view, now, timedelta(seconds=30), cores=4).input_rate == pytest.approx(13320 / 2, rel=0.01)
-    early = query_view(samples=tuple(low), batch_running=True, batch_tasks=(1, 8))
-    assert evaluate_query(early, now, timedelta(seconds=30), cores=4).input_rate < 2000
-    warming = query_view(samples=tuple(low), batch_running=True, batch_tasks=(2, 8), warming=True)
+    # 1 s into the batch, 2 of 8 tasks done -> about 4 s in all; one task done (< 25%) is not trusted yet
+    view = query_view(samples=tuple(batches), batch_running=True, batch_tasks=(2, 8))
+    expected = 3200 * (4 - 0.2) / (usual - 0.2) / 2
+    assert evaluate_query(view, now, timedelta(seconds=30), cores=4).input_rate == pytest.approx(expected, rel=0.01)
+    early = query_view(samples=tuple(batches), batch_running=True, batch_tasks=(1, 8))
+    assert evaluate_query(early, now, timedelta(seconds=30), cores=4).input_rate == pytest.approx(1600)
+    warming = query_view(samples=tuple(batches), batch_running=True, batch_tasks=(2, 8), warming=True)
     assert evaluate_query(warming, now, timedelta(seconds=30), cores=4).input_rate == pytest.approx(1600)
+    other_scale = evaluate_query(view, now, timedelta(seconds=30), cores=3)
+    assert other_scale.input_rate == pytest.approx(1600)  # no comparable batch at 3 cores
 
 
 def test_evaluate_only_uses_batches_inside_the_window():

@@ -1,0 +1,16 @@
+from pathlib import Path
+
+from autoscaler.settings_doc import render_settings_doc
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_settings_reference_is_generated_from_the_declarations():
+    assert (ROOT / "docs" / "settings.md").read_text() == render_settings_doc(), (
+        "docs/settings.md is stale: run `spark-autoscaler settings-doc --output docs/settings.md`"
+    )
+
+
+def test_every_setting_has_a_description():
+    rows = [line for line in render_settings_doc().splitlines() if line.startswith("| `") and "SPARK" not in line]
+    assert rows and all(not line.rstrip().endswith("|  |") for line in rows)
