@@ -178,16 +178,17 @@ def run_one(kind: str, profile: StepProfile, workdir: Path, log: Callable[[str],
             daemon.start()
             threading.Thread(target=daemon.loop.run, daemon=True).start()  # type: ignore[union-attr]
         else:
-            writer = build(spark, PipelineContext("step", PARTITIONS, str(ckpt), trigger_interval=TRIGGER))
-            query = (
-                writer.queryName("step")
-                .option("checkpointLocation", str(ckpt))
-                .trigger(processingTime=f"{int(TRIGGER.total_seconds())} seconds")
-                .start()
-            )
+            # like the baseline runs: the executors Spark starts with are registered first
+            wanted = 6 if kind == "static-max" else 1
+            while (sampler.samples[-1][1] if sampler.samples else 0) < wanted and time.time() < start + WARMUP / 2:
+                time.sleep(0.5)
+            query = _start_plain(spark, build, ckpt)
         end = start + profile.bounds()[-1][2]
         while time.time() < end:
             time.sleep(min(10.0, max(0.0, end - time.time())))
+            if query is not None and not query.isActive:  # e.g. a Python worker timed out under load
+                log(f"  {kind}: query stopped ({query.exception()}); restarting it from its checkpoint")
+                query = _start_plain(spark, build, ckpt)
             log(f"  {kind}: {time.time() - start:5.0f}s of {end - start:.0f}s, {sampler.samples[-1][1] if sampler.samples else '?'} executors")
     finally:
         sampler.stop()
@@ -198,6 +199,16 @@ def run_one(kind: str, profile: StepProfile, workdir: Path, log: Callable[[str],
             query.stop()
         stop_session(spark)
     return _evaluate(kind, profile, start, sampler, out, rates)
+
+
+def _start_plain(spark: Any, build: Callable[[Any, PipelineContext], Any], ckpt: Path) -> Any:
+    writer = build(spark, PipelineContext("step", PARTITIONS, str(ckpt), trigger_interval=TRIGGER))
+    return (
+        writer.queryName("step")
+        .option("checkpointLocation", str(ckpt))
+        .trigger(processingTime=f"{int(TRIGGER.total_seconds())} seconds")
+        .start()
+    )
 
 
 def tick_line(r: Any, start: float) -> str:

@@ -105,6 +105,7 @@ class QueryHost:
         self._stopping = False
         self._supervisor: threading.Thread | None = None
         self._stop_supervisor = threading.Event()
+        self._rescales: list[threading.Thread] = []
         for spec in specs:
             ckpt = spec.checkpoint or str(self.checkpoint_root / spec.name)
             self._runs[spec.name] = _Run(spec.name, spec, spec.initial_params(1), SampleWindow(max_samples), ckpt)
@@ -151,7 +152,10 @@ class QueryHost:
         with self._lock:
             self._stopping = True
             runs = list(self._runs.values())
+            rescales = list(self._rescales)
         self._stop_supervisor.set()
+        for t in rescales:  # let a rescale in flight finish (it will not start a new run)
+            t.join(self.stop_timeout.total_seconds() + 10)
         threads = [threading.Thread(target=self._stop_run, args=(r,), daemon=True) for r in runs]
         for t in threads:
             t.start()
@@ -300,7 +304,9 @@ class QueryHost:
             if run is None or run.spec is None or run.status != QueryStatus.RUNNING or self._stopping:
                 return False
             run.status = QueryStatus.RESCALING
-        threading.Thread(target=self._rescale, args=(run, change, now), name=f"rescale-{run.name}", daemon=True).start()
+            thread = threading.Thread(target=self._rescale, args=(run, change, now), name=f"rescale-{run.name}", daemon=True)
+            self._rescales = [t for t in self._rescales if t.is_alive()] + [thread]
+        thread.start()
         return True
 
     def _rescale(self, run: _Run, change: QueryChange, decided_at: datetime) -> None:
@@ -311,6 +317,9 @@ class QueryHost:
             if new.shuffle_partitions is not None and new.shuffle_partitions != old.shuffle_partitions and run.stateful:
                 self._repartition_state(run, old, new.shuffle_partitions)
             with self._lock:
+                if self._stopping:  # shutting down: stay stopped at this batch boundary
+                    run.status = QueryStatus.STOPPED
+                    return
                 run.pending = _PendingOutcome(change, decided_at, stopped_at)
             self._start(run, new)
         except Exception as exc:
@@ -322,6 +331,8 @@ class QueryHost:
 
     def _recover(self, run: _Run, params: QueryParams, error: str) -> None:
         """After a failed rescale, go back to the old params; on failure let the supervisor retry."""
+        if self._stopping:
+            return
         try:
             self._start(run, params)
         except Exception as exc:
