@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import structlog
 
@@ -132,14 +132,15 @@ class Reconciler:
         with self._lock:
             new = change(self.control)
             if new.policy_params != self.control.policy_params:
-                self.policy = self._make_policy(new.policy_params)
+                self.policy = self._make_policy(new)
             self.control = new
             self._save()
             return new
 
-    def _make_policy(self, params: Mapping[str, Any] | None = None) -> Policy:
-        merged = {**self.settings.policy.params, **(params or self.control.policy_params or {})}
-        return create_policy(self.settings.policy.name, merged)
+    def _make_policy(self, control: ControlState | None = None) -> Policy:
+        """The configured policy with the operator's parameter overrides (of ``control``) on top."""
+        overrides = (control or self.control).policy_params or {}
+        return create_policy(self.settings.policy.name, {**self.settings.policy.params, **overrides})
 
     def bounds(self) -> tuple[int, int]:
         c, e = self.control, self.settings.executors
