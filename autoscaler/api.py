@@ -22,10 +22,13 @@ from typing import Annotated, Any, Callable, Literal, TypeVar
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from autoscaler import __version__
 from autoscaler.audit import KINDS, AuditEntry
@@ -364,6 +367,17 @@ def create_app(
             loc: list[str | int] = ["path", "name"] if field == "name" else (["body"] if field == "body" else ["body", *field.split(".")])
             detail.append({"loc": loc, "msg": message, "type": {404: "not_found", 409: "conflict"}.get(exc.status, "value_error")})
         return JSONResponse({"detail": detail}, status_code=exc.status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        """Framework errors in the same shape; 405 lists every method of the path; unparseable body is a 422."""
+        if exc.status_code == 405:
+            methods = sorted({m for route in app.routes if isinstance(route, APIRoute) and route.matches(request.scope)[0] != Match.NONE
+                              for m in route.methods})
+            return _error(405, [], f"method {request.method} not allowed", "method_not_allowed", {"Allow": ", ".join(methods)})
+        if exc.status_code == 400 and "parsing the body" in str(exc.detail):
+            return _error(422, ["body"], "the body is not valid JSON", "json_invalid")
+        return _error(exc.status_code, [], str(exc.detail), "http_error", dict(exc.headers or {}))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
