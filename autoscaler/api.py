@@ -289,6 +289,7 @@ CONTROL_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Missing or unknown bearer token."},
     403: {"model": ErrorBody, "description": "Control API disabled: no token is configured."},
     422: {"model": ErrorBody, "description": "Invalid change; `loc` names the field. Nothing was applied."},
+    503: {"model": ErrorBody, "description": "The daemon is still starting."},
 }
 QUERY_ERRORS: dict[int | str, dict[str, Any]] = {
     **CONTROL_ERRORS,

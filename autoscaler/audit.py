@@ -30,6 +30,7 @@ from autoscaler.model import ActionOutcome, Reason
 from autoscaler.report import describe_params_change, executor_direction, iso, seconds, tick_json
 
 if TYPE_CHECKING:
+    from autoscaler.history import ScalingEvent
     from autoscaler.reconciler import TickRecord
 
 DECISION, OPERATOR, EVENT = "decision", "operator", "event"
@@ -246,3 +247,27 @@ def _current(r: TickRecord, name: str) -> Any:
 
     view = next((q for q in r.queries if q.name == name), None)
     return view.params if view is not None else QueryParams(parallelism=0)
+
+
+def explain_event(audit: AuditTrail, event: ScalingEvent) -> dict[str, Any] | None:
+    """The decision entry that made a history event (a rescale), with its measured pause; None if absent."""
+    from autoscaler.history import EXECUTORS
+
+    for entry in audit.entries(kind=DECISION):
+        if entry.at != event.at:
+            continue
+        details = entry.details
+        if event.subject == EXECUTORS:
+            d = details.get("decision", {})
+            if (d.get("current"), d.get("target")) != (event.from_value, event.to_value):
+                continue
+            reason = d.get("reason")
+        else:
+            change = next((c for c in details.get("plan", {}).get("query_changes", ()) if c["query"] == event.subject), None)
+            if change is None:
+                continue
+            reason = change["reason"]
+        result = next((r for r in details.get("results", ()) if r["subject"] == event.subject and r["ok"]), None)
+        outcome = (result or {}).get("outcome") or {}
+        return {"id": entry.id, "what": entry.what, "reason": reason, "pause_seconds": outcome.get("pause_seconds")}
+    return None

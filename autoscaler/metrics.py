@@ -21,7 +21,7 @@ import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 from autoscaler import __version__
-from autoscaler.model import Mode, QueryStatus
+from autoscaler.model import Mode, QueryStatus, Reason
 from autoscaler.report import capacity, executor_direction
 
 if TYPE_CHECKING:
@@ -33,6 +33,20 @@ prometheus_client.disable_created_metrics()
 
 PREFIX = "spark_autoscaler_"
 ERROR_PHASES = ("observe", "policy", "decide", "tick")
+ACTIONS = ("set_target", "remove", "rescale")
+OPERATOR_CHANGES = ("paused", "mode", "dry_run", "min_executors", "max_executors", "manual_executors", "policy_params",
+                    "query_params", "query_request_cancel", "log_level")
+# (direction, reason) pairs an executor decision can take with the built-in policies and the
+# normalization; exported at 0 from the start so that increase() and rate() see the first one
+# (Prometheus cannot tell how a counter born at 1 got there). Other pairs appear when first used.
+DECISION_KINDS = (
+    *(("up", r) for r in (Reason.SCALE_UP_FOR_LOAD, Reason.SCALE_UP_FOR_BACKLOG, Reason.STATIC_TARGET, Reason.MANUAL_TARGET,
+                          Reason.BOUNDED_MIN, Reason.BOUNDED_MAX, Reason.MAX_STEP_UP, Reason.PAUSED, Reason.DRY_RUN)),
+    *(("down", r) for r in (Reason.SCALE_DOWN_FOR_LOAD, Reason.STATIC_TARGET, Reason.MANUAL_TARGET, Reason.BOUNDED_MIN,
+                            Reason.BOUNDED_MAX, Reason.MAX_STEP_DOWN, Reason.PAUSED, Reason.DRY_RUN)),
+    *(("hold", r) for r in (Reason.DEAD_BAND, Reason.STABILIZING, Reason.SCALE_DOWN_DELAYED, Reason.BACKLOG_BLOCKS_SCALE_DOWN,
+                            Reason.ACTION_IN_FLIGHT)),
+)
 PAUSE_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
 TICK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
@@ -140,8 +154,19 @@ class Metrics:
         self.slo_target_lag = Gauge(f"{PREFIX}slo_target_lag_seconds", "The lag every query should stay under (slo.target_lag).", A, registry=r)
 
         self.build_info.labels(application).info({"version": version, "policy": policy})
+        # counters start at 0 so the first increment shows in increase()/rate()
         for phase in ERROR_PHASES:
             self.errors.labels(application, phase)
+        for direction, reason in DECISION_KINDS:
+            self.decisions.labels(application, direction, reason.value)
+        for direction in ("up", "down"):
+            self.executor_rescales.labels(application, direction)
+        for action in ACTIONS:
+            for result in ("ok", "failed"):
+                self.actions.labels(application, action, result)
+        for change in OPERATOR_CHANGES:
+            self.operator_changes.labels(application, change)
+        self.executors_lost.labels(application)
         self._queries: set[str] = set()
 
     # --- families ------------------------------------------------------------------------------
@@ -231,6 +256,10 @@ class Metrics:
         names = {q.name for q in r.queries} | {ld.name for ld in r.loads}
         for gone in self._queries - names:
             self.remove_query(gone)
+        for new in names - self._queries:
+            for result in ("ok", "failed"):
+                self.query_rescales.labels(a, new, result)
+            self.query_rescale_pause.labels(a, new)
         self._queries = names
         for ld in r.loads:
             key = (a, ld.name)
@@ -278,3 +307,21 @@ class Metrics:
     def _state_set(self, metric: Gauge, value: str, values: Iterable[str]) -> None:
         for v in values:
             metric.labels(self.application, v).set(1 if v == value else 0)
+
+
+def render_metrics_table() -> str:
+    """The Markdown table of every metric family (``docs/operations.md`` embeds it)."""
+    metrics = Metrics(CollectorRegistry(), application="x")
+    rows = ["| metric | type | labels | meaning |", "| --- | --- | --- | --- |"]
+    wrappers = [m for m in vars(metrics).values() if hasattr(m, "_labelnames") and hasattr(m, "_documentation")]
+    for m in sorted(wrappers, key=lambda w: w._name):
+        kind = m._type
+        name = {"counter": f"{m._name}_total", "info": f"{m._name}_info"}.get(kind, m._name)
+        kind = "gauge (info)" if kind == "info" else kind
+        labels = ", ".join(f"`{label}`" for label in (*m._labelnames, *(("version", "policy") if kind == "gauge (info)" else ())))
+        rows.append(f"| `{name}` | {kind} | {labels} | {m._documentation} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":  # python -m autoscaler.metrics: the table for docs/operations.md
+    print(render_metrics_table(), end="")

@@ -20,6 +20,7 @@ from autoscaler.auth import ApiAuth
 from autoscaler.clock import FakeClock
 from autoscaler.loop import ReconcileLoop
 from autoscaler.metrics import Metrics
+from autoscaler.recording import MetricsRecorder
 from autoscaler.reconciler import Reconciler, TickRecord
 from autoscaler.server import HttpServer
 from autoscaler.settings import Settings, load_settings
@@ -65,6 +66,8 @@ def build(
     *,
     auth: ApiAuth | None = None,
     query: bool = True,
+    query_name: str = "q",
+    report_backlog: bool = False,
     executors: int = 1,
     state_store: Any = None,
     **cluster_kw: Any,
@@ -87,8 +90,8 @@ def build(
     cluster = FakeCluster(clock.now(), executors=executors, **cluster_kw)
     feeder = None
     if query:
-        cluster.add_query(query_view("q", parallelism=8, max_parallelism=8))
-        feeder = LoadFeeder(cluster, "q", clock.now())
+        cluster.add_query(query_view(query_name, parallelism=8, max_parallelism=8))
+        feeder = LoadFeeder(cluster, query_name, clock.now(), report_backlog=report_backlog)
     registry = CollectorRegistry()
     metrics = Metrics(registry, application=APP, policy=settings.policy.name)
     metrics.configure(settings)
@@ -124,3 +127,62 @@ def serve(daemon: Daemon, auth: ApiAuth | None = None) -> Iterator[Daemon]:
             yield daemon
         finally:
             server.stop()
+
+
+def record_scenario(path: Any) -> Daemon:
+    """A fake-cluster run that moves every dashboard panel, recorded like `demo --record`.
+
+    Load 400 -> 2500 -> 400 rows/s, an executor lost at the peak, a failed observation, an
+    operator pause and resume, and an operator rate-limit change (a query restart with its
+    pause). Used for the docs' dashboard PNG until it is regenerated from a real demo run.
+    """
+    d = build({"normalize.query_rescale_cooldown": "20s"}, query_name="taxi", report_backlog=True)
+    recorder = MetricsRecorder(d.registry, path)
+    d.reconciler.on_tick = _chain(d.reconciler.on_tick, recorder)
+    commands = _commands(d)
+    d.run_for(60, rate=400)
+    d.run_for(90, rate=2500)
+    d.cluster.lose(sorted(d.cluster.alive)[-1])
+    d.run_for(30, rate=2500)
+    d.cluster.fail_next_observe = RuntimeError("driver REST timed out")
+    d.run_for(20, rate=400)
+    commands.change_control("alice", {"paused": True}, "maintenance window")
+    d.run_for(30, rate=400)
+    commands.change_control("alice", {"paused": False})
+    d.run_for(30, rate=400)
+    commands.request_query("bob", "taxi", {"max_rows_per_batch": 2000})
+    d.run_for(120, rate=400)
+    recorder.close()
+    return d
+
+
+def _chain(*callbacks: Any) -> Any:
+    def call(record: TickRecord) -> None:
+        for cb in callbacks:
+            if cb is not None:
+                cb(record)
+
+    return call
+
+
+def _commands(d: Daemon) -> Any:
+    from autoscaler.commands import Commands
+
+    return Commands(d.reconciler, clock=d.clock, metrics=d.metrics)
+
+
+if __name__ == "__main__":  # python -m tests.harness docs/img/dashboard.png
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from autoscaler.dashboard import render_dashboard
+    from autoscaler.recording import Recording
+
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/img/dashboard.png")
+    with tempfile.TemporaryDirectory() as tmp:
+        rec_path = Path(tmp) / "recording.jsonl"
+        record_scenario(rec_path)
+        report = render_dashboard(Recording.load(rec_path), out,
+                                  title="spark-autoscaler dashboard (fake-cluster scenario; regenerate from `demo --record`)")
+    print(f"wrote {out}: " + ", ".join(f"{k}={v}" for k, v in report.series.items()))

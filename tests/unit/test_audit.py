@@ -152,3 +152,21 @@ def test_paused_ticks_record_the_wanted_change_as_not_applied():
     [entry] = rec.audit.entries(kind=DECISION)
     assert entry.what == "executors 1 -> 3 (StaticTarget) [paused: not applied]"
     assert entry.reason == Reason.PAUSED.value and entry.repeats == 3 and entry.details["paused"]
+
+
+def test_every_rescale_of_a_mixed_run_is_explained_with_its_pause():
+    from autoscaler.audit import explain_event
+
+    clock, cluster, rec = make(executors=1)
+    cluster.add_query(query_view(parallelism=2, max_parallelism=16))
+    feeder = LoadFeeder(cluster, "q", clock.now())
+    run_for(clock, rec, feeder, 90, rate=2500)
+    run_for(clock, rec, feeder, 150, rate=300)
+    subjects = {e.subject for e in rec.history.events}
+    assert subjects == {EXECUTORS, "q"}, rec.history.events  # executor changes and query rescales
+    for event in rec.history.events:
+        why = explain_event(rec.audit, event)
+        assert why is not None, event
+        assert why["reason"] == event.reason.value
+        if event.subject == "q":
+            assert why["pause_seconds"] == 2.0
