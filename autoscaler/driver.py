@@ -34,7 +34,7 @@ from autoscaler.pipelines import PipelineError, PipelineSpec, load_pipelines
 from autoscaler.planner import choose_removals
 from autoscaler.ports import StateStore
 from autoscaler.reconciler import Reconciler, TickRecord
-from autoscaler.server import HttpServer
+from autoscaler.server import HttpServer, serve_daemon
 from autoscaler.settings import Settings
 from autoscaler.spark.executors import SparkExecutors
 from autoscaler.spark.host import QueryHost
@@ -138,23 +138,17 @@ class DriverDaemon:
 
     def start_http(self) -> HttpServer:
         """Serve ``/metrics``, ``/healthz``, ``/readyz`` and the REST API on ``http.host:http.port``."""
-        from autoscaler.api import create_app
-
-        h = self.settings.http
-        auth = self.auth or ApiAuth.from_settings(h.token_file, h.token_env)
-        app = create_app(
+        self.http = serve_daemon(
+            self.settings,
             reconciler=lambda: self.reconciler,
             loop=lambda: self.loop,
             registry=self.registry,
-            auth=auth,
             metrics=self.metrics,
             clock=self.clock,
             application=self.application,
             stopping=self._stopped.is_set,
+            auth=self.auth,
         )
-        self.http = HttpServer(app, h.host, h.port).start()
-        if not auth.enabled:
-            log.info("control_api_disabled", detail=f"no token configured (http.token_file or ${h.token_env}); read-only API")
         return self.http
 
     def stop_http(self) -> None:

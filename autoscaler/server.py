@@ -82,3 +82,40 @@ class HttpServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def serve_daemon(
+    settings: Any,
+    *,
+    reconciler: Any,
+    loop: Any,
+    registry: Any,
+    metrics: Any,
+    clock: Any,
+    application: str,
+    stopping: Any = lambda: False,
+    auth: Any = None,
+) -> HttpServer:
+    """Start the HTTP server of a daemon (driver mode, attach mode) on ``http.host:http.port``.
+
+    ``reconciler`` and ``loop`` may be callables returning ``None`` while the daemon starts.
+    """
+    from autoscaler.api import create_app
+    from autoscaler.auth import ApiAuth
+
+    h = settings.http
+    auth = auth or ApiAuth.from_settings(h.token_file, h.token_env)
+    app = create_app(
+        reconciler=reconciler,
+        loop=loop,
+        registry=registry,
+        auth=auth,
+        metrics=metrics,
+        clock=clock,
+        application=application,
+        stopping=stopping,
+    )
+    server = HttpServer(app, h.host, h.port).start()
+    if not auth.enabled:
+        log.info("control_api_disabled", detail=f"no token configured (http.token_file or ${h.token_env}); read-only API")
+    return server
