@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from autoscaler.loop import ReconcileLoop
 from autoscaler.metrics import PREFIX, Metrics
-from autoscaler.model import QueryStatus
 from tests.fakes import LoadFeeder, query_view
 from tests.unit.test_reconciler import TICK, make, run_for
 
