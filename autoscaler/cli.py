@@ -244,11 +244,14 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
     from autoscaler.dashboard import DASHBOARD, render_dashboard
     from autoscaler.recording import Recording
 
+    dashboard = args.dashboard or DASHBOARD
+    if not dashboard.is_file():
+        return _fail(f"--dashboard: {dashboard} not found (it ships in the repository's helm/ folder); pass --dashboard PATH")
     try:
         recording = Recording.load(args.recording)
     except (OSError, ValueError) as exc:
         return _fail(f"--recording: {exc}")
-    render_dashboard(recording, args.output, dashboard=args.dashboard or DASHBOARD, title=args.title)
+    render_dashboard(recording, args.output, dashboard=dashboard, title=args.title)
     print(f"wrote {args.output}")
     return 0
 

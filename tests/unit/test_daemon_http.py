@@ -59,3 +59,9 @@ def test_dashboard_render_command(tmp_path, capsys):
     assert (tmp_path / "d.png").stat().st_size > 50_000
     assert main(["dashboard", "render", "--recording", str(tmp_path / "missing.jsonl"), "--output", str(tmp_path / "x.png")]) == 2
     assert "--recording" in capsys.readouterr().err
+
+
+def test_dashboard_render_names_a_missing_dashboard(tmp_path, capsys):
+    code = main(["dashboard", "render", "--recording", str(tmp_path / "r.jsonl"), "--output", str(tmp_path / "x.png"),
+                 "--dashboard", str(tmp_path / "nope.json")])
+    assert code == 2 and "--dashboard" in capsys.readouterr().err
