@@ -11,6 +11,10 @@
 Executors are scaled as in driver mode. Queries you started yourself are observed and drive
 the decisions, but are never restarted (the daemon cannot rebuild them); pass ``pipelines``
 (``@pipeline`` functions) to let the daemon host and rescale queries from their checkpoints.
+
+Metrics (``handle.registry``), the audit trail and the state store (``state.path``) work as in
+driver mode; ``serve_http=True`` also serves ``/metrics`` and the REST API on
+``http.host:http.port`` from this driver.
 """
 
 from __future__ import annotations
@@ -19,14 +23,19 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from prometheus_client import CollectorRegistry
+
 from autoscaler.clock import Clock, SystemClock
 from autoscaler.loop import ReconcileLoop
+from autoscaler.metrics import Metrics
 from autoscaler.pipelines import PipelineSpec
 from autoscaler.reconciler import Reconciler
+from autoscaler.server import HttpServer, serve_daemon
 from autoscaler.settings import Settings, load_settings
 from autoscaler.spark.executors import SparkExecutors
 from autoscaler.spark.host import QueryHost
 from autoscaler.spark.observer import SparkObserver
+from autoscaler.state import open_state_store
 
 
 @dataclass
@@ -35,6 +44,8 @@ class AttachedDaemon:
     loop: ReconcileLoop
     host: QueryHost
     thread: threading.Thread
+    registry: CollectorRegistry | None = None
+    http: HttpServer | None = None
 
     def stop(self, stop_hosted_queries: bool = True) -> None:
         """Stop the reconcile loop; hosted pipelines stop at a batch boundary, yours keep running."""
@@ -42,6 +53,8 @@ class AttachedDaemon:
         self.thread.join(30)
         if stop_hosted_queries:
             self.host.stop_all()
+        if self.http is not None:
+            self.http.stop()
 
 
 def attach(
@@ -52,6 +65,7 @@ def attach(
     pipelines: Sequence[PipelineSpec | Any] = (),
     settings: Settings | None = None,
     clock: Clock | None = None,
+    serve_http: bool = False,
     **overrides: Any,
 ) -> AttachedDaemon:
     """Start the reconcile loop in a background thread of this driver.
@@ -88,9 +102,23 @@ def attach(
     if specs:
         host.prepare(max(1, executors.registered_cores()))
         host.start_all()
+    registry = CollectorRegistry()
+    application = str(spark.sparkContext.appName)
+    metrics = Metrics(registry, application=application, policy=settings.policy.name)
+    metrics.configure(settings)
     reconciler = Reconciler(
-        settings=settings, observer=SparkObserver(executors, host), executors=executors, queries=host, clock=clock
+        settings=settings,
+        observer=SparkObserver(executors, host),
+        executors=executors,
+        queries=host,
+        clock=clock,
+        state_store=open_state_store(settings),
+        on_tick=metrics.observe_tick,
     )
-    loop = ReconcileLoop(reconciler, clock, settings.reconcile_interval)
+    loop = ReconcileLoop(reconciler, clock, settings.reconcile_interval, on_error=lambda phase, _: metrics.tick_failed(phase))
+    http = None
+    if serve_http:
+        http = serve_daemon(settings, reconciler=reconciler, loop=loop, registry=registry, metrics=metrics, clock=clock,
+                            application=application)
     thread = loop.start_thread()
-    return AttachedDaemon(reconciler, loop, host, thread)
+    return AttachedDaemon(reconciler, loop, host, thread, registry, http)

@@ -1,4 +1,4 @@
-"""Command line: ``spark-autoscaler run | demo | benchmark | policies | settings-doc``."""
+"""Command line: ``spark-autoscaler run | demo | benchmark | dashboard | policies | settings-doc``."""
 
 from __future__ import annotations
 
@@ -32,6 +32,23 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} must be within 0..65535 (0: any free port)")
+    return value
+
+
+def _add_http_flags(parser: argparse.ArgumentParser, defaults: bool) -> None:
+    # `run` leaves them unset so the configuration file and environment decide; `demo` has no file
+    parser.add_argument("--http-host", default="127.0.0.1" if defaults else None,
+                        help="address of /metrics, health checks and the REST API (default 127.0.0.1)")
+    parser.add_argument("--http-port", type=_port, default=8090 if defaults else None, help="their port (default 8090)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spark-autoscaler", description="Elastic scaling for Spark Structured Streaming")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -48,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dry-run", action="store_true", default=None, help="decide and report, do not act")
     run.add_argument("--check", action="store_true", help="validate configuration and pipelines, then exit")
     run.add_argument("--log-format", choices=["json", "console"], default="json")
+    run.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], default="INFO")
+    run.add_argument("--state-file", type=Path, help="keep history and operator overrides in this file (state.path)")
+    _add_http_flags(run, defaults=False)
 
     demo = sub.add_parser("demo", help="run the embedded demo on a local Spark cluster")
     demo.add_argument("--mode", choices=["active", "reactive"], default="active")
@@ -58,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--peak-rate", type=_positive_float, default=2800.0, help="rows/s at the trace's peak")
     demo.add_argument("--max-executors", type=_positive_int, default=6)
     demo.add_argument("--workdir", type=Path, help="keep checkpoints, output and logs here (default: a temp dir)")
+    demo.add_argument("--record", type=Path, help="write every tick's metrics to this JSON-lines file (for `dashboard render`)")
+    demo.add_argument("--no-http", action="store_true", help="do not serve /metrics and the REST API")
+    _add_http_flags(demo, defaults=True)
 
     bench = sub.add_parser("benchmark", help="benchmarks on real Spark")
     bench_sub = bench.add_subparsers(dest="benchmark", required=True)
@@ -73,6 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
     lat.add_argument("--json", action="store_true")
     lat.add_argument("--output", type=Path)
 
+    dash = sub.add_parser("dashboard", help="the Grafana dashboard, offline")
+    dash_sub = dash.add_subparsers(dest="dashboard", required=True)
+    render = dash_sub.add_parser("render", help="draw the dashboard's panels from a metrics recording into a PNG")
+    render.add_argument("--recording", type=Path, required=True, help="JSON lines written by `demo --record`")
+    render.add_argument("--output", type=Path, required=True, help="PNG to write")
+    render.add_argument("--dashboard", type=Path, help="dashboard JSON (default: the chart's)")
+    render.add_argument("--title", help="figure title")
+
     sub.add_parser("policies", help="list the registered scaling policies")
     doc = sub.add_parser("settings-doc", help="print the settings reference (Markdown)")
     doc.add_argument("--output", type=Path)
@@ -85,6 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run": _cmd_run,
         "demo": _cmd_demo,
         "benchmark": _cmd_benchmark,
+        "dashboard": _cmd_dashboard,
         "policies": _cmd_policies,
         "settings-doc": _cmd_settings_doc,
     }[args.command]
@@ -101,7 +133,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from autoscaler.pipelines import PipelineError, load_pipelines
     from autoscaler.settings import SettingsError, load_settings
 
-    configure_logging(args.log_format)
+    configure_logging(args.log_format, args.log_level)
     overrides = {
         "pipelines.module": args.pipelines,
         "mode": args.mode,
@@ -110,6 +142,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "executors.max": args.max_executors,
         "spark.master": args.master,
         "dry_run": args.dry_run,
+        "http.host": args.http_host,
+        "http.port": args.http_port,
+        "state.path": str(args.state_file) if args.state_file else None,
     }
     try:
         settings = load_settings(args.config, overrides)
@@ -121,13 +156,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.check:
         print(f"configuration valid; pipelines: {', '.join(s.name for s in specs)}")
         return 0
+    from autoscaler.auth import TokenFileError
     from autoscaler.driver import DriverDaemon
+    from autoscaler.server import HttpServerError
+    from autoscaler.state import StateStoreError
 
-    daemon = DriverDaemon(settings, specs=specs)
-    daemon.install_signal_handlers()
     try:
+        daemon = DriverDaemon(settings, specs=specs)
+        if daemon.state_store is not None:
+            daemon.state_store.load()  # an unreadable state file stops us before Spark starts
+        daemon.install_signal_handlers()
         daemon.start()
-    except PipelineError as exc:
+    except (PipelineError, StateStoreError, HttpServerError, TokenFileError) as exc:
         return _fail(str(exc))
     daemon.run()
     return 0
@@ -145,14 +185,20 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         peak_rate=args.peak_rate,
         max_executors=args.max_executors,
         workdir=args.workdir,
+        http_host=args.http_host,
+        http_port=args.http_port,
+        http=not args.no_http,
+        record=args.record,
     )
+    from autoscaler.server import HttpServerError
+
     try:
         summary = run_demo(options)
-    except TraceError as exc:
+    except (TraceError, HttpServerError) as exc:
         return _fail(str(exc))
     if args.summary_json:
         args.summary_json.write_text(json.dumps(summary, indent=2) + "\n")
-    ok = summary["lost_rows"] == 0 and summary["duplicate_rows"] == 0
+    ok = summary["lost_rows"] == 0 and summary["duplicate_rows"] == 0 and summary["all_rescales_explained"]
     return 0 if ok else 1
 
 
@@ -191,6 +237,22 @@ def _cmd_latencies(args: argparse.Namespace) -> int:
     else:
         for key, value in result.items():
             print(f"{key}: {value}")
+    return 0
+
+
+def _cmd_dashboard(args: argparse.Namespace) -> int:
+    from autoscaler.dashboard import DASHBOARD, render_dashboard
+    from autoscaler.recording import Recording
+
+    dashboard = args.dashboard or DASHBOARD
+    if not dashboard.is_file():
+        return _fail(f"--dashboard: {dashboard} not found (it ships in the repository's helm/ folder); pass --dashboard PATH")
+    try:
+        recording = Recording.load(args.recording)
+    except (OSError, ValueError) as exc:
+        return _fail(f"--recording: {exc}")
+    render_dashboard(recording, args.output, dashboard=dashboard, title=args.title)
+    print(f"wrote {args.output}")
     return 0
 
 

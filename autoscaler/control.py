@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from autoscaler.model import Mode, QueryParams
+
+if TYPE_CHECKING:
+    from autoscaler.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -66,3 +69,45 @@ def _params_from_json(d: Mapping[str, Any]) -> QueryParams:
 
 params_to_json = _params_json
 params_from_json = _params_from_json
+
+
+def control_problems(control: ControlState, settings: Settings) -> list[tuple[str, str]]:
+    """What makes these overrides unusable with ``settings``: ``(field, message)`` pairs.
+
+    The same rules as the configuration: bounds not negative and ``min <= max`` (an override of
+    one bound is checked against the other's effective value), policy parameters accepted by the
+    configured policy (merged over the configured ones), query parameters positive. A manual
+    target outside the bounds is not a problem here (the reconciler clamps it, with a reason);
+    the control API refuses one up front.
+    """
+    problems: list[tuple[str, str]] = []
+    e = settings.executors
+    if control.min_executors is not None and control.min_executors < 0:
+        problems.append(("min_executors", f"must be at least 0, got {control.min_executors}"))
+    if control.max_executors is not None and control.max_executors < 1:
+        problems.append(("max_executors", f"must be at least 1, got {control.max_executors}"))
+    lo = control.min_executors if control.min_executors is not None else e.min
+    hi = control.max_executors if control.max_executors is not None else e.max
+    if not problems and lo > hi:
+        field = "min_executors" if control.min_executors is not None else "max_executors"
+        problems.append((field, f"min_executors ({lo}) must not exceed max_executors ({hi})"))
+    if control.manual_executors is not None and control.manual_executors < 0:
+        problems.append(("manual_executors", f"must be at least 0, got {control.manual_executors}"))
+    if control.policy_params is not None:
+        from policies import PolicyError, create_policy
+
+        try:
+            create_policy(settings.policy.name, {**settings.policy.params, **dict(control.policy_params)})
+        except PolicyError as exc:
+            problems.append(("policy_params", str(exc)))
+    for name, params in control.query_requests.items():
+        where = f"query_requests.{name}"
+        if params.parallelism < 1:
+            problems.append((f"{where}.parallelism", f"must be at least 1, got {params.parallelism}"))
+        if params.max_rows_per_batch is not None and params.max_rows_per_batch < 1:
+            problems.append((f"{where}.max_rows_per_batch", f"must be at least 1, got {params.max_rows_per_batch}"))
+        if params.trigger_interval is not None and params.trigger_interval <= timedelta(0):
+            problems.append((f"{where}.trigger_interval_seconds", "must be positive"))
+        if params.shuffle_partitions is not None and params.shuffle_partitions < 1:
+            problems.append((f"{where}.shuffle_partitions", f"must be at least 1, got {params.shuffle_partitions}"))
+    return problems

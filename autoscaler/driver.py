@@ -1,9 +1,14 @@
 """Driver mode: the daemon owns the Spark session and hosts the user's pipelines.
 
-Start-up order keeps "nothing started half-way": import and validate the pipelines, create
-the session, wait (at most ``resource_wait_timeout``) for the initial executors, build every
-pipeline once without starting it, then start them all and run the reconcile loop until
-SIGTERM/SIGINT, which stops every query at a batch boundary before the session stops.
+Start-up order keeps "nothing started half-way": import and validate the pipelines, start the
+HTTP server (health, metrics and the REST API answer while Spark starts; ``/readyz`` only
+after the first successful tick), create the session, wait (at most
+``resource_wait_timeout``) for the initial executors, build every pipeline once without
+starting it, then start them all and run the reconcile loop until SIGTERM/SIGINT, which stops
+every query at a batch boundary before the session stops and the HTTP server closes.
+
+Metrics, the audit trail and the state store (``state.path``) belong to the daemon; the
+reconciler restores history and operator overrides from the store when it is created.
 """
 
 from __future__ import annotations
@@ -16,19 +21,26 @@ from typing import Any, Callable, Sequence
 
 import structlog
 
+from prometheus_client import CollectorRegistry
+
+from autoscaler.audit import AuditTrail
+from autoscaler.auth import ApiAuth
 from autoscaler.clock import Clock, SystemClock
 from autoscaler.loop import ReconcileLoop
+from autoscaler.metrics import Metrics
 from autoscaler.model import Mode
 from autoscaler.modes import resolve_mode
 from autoscaler.pipelines import PipelineError, PipelineSpec, load_pipelines
 from autoscaler.planner import choose_removals
 from autoscaler.ports import StateStore
 from autoscaler.reconciler import Reconciler, TickRecord
+from autoscaler.server import HttpServer, serve_daemon
 from autoscaler.settings import Settings
 from autoscaler.spark.executors import SparkExecutors
 from autoscaler.spark.host import QueryHost
 from autoscaler.spark.observer import SparkObserver
 from autoscaler.spark.session import build_session, stop_session
+from autoscaler.state import open_state_store
 
 log = structlog.get_logger("autoscaler.driver")
 
@@ -52,11 +64,20 @@ class DriverDaemon:
         clock: Clock | None = None,
         state_store: StateStore | None = None,
         on_tick: Callable[[TickRecord], None] | None = None,
+        registry: CollectorRegistry | None = None,
+        auth: ApiAuth | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
-        self.state_store = state_store
+        self.state_store = state_store if state_store is not None else open_state_store(settings)
         self.on_tick = on_tick
+        self.registry = registry or CollectorRegistry()
+        self.application = _application(spark, settings)
+        self.metrics = Metrics(self.registry, application=self.application, policy=settings.policy.name)
+        self.metrics.configure(settings)
+        self.audit = AuditTrail(settings.audit.max_count, settings.audit.max_age)
+        self.auth = auth
+        self.http: HttpServer | None = None
         if specs is None:
             if not settings.pipelines.module:
                 raise PipelineError("no pipelines: set pipelines.module (a .py file or module with @pipeline functions)")
@@ -75,9 +96,11 @@ class DriverDaemon:
 
     def start(self) -> StartupReport:
         s = self.settings
-        if self.spark is None:
-            self.spark = build_session(s.spark)
+        if s.http.enabled and self.http is None:
+            self.start_http()
         try:
+            if self.spark is None:
+                self.spark = build_session(s.spark)
             self.executors = SparkExecutors(self.spark, s.executors.cores)
             self.startup = self._wait_for_resources()
             self.host = QueryHost(
@@ -99,13 +122,47 @@ class DriverDaemon:
                 queries=self.host,
                 clock=self.clock,
                 state_store=self.state_store,
-                on_tick=self.on_tick,
+                on_tick=self._tick_done,
+                audit=self.audit,
             )
-            self.loop = ReconcileLoop(self.reconciler, self.clock, s.reconcile_interval)
+            self.loop = ReconcileLoop(self.reconciler, self.clock, s.reconcile_interval, on_error=self._tick_failed)
         except BaseException:
             self._teardown()
+            self.stop_http()
             raise
+        if self.reconciler.control != type(self.reconciler.control)():
+            log.info("overrides_restored", control=self.reconciler.control.to_json())
         return self.startup
+
+    # --- HTTP: metrics, health, REST API --------------------------------------------------
+
+    def start_http(self) -> HttpServer:
+        """Serve ``/metrics``, ``/healthz``, ``/readyz`` and the REST API on ``http.host:http.port``."""
+        self.http = serve_daemon(
+            self.settings,
+            reconciler=lambda: self.reconciler,
+            loop=lambda: self.loop,
+            registry=self.registry,
+            metrics=self.metrics,
+            clock=self.clock,
+            application=self.application,
+            stopping=self._stopped.is_set,
+            auth=self.auth,
+        )
+        return self.http
+
+    def stop_http(self) -> None:
+        if self.http is not None:
+            self.http.stop()
+            self.http = None
+
+    def _tick_done(self, record: TickRecord) -> None:
+        self.metrics.observe_tick(record)
+        if self.on_tick is not None:
+            self.on_tick(record)
+
+    def _tick_failed(self, phase: str, exc: BaseException) -> None:
+        self.metrics.tick_failed(phase)
 
     def _wait_for_resources(self) -> StartupReport:
         """Ask for (active) or wait for (reactive) the initial executors, then go with what is there."""
@@ -157,11 +214,25 @@ class DriverDaemon:
             self.shutdown()
 
     def shutdown(self) -> None:
+        self._stopped.set()  # /readyz reports "stopping" from here on
+        if self.loop is not None:
+            self.loop.stop()
         if self.host is not None:
             self.host.stop_all()
         self._teardown()
+        self.stop_http()
 
     def _teardown(self) -> None:
         if self._own_spark and self.spark is not None:
             stop_session(self.spark)
             self.spark = None
+
+
+def _application(spark: Any, settings: Settings) -> str:
+    """The ``application`` label: the running session's app name, else ``spark.app_name``."""
+    if spark is not None:
+        try:
+            return str(spark.sparkContext.appName)
+        except Exception:  # a session being torn down, or a stand-in in tests
+            pass
+    return settings.spark.app_name

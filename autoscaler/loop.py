@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Callable
 
 import structlog
@@ -38,6 +38,7 @@ class ReconcileLoop:
         self.errors: Counter[str] = Counter()
         self.ticks = 0
         self.consecutive_failures = 0
+        self.last_success_at: datetime | None = None
         self.stop_event = threading.Event()
 
     def next_delay(self) -> float:
@@ -64,6 +65,7 @@ class ReconcileLoop:
             return False
         self.ticks += 1
         self.consecutive_failures = 0
+        self.last_success_at = self.clock.now()
         return True
 
     def _failed(self, phase: str, exc: BaseException) -> None:

@@ -7,17 +7,18 @@ action heals itself on the next tick. Only ``observe`` and ``act`` touch the clu
 from __future__ import annotations
 
 import threading
-from collections import deque
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import structlog
 
+from autoscaler.audit import EVENT, AuditEntry, AuditTrail
 from autoscaler.clock import Clock
-from autoscaler.control import ControlState
+from autoscaler.control import ControlState, control_problems
 from autoscaler.history import EXECUTORS, ScalingEvent, ScalingHistory
 from autoscaler.model import (
+    ActionOutcome,
     EffectiveMode,
     ExecutorDecision,
     Mode,
@@ -25,6 +26,7 @@ from autoscaler.model import (
     Proposal,
     QueryLoad,
     QueryParams,
+    QueryView,
     Reason,
     Snapshot,
 )
@@ -75,6 +77,11 @@ class TickRecord:
     paused: bool
     dry_run: bool
     duration: timedelta
+    # the snapshot's queries without their batch samples, and asynchronous actions that completed
+    queries: tuple[QueryView, ...] = ()
+    outcomes: tuple[ActionOutcome, ...] = ()
+    min_executors: int | None = None  # effective bounds this tick (settings or operator override)
+    max_executors: int | None = None
 
     @property
     def acted(self) -> bool:
@@ -100,7 +107,7 @@ class Reconciler:
         clock: Clock,
         state_store: StateStore | None = None,
         on_tick: Callable[[TickRecord], None] | None = None,
-        audit_size: int = 1000,
+        audit: AuditTrail | None = None,
     ) -> None:
         self.settings = settings
         self.observer = observer
@@ -112,8 +119,9 @@ class Reconciler:
         self._lock = threading.RLock()
         self.history = ScalingHistory()
         self.control = ControlState()
-        self.audit: deque[TickRecord] = deque(maxlen=audit_size)
+        self.audit = audit if audit is not None else AuditTrail(settings.audit.max_count, settings.audit.max_age)
         self.last: TickRecord | None = None
+        self.last_snapshot: Snapshot | None = None
         self._restore()
         self.policy: Policy = self._make_policy()
 
@@ -124,14 +132,15 @@ class Reconciler:
         with self._lock:
             new = change(self.control)
             if new.policy_params != self.control.policy_params:
-                self.policy = self._make_policy(new.policy_params)
+                self.policy = self._make_policy(new)
             self.control = new
             self._save()
             return new
 
-    def _make_policy(self, params: Mapping[str, Any] | None = None) -> Policy:
-        merged = {**self.settings.policy.params, **(params or self.control.policy_params or {})}
-        return create_policy(self.settings.policy.name, merged)
+    def _make_policy(self, control: ControlState | None = None) -> Policy:
+        """The configured policy with the operator's parameter overrides (of ``control``) on top."""
+        overrides = (control or self.control).policy_params or {}
+        return create_policy(self.settings.policy.name, {**self.settings.policy.params, **overrides})
 
     def bounds(self) -> tuple[int, int]:
         c, e = self.control, self.settings.executors
@@ -161,15 +170,15 @@ class Reconciler:
             except Exception as exc:
                 raise TickError("decide", exc) from exc
             self.last = record
-            if record.notable:
-                self.audit.append(record)
-            self._log(record)
+            entry = self.audit.record_tick(record)
+            self._log(record, entry)
             if self.on_tick:
                 self.on_tick(record)
             return record
 
     def _decide_and_act(self, snap: Snapshot, now: datetime) -> TickRecord:
         s, control = self.settings, self.control
+        self.last_snapshot = snap
         history = self._absorb_outcomes(self.history, snap)
         configured = self.configured_mode()
         first = resolve_mode(configured, snap.executors)
@@ -227,7 +236,7 @@ class Reconciler:
             results = self._act(plan, now)
         history = self._record_changes(history, now, decision, plan, results)
         self.history = history.trimmed(now, s.history.max_age, s.history.max_count)
-        self._consume_query_requests(plan, results)
+        self._consume_query_requests(snap, plan, results)
         self._save()
         return TickRecord(
             at=now,
@@ -245,6 +254,10 @@ class Reconciler:
             paused=paused,
             dry_run=dry,
             duration=self.clock.now() - now,
+            queries=tuple(replace(q, samples=()) for q in snap.queries),
+            outcomes=snap.outcomes,
+            min_executors=lo,
+            max_executors=hi,
         )
 
     def _propose(self, inp: PolicyInput, control: ControlState) -> Proposal:
@@ -322,10 +335,17 @@ class Reconciler:
                     break
         return replace(history, events=tuple(events))
 
-    def _consume_query_requests(self, plan: Plan, results: tuple[ActionResult, ...]) -> None:
+    def _consume_query_requests(self, snap: Snapshot, plan: Plan, results: tuple[ActionResult, ...]) -> None:
+        """Drop operator requests that started, were refused for good, already hold, or whose query is gone."""
         done = {r.subject for r in results if r.ok and r.action == "rescale"}
         refused = {r.name for r in plan.refusals if r.reason not in (Reason.QUERY_BUSY,)}
-        gone = (done | refused) & set(self.control.query_requests)
+        views = {q.name: q for q in snap.queries}
+        settled = {
+            name
+            for name, params in self.control.query_requests.items()
+            if name not in views or (views[name].params == params and name not in {c.name for c in plan.query_changes})
+        }
+        gone = (done | refused | settled) & set(self.control.query_requests)
         if gone:
             remaining = {n: p for n, p in self.control.query_requests.items() if n not in gone}
             self.control = replace(self.control, query_requests=remaining)
@@ -339,14 +359,28 @@ class Reconciler:
         if not state:
             return
         self.history = ScalingHistory.from_json(state.get("history", {}))
-        self.control = ControlState.from_json(state.get("control", {}))
+        control = ControlState.from_json(state.get("control", {}))
+        # Overrides saved under another configuration may no longer fit it: drop those, loudly.
+        dropped = {f: m for f, m in control_problems(control, self.settings)}
+        if dropped:
+            control = replace(control, **{f.split(".")[0]: _CLEARED[f.split(".")[0]] for f in dropped})
+            log.warning("overrides_dropped_on_restore", problems=dropped)
+            self.audit.add(
+                at=self.clock.now(),
+                kind=EVENT,
+                who="autoscaler",
+                what="saved operator overrides that no longer fit the configuration were dropped: " + ", ".join(dropped),
+                details={"problems": dropped},
+            )
+        self.control = control
 
     def _save(self) -> None:
         if self.state_store is not None:
             self.state_store.save({"history": self.history.to_json(), "control": self.control.to_json()})
 
-    def _log(self, r: TickRecord) -> None:
+    def _log(self, r: TickRecord, entry: AuditEntry | None) -> None:
         fields = dict(
+            audit_id=entry.id if entry else None,
             mode=r.mode.mode.value,
             executors=r.executors_alive,
             proposed=r.decision.proposed,
@@ -354,10 +388,38 @@ class Reconciler:
             reason=r.decision.reason.value,
             limits=[x.value for x in r.decision.limits],
         )
-        if r.notable:
-            log.info("decision", message=r.decision.message or r.proposal.message, **fields)
+        if r.notable and (entry is None or entry.repeats == 1):  # a folded repetition is not logged again
+            log.info(
+                "decision",
+                summary=entry.what if entry else None,
+                message=r.decision.message or r.proposal.message,
+                paused=r.paused,
+                dry_run=r.dry_run,
+                **fields,
+            )
+            for ref in r.plan.refusals:
+                log.info("query_change_held", audit_id=fields["audit_id"], query=ref.name, reason=ref.reason.value, detail=ref.message)
         for res in r.results:
             if res.action != "set_target" or r.decision.changes:
-                log.info("action", action=res.action, subject=res.subject, ok=res.ok, detail=res.message)
-        for ref in r.plan.refusals:
-            log.info("query_change_held", query=ref.name, reason=ref.reason.value, detail=ref.message)
+                log.info("action", audit_id=fields["audit_id"], action=res.action, subject=res.subject, ok=res.ok, detail=res.message)
+        for o in r.outcomes:
+            log.info(
+                "action_outcome",
+                kind=o.kind,
+                subject=o.subject,
+                ok=o.ok,
+                pause_seconds=None if o.pause is None else round(o.pause.total_seconds(), 3),
+                detail=o.message,
+            )
+
+
+# what a dropped override is reset to (``ControlState`` defaults)
+_CLEARED: dict[str, Any] = {
+    "mode": None,
+    "dry_run": None,
+    "min_executors": None,
+    "max_executors": None,
+    "manual_executors": None,
+    "policy_params": None,
+    "query_requests": {},
+}

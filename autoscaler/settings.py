@@ -191,6 +191,44 @@ class SparkSettings(_Model):
     )
 
 
+class HttpSettings(_Model):
+    enabled: bool = Field(True, description="Serve `/metrics`, the health checks and the REST API.")
+    host: str = Field(
+        "127.0.0.1", description="Address the HTTP server binds to; `0.0.0.0` only behind a network policy."
+    )
+    port: int = Field(8090, ge=0, le=65535, description="HTTP port (0: any free port, for tests).")
+    token_file: Path | None = Field(
+        None,
+        description="File with the bearer token(s) of the control API: one `TOKEN` or `NAME TOKEN` per line "
+        "(`NAME` is the identity written to the audit trail). Without any token the control "
+        "endpoints are disabled, never open.",
+    )
+    token_env: str = Field(
+        "SPARK_AUTOSCALER_API_TOKEN",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Environment variable holding one more bearer token (identity `operator`).",
+    )
+
+    @model_validator(mode="after")
+    def _token_file_exists(self) -> HttpSettings:
+        if self.token_file is not None and not self.token_file.is_file():
+            raise ValueError(f"token_file: {str(self.token_file)!r} does not exist")
+        return self
+
+
+class StateSettings(_Model):
+    path: Path | None = Field(
+        None,
+        description="JSON file keeping the daemon's state (scaling history, pending scale-downs, operator "
+        "overrides) across restarts, written atomically every tick; unset: kept in memory only.",
+    )
+
+
+class AuditSettings(_Model):
+    max_age: Duration = Field(timedelta(hours=24), description="Audit entries older than this are dropped.")
+    max_count: int = Field(1000, ge=1, description="Most audit entries kept (decisions and operator changes).")
+
+
 class Settings(_Model):
     mode: Mode = Field(Mode.AUTO, description="`auto`, `reactive` or `active`.")
     dry_run: bool = Field(False, description="Decide and report, but do not act.")
@@ -211,6 +249,9 @@ class Settings(_Model):
     history: HistorySettings = Field(default_factory=HistorySettings)
     pipelines: PipelineSettings = Field(default_factory=PipelineSettings)
     spark: SparkSettings = Field(default_factory=SparkSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
+    state: StateSettings = Field(default_factory=StateSettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
 
 
 class SettingsError(ValueError):
@@ -232,6 +273,10 @@ ENVIRONMENT = {
     "SPARK_AUTOSCALER_PIPELINES": "pipelines.module",
     "SPARK_AUTOSCALER_CHECKPOINT_ROOT": "pipelines.checkpoint_root",
     "SPARK_MASTER": "spark.master",
+    "SPARK_AUTOSCALER_HTTP_HOST": "http.host",
+    "SPARK_AUTOSCALER_HTTP_PORT": "http.port",
+    "SPARK_AUTOSCALER_API_TOKEN_FILE": "http.token_file",
+    "SPARK_AUTOSCALER_STATE_PATH": "state.path",
 }
 
 
@@ -286,6 +331,10 @@ def load_settings(
         module = (data.get("pipelines") or {}).get("module") if isinstance(data.get("pipelines"), dict) else None
         if isinstance(module, str) and (module.endswith(".py") or "/" in module) and not Path(module).is_absolute():
             data["pipelines"]["module"] = str((path.parent / module).resolve())
+        for section, key in (("http", "token_file"), ("state", "path")):
+            node = data.get(section)
+            if isinstance(node, dict) and isinstance(node.get(key), str) and not Path(node[key]).is_absolute():
+                node[key] = str((path.parent / node[key]).resolve())
     env = os.environ if environ is None else environ
     for var, dotted in ENVIRONMENT.items():
         if var in env and env[var] != "":

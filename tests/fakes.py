@@ -225,7 +225,14 @@ class LoadFeeder:
     """
 
     def __init__(
-        self, cluster: FakeCluster, name: str, start: datetime, per_slot: float = 900.0, per_task: float = 0.02, fixed: float = 0.2
+        self,
+        cluster: FakeCluster,
+        name: str,
+        start: datetime,
+        per_slot: float = 900.0,
+        per_task: float = 0.02,
+        fixed: float = 0.2,
+        report_backlog: bool = False,
     ):
         from autoscaler.costmodel import BatchCostModel
 
@@ -237,6 +244,7 @@ class LoadFeeder:
         self.generated = 0.0
         self.processed = 0
         self.batch_id = 0
+        self.report_backlog = report_backlog  # rows that arrived while the batch ran, as a source with offsets reports
 
     def run_until(self, now: datetime, rate: float) -> None:
         while True:
@@ -258,7 +266,7 @@ class LoadFeeder:
                     input_rows=rows,
                     input_rate=rate,
                     processing_rate=rows / seconds,
-                    backlog_rows=None,
+                    backlog_rows=int(rate * seconds) if self.report_backlog else None,
                     cores=cores,
                     parallelism=view.params.parallelism,
                     fixed_overhead=timedelta(seconds=self.fixed),

@@ -170,6 +170,7 @@ def run_one(kind: str, profile: StepProfile, workdir: Path, log: Callable[[str],
                     "normalize.stabilization": "10s",
                     "policy.params": {"target_utilization": 0.8, "utilization_band": 0.15},
                     "pipelines.checkpoint_root": str(workdir / kind),
+                    "http.enabled": False,  # a benchmark needs no API, and must not collide with a running demo
                 },
                 environ={},
             )

@@ -12,6 +12,12 @@ climbs through the morning, peaks in the evening and falls at night.
 
 At the end the query is stopped at a batch boundary, the rest of the input is drained from
 the checkpoint, and every generated row is checked to have come out exactly once.
+
+While it runs, the daemon serves ``/metrics``, ``/healthz``, ``/readyz`` and the REST API on
+``--http-host:--http-port`` (default 127.0.0.1:8090); the control endpoints are enabled when
+``$SPARK_AUTOSCALER_API_TOKEN`` is set. ``--record FILE`` writes every tick's metrics for
+``spark-autoscaler dashboard render``. The summary lists every rescale with the audit entry
+that explains it.
 """
 
 from __future__ import annotations
@@ -26,12 +32,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
+from autoscaler.audit import explain_event
 from autoscaler.bench.step_load import ExecutorSampler
 from autoscaler.demo.workload import trace_pipeline, verify_output
 from autoscaler.history import EXECUTORS
 from autoscaler.logs import configure_logging
 from autoscaler.pipelines import PipelineContext, PipelineSpec
 from autoscaler.reconciler import TickRecord
+from autoscaler.recording import MetricsRecorder
 from autoscaler.settings import SparkSettings, load_settings
 from autoscaler.spark.session import build_session, stop_session
 from autoscaler.spark.standalone import LocalStandaloneCluster
@@ -52,6 +60,10 @@ class DemoOptions:
     workdir: Path | None = None
     cost_seconds: float = 0.001  # per-row work
     start_hour: float = 3.0
+    http_host: str = "127.0.0.1"
+    http_port: int = 8090
+    http: bool = True
+    record: Path | None = None  # write each tick's metrics here (JSON lines)
 
 
 def default_trace() -> Path:
@@ -169,6 +181,9 @@ def _run(
             "normalize.query_rescale_cooldown": "10s",
             "policy.params": {"catch_up_duration": "60s"},
             "pipelines.checkpoint_root": str(workdir / "checkpoints"),
+            "http.enabled": options.http,
+            "http.host": options.http_host,
+            "http.port": options.http_port,
         },
         environ={},
     )
@@ -183,9 +198,24 @@ def _run(
         max_parallelism=4 * options.max_executors,
     )
     view = LiveView(start, profile, out)
-    daemon = DriverDaemon(settings, specs=[spec], spark=spark, on_tick=view)
+    recorder: MetricsRecorder | None = None
+
+    def on_tick(record: TickRecord) -> None:
+        view(record)
+        if recorder is not None:
+            recorder(record)
+
+    daemon = DriverDaemon(settings, specs=[spec], spark=spark, on_tick=on_tick)
+    if options.record is not None:
+        recorder = MetricsRecorder(daemon.registry, options.record)
     daemon.start()
     assert daemon.loop is not None and daemon.host is not None
+    if daemon.http is not None:
+        print(
+            f"metrics {daemon.http.url}/metrics, API {daemon.http.url}/docs, audit trail {daemon.http.url}/api/v1/decisions",
+            file=out,
+            flush=True,
+        )
     sampler = ExecutorSampler(spark)
     sampler.start()
     if options.mode == "active":
@@ -202,9 +232,14 @@ def _run(
     loop.join(30)
     sampler.stop()
     daemon.host.stop_all()
+    if recorder is not None:
+        recorder.close()
     print("stopped at a batch boundary; draining the rest of the input from the checkpoint ...", file=out, flush=True)
     _drain(spark, build, workdir / "checkpoints" / PIPELINE, daemon.host.views()[0].params.parallelism)
-    return _summary(options, profile, start, end, sampler, daemon, output, out)
+    try:
+        return _summary(options, profile, start, end, sampler, daemon, output, out)
+    finally:
+        daemon.stop_http()
 
 
 def _schedule_workers(cluster: LocalStandaloneCluster, start: float, plan: list[tuple[float, str, int]], out: TextIO) -> None:
@@ -271,10 +306,12 @@ def _summary(
                 "to": e.to_value,
                 "reason": e.reason.value,
                 "pause_seconds": None if e.pause is None else round(e.pause.total_seconds(), 2),
+                "audit": explain_event(daemon.reconciler.audit, e),
             }
             for e in events
         ],
     }
+    summary["all_rescales_explained"] = all(d["audit"] is not None for d in summary["decisions"])
     print(
         "\nsummary: executor-seconds {executor_seconds}, executors {min_executors}..{max_executors}, "
         "{executor_changes} executor change(s), {query_rescales} query rescale(s) from the checkpoint\n"
@@ -283,4 +320,9 @@ def _summary(
         file=out,
         flush=True,
     )
+    for d in summary["decisions"]:
+        audit = d["audit"]
+        why = f"#{audit['id']} {audit['what']}" if audit else "NOT IN THE AUDIT TRAIL"
+        print(f"  {d['at_seconds']:6.1f}s {d['subject']}: {d['from']} -> {d['to']} ({d['reason']}): {why}", file=out, flush=True)
     return summary
+

@@ -45,6 +45,7 @@ def test_active_mode_scales_executors_up_and_down_with_the_load(spark_session_fa
             "normalize.stabilization": "5s",
             "policy.params": {"target_utilization": 0.8, "utilization_band": 0.15},
             "pipelines.checkpoint_root": str(tmp_path / "ckpt"),
+            "http.port": 0,  # any free port: never collide with a daemon or demo on 8090
         },
         environ={},
     )
@@ -65,6 +66,7 @@ def test_active_mode_scales_executors_up_and_down_with_the_load(spark_session_fa
         daemon.loop.stop()
         loop.join(30)
         daemon.host.stop_all()
+        daemon.stop_http()
     events = [e for e in daemon.reconciler.history.events if e.subject == EXECUTORS]
     assert any(e.to_value > e.from_value for e in events) and any(e.to_value < e.from_value for e in events)
     removals = [r for r in records for res in r.results if res.action == "remove" and res.ok]

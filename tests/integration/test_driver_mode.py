@@ -53,6 +53,7 @@ def test_sigterm_stops_every_query_at_a_batch_boundary_and_bounded_pipelines_fin
         "executors: {min: 1, max: 2}\n"
         f"pipelines: {{module: {HERE / 'sample_pipelines.py'}, checkpoint_root: {tmp_path / 'ckpt'}}}\n"
         "spark: {master: 'local-cluster[2,1,512]'}\n"
+        "http: {port: 0}\n"
     )
     proc = daemon(["--config", str(config)], env=env)
     try:
@@ -105,7 +106,7 @@ def test_invalid_configuration_exits_non_zero_naming_the_key(tmp_path, yaml_text
 
 def test_a_pipeline_that_raises_starts_nothing_and_names_the_pipeline(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "autoscaler", "run", "--pipelines", str(HERE / "broken_pipelines.py"), "--master", "local[1]", "--mode", "reactive"],
+        [sys.executable, "-m", "autoscaler", "run", "--pipelines", str(HERE / "broken_pipelines.py"), "--master", "local[1]", "--mode", "reactive", "--http-port", "0"],
         capture_output=True,
         text=True,
         timeout=180,

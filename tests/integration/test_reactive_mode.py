@@ -43,6 +43,7 @@ def test_reactive_mode_uses_workers_that_join_and_survives_a_worker_killed_mid_b
                 "reconcile_interval": "1s",
                 "normalize.query_rescale_cooldown": "3s",
                 "pipelines.checkpoint_root": str(tmp_path / "ckpt"),
+                "http.port": 0,  # any free port: never collide with a daemon or demo on 8090
             },
             environ={},
         )
@@ -79,6 +80,7 @@ def test_reactive_mode_uses_workers_that_join_and_survives_a_worker_killed_mid_b
             daemon.loop.stop()
             loop.join(30)
             daemon.host.stop_all()
+            daemon.stop_http()
         assert not [res for r in records for res in r.results if res.action in ("set_target", "remove")]
         assert any(e.subject == "events" and e.pause is not None for e in daemon.reconciler.history.events)
         drain(spark, build, tmp_path / "ckpt" / "events", daemon.host.views()[0].params.parallelism)

@@ -14,3 +14,16 @@ def test_settings_reference_is_generated_from_the_declarations():
 def test_every_setting_has_a_description():
     rows = [line for line in render_settings_doc().splitlines() if line.startswith("| `") and "SPARK" not in line]
     assert rows and all(not line.rstrip().endswith("|  |") for line in rows)
+
+
+def test_the_metrics_table_in_the_operations_guide_is_current():
+    import re
+
+    from autoscaler.metrics import render_metrics_table
+
+    text = (ROOT / "docs" / "operations.md").read_text()
+    table = re.search(r"<!-- metrics-table:[^>]*-->\n(.*?)<!-- /metrics-table -->", text, re.S)
+    assert table is not None
+    assert table.group(1) == render_metrics_table(), (
+        "docs/operations.md's metrics table is stale: paste the output of `python -m autoscaler.metrics`"
+    )

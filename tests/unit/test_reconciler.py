@@ -163,3 +163,45 @@ def test_measured_rescale_pause_lands_in_history():
     clock.advance(TICK)
     rec.tick()
     assert rec.history.restart_pauses() == [timedelta(seconds=2)]
+
+
+def test_an_operator_request_already_in_effect_is_dropped_and_does_not_pin_the_query():
+    clock, cluster, rec = make(overrides={"mode": "reactive"}, executors=2)
+    cluster.add_query(query_view(parallelism=2, max_parallelism=64))
+    from dataclasses import replace
+
+    current = cluster.queries["q"].params
+    rec.update_control(lambda c: replace(c, query_requests={"q": current}))
+    clock.advance(TICK)
+    rec.tick()
+    assert rec.control.query_requests == {}
+
+
+def test_an_operator_rate_limit_request_rescales_the_query_and_is_consumed():
+    clock, cluster, rec = make(overrides={"mode": "reactive"}, executors=2)
+    cluster.add_query(query_view(parallelism=2, max_parallelism=64))
+    from dataclasses import replace
+
+    wanted = replace(cluster.queries["q"].params, max_rows_per_batch=500, trigger_interval=timedelta(seconds=4))
+    rec.update_control(lambda c: replace(c, query_requests={"q": wanted}))
+    clock.advance(TICK)
+    record = rec.tick()
+    [change] = record.plan.query_changes
+    assert (change.reason, change.to_params) == (Reason.OPERATOR_REQUEST, wanted)
+    assert cluster.queries["q"].params == wanted and rec.control.query_requests == {}
+
+
+def test_saved_overrides_that_no_longer_fit_the_configuration_are_dropped_on_restart():
+    from autoscaler.control import ControlState
+    from autoscaler.state import MemoryStateStore
+
+    store = MemoryStateStore()
+    saved = ControlState(paused=True, min_executors=5, policy_params={"executors": 2})
+    store.save({"control": saved.to_json(), "history": {}})
+    clock, cluster, _ = make(executors=1)
+    settings = load_settings(None, {"executors.max": 4}, environ={})  # default policy: no `executors` param
+    rec = Reconciler(settings=settings, observer=cluster, executors=cluster, queries=cluster, clock=clock, state_store=store)
+    assert rec.control.paused  # what still fits is kept
+    assert (rec.control.min_executors, rec.control.policy_params) == (None, None)
+    [event] = rec.audit.entries()
+    assert "min_executors" in event.what and "policy_params" in event.what

@@ -59,6 +59,24 @@ def test_relative_pipeline_module_is_resolved_against_the_config_file(tmp_path):
     assert load_settings(cfg, environ={}).pipelines.module == str((tmp_path / "p.py").resolve())
 
 
+def test_relative_token_file_and_state_path_are_resolved_against_the_config_file(tmp_path):
+    (tmp_path / "token").write_text("secret\n")
+    cfg = write(tmp_path, "http: {token_file: token}\nstate: {path: state/autoscaler.json}\n")
+    s = load_settings(cfg, environ={})
+    assert s.http.token_file == (tmp_path / "token").resolve()
+    assert s.state.path == (tmp_path / "state" / "autoscaler.json").resolve()
+
+
+def test_http_defaults_bind_to_loopback_on_8090():
+    s = load_settings(environ={})
+    assert (s.http.host, s.http.port, s.http.enabled, s.http.token_file) == ("127.0.0.1", 8090, True, None)
+
+
+def test_http_port_and_state_path_come_from_the_environment(tmp_path):
+    s = load_settings(environ={"SPARK_AUTOSCALER_HTTP_PORT": "9100", "SPARK_AUTOSCALER_STATE_PATH": str(tmp_path / "s.json")})
+    assert s.http.port == 9100 and s.state.path == tmp_path / "s.json"
+
+
 @pytest.mark.parametrize(
     "yaml_text, problem",
     [
@@ -74,6 +92,10 @@ def test_relative_pipeline_module_is_resolved_against_the_config_file(tmp_path):
         pytest.param("pipelines: {module: no_such_module_xyz}\n", "cannot be imported", id="missing-pipeline-module"),
         pytest.param("- a\n- b\n", "must hold a mapping", id="not-a-mapping"),
         pytest.param("executors: [\n", "is not valid YAML", id="broken-yaml"),
+        pytest.param("http: {port: 70000}\n", "http.port: Input should be less than or equal to 65535", id="port-out-of-range"),
+        pytest.param("http: {token_file: /nonexistent/token}\n", "http: token_file: '/nonexistent/token' does not exist", id="missing-token-file"),
+        pytest.param("http: {token_env: 'A-B'}\n", "http.token_env: String should match pattern", id="bad-token-env-name"),
+        pytest.param("audit: {max_count: 0}\n", "audit.max_count: Input should be greater than or equal to 1", id="audit-count-zero"),
     ],
 )
 def test_invalid_configuration_names_key_and_problem(tmp_path, yaml_text, problem):

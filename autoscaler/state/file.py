@@ -1,0 +1,78 @@
+"""A state store in a local JSON file, replaced atomically on every save.
+
+A save writes a temporary file in the same directory, flushes and fsyncs it, renames it over
+the state file (atomic on POSIX) and fsyncs the directory, so a crash leaves either the old
+or the new state, never a torn file. An unchanged state is not rewritten. A state file that
+cannot be read stops the daemon at start-up with the path and the problem: silently starting
+from scratch would drop an operator's pause or mode override.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from autoscaler.state.base import StateStoreError, decode_state, encode_state
+
+
+class FileStateStore:
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._last_text: str | None = None
+
+    def __repr__(self) -> str:
+        return f"FileStateStore({str(self.path)!r})"
+
+    def load(self) -> dict[str, Any] | None:
+        with self._lock:
+            try:
+                text = self.path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                raise StateStoreError(f"state file {str(self.path)!r}: cannot be read: {exc}") from None
+            state = decode_state(text, f"state file {str(self.path)!r}")
+            self._last_text = text
+            return state
+
+    def save(self, state: dict[str, Any]) -> None:
+        text = encode_state(state)  # fails before the file is touched
+        with self._lock:
+            if text == self._last_text:
+                return
+            try:
+                self._write(text)
+            except OSError as exc:
+                raise StateStoreError(f"state file {str(self.path)!r}: cannot be written: {exc}") from exc
+            self._last_text = text
+
+    def _write(self, text: str) -> None:
+        directory = self.path.parent
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+        try:
+            dir_fd = os.open(directory, os.O_RDONLY)
+        except OSError:
+            return  # some filesystems cannot open directories; the rename is done
+        try:
+            os.fsync(dir_fd)
+        except OSError:
+            pass
+        finally:
+            os.close(dir_fd)

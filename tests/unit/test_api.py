@@ -1,0 +1,303 @@
+"""The REST API on a live loopback server over the real reconciler and the fake cluster."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from autoscaler.auth import ApiAuth, TokenFileError, parse_tokens
+from autoscaler.model import Mode, Reason
+from tests.harness import APP, TOKEN, build, serve
+
+
+@pytest.fixture
+def d():
+    yield from serve(build())
+
+
+def loc(response) -> list:
+    return [tuple(p["loc"]) for p in response.json()["detail"]]
+
+
+# --- health ----------------------------------------------------------------------------------------
+
+
+def test_healthz_is_always_ok(d):
+    assert d.client.get("/healthz").json() == {"status": "ok"}
+
+
+def test_readyz_waits_for_a_successful_tick_and_fails_when_ticks_stop(d):
+    r = d.client.get("/readyz")
+    assert r.status_code == 503 and r.json()["reason"] == "no successful reconcile tick yet"
+    d.tick()
+    assert d.client.get("/readyz").json() == {"status": "ready", "reason": None}
+    d.clock.advance(31)  # max(3 x 5 s, 30 s) without a successful tick
+    r = d.client.get("/readyz")
+    assert r.status_code == 503 and "last successful reconcile tick 31s ago" in r.json()["reason"]
+
+
+def test_a_daemon_still_starting_serves_health_and_metrics_but_not_status():
+    from autoscaler.api import create_app
+    from autoscaler.server import HttpServer
+    import httpx
+    from prometheus_client import CollectorRegistry
+
+    app = create_app(reconciler=lambda: None, registry=CollectorRegistry(), auth=ApiAuth.disabled())
+    with HttpServer(app, "127.0.0.1", 0) as server, httpx.Client(base_url=server.url) as client:
+        assert client.get("/healthz").status_code == 200
+        assert client.get("/readyz").json()["reason"].startswith("starting")
+        assert client.get("/metrics").status_code == 200
+        r = client.get("/api/v1/status")
+        assert r.status_code == 503 and "still starting" in r.json()["detail"][0]["msg"]
+
+
+def test_metrics_are_served_in_the_text_format(d):
+    d.run_for(30, rate=400)
+    r = d.client.get("/metrics")
+    assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
+    assert f'spark_autoscaler_query_input_rows_per_second{{application="{APP}",query="q"}}' in r.text
+
+
+# --- read ------------------------------------------------------------------------------------------
+
+
+def test_status_shows_mode_and_why_policy_bounds_executors_queries_and_the_last_decision(d):
+    d.run_for(60, rate=2500)
+    s = d.client.get("/api/v1/status").json()
+    assert s["application"] == APP
+    assert s["mode"] == {"configured": "auto", "effective": "active", "reason": "CanRequestExecutors", "fallback": False,
+                         "message": "requesting executors from the cluster manager"}
+    assert s["policy"]["name"] == "default" and s["policy"]["params"]["target_utilization"] == 0.7
+    assert s["bounds"] == {"min": 1, "max": 6, "configured_min": 1, "configured_max": 6}
+    assert s["executors"]["alive"] == 4 and s["executors"]["target"] == 4
+    [q] = s["queries"]
+    assert q["name"] == "q" and q["status"] == "running" and q["params"]["parallelism"] == 8
+    assert q["metrics"]["input_rows_per_second"] == pytest.approx(2500, rel=0.1)
+    assert q["metrics"]["lag_seconds"] is not None and q["metrics"]["capacity_rows_per_second"] > 2500
+    assert s["last_decision"]["reason"] == Reason.SCALE_UP_FOR_LOAD.value
+    assert s["paused"] is False and s["dry_run"] is False and s["control_api_enabled"] is True
+    assert s["loop"]["ticks"] == 12 and s["loop"]["errors"] == {}
+
+
+def test_decisions_are_the_audit_trail_newest_first(d):
+    d.run_for(60, rate=2500)
+    d.client.post("/api/v1/control/pause", headers=d.auth_header)
+    entries = d.client.get("/api/v1/decisions", params={"limit": 2}).json()["entries"]
+    assert len(entries) == 2 and entries[0]["id"] > entries[1]["id"]
+    assert entries[0]["kind"] == "operator" and entries[0]["who"] == "alice" and entries[0]["what"] == "paused: false -> true"
+    only = d.client.get("/api/v1/decisions", params={"kind": "decision"}).json()["entries"]
+    assert only and all(e["kind"] == "decision" for e in only)
+    first = only[-1]
+    assert {"inputs", "proposal", "decision", "plan", "results"} <= set(first["details"])
+
+
+@pytest.mark.parametrize("params, field", [({"limit": 0}, "limit"), ({"limit": 1001}, "limit"), ({"kind": "gossip"}, "kind")])
+def test_bad_decision_queries_name_the_parameter(d, params, field):
+    r = d.client.get("/api/v1/decisions", params=params)
+    assert r.status_code == 422 and ("query", field) in loc(r)
+
+
+def test_query_detail_and_unknown_query(d):
+    d.run_for(30, rate=400)
+    q = d.client.get("/api/v1/queries/q").json()
+    assert q["metrics"]["samples"] > 0 and q["held"] == [] and q["pending_request"] is None
+    r = d.client.get("/api/v1/queries/nope")
+    assert r.status_code == 404 and loc(r) == [("path", "name")]
+    assert [x["name"] for x in d.client.get("/api/v1/queries").json()] == ["q"]
+
+
+# --- auth ------------------------------------------------------------------------------------------
+
+
+def test_control_is_disabled_not_open_without_a_configured_token():
+    for d in serve(build(), auth=ApiAuth.disabled()):
+        r = d.client.post("/api/v1/control/pause", headers=d.auth_header)
+        assert r.status_code == 403 and "control API disabled" in r.json()["detail"][0]["msg"]
+        assert d.reconciler.control.paused is False
+        assert d.client.get("/api/v1/status").json()["control_api_enabled"] is False
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        pytest.param({}, id="no-header"),
+        pytest.param({"Authorization": "Bearer wrong"}, id="wrong-token"),
+        pytest.param({"Authorization": f"Basic {TOKEN}"}, id="wrong-scheme"),
+        pytest.param({"Authorization": f"Bearer {TOKEN}x"}, id="token-prefix"),
+    ],
+)
+def test_a_missing_or_wrong_token_is_refused(d, headers):
+    r = d.client.patch("/api/v1/control", json={"paused": True}, headers=headers)
+    assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+    assert loc(r) == [("header", "authorization")]
+    assert d.reconciler.control.paused is False
+
+
+def test_the_token_file_names_who_changed_what(tmp_path: Path):
+    tokens = tmp_path / "tokens"
+    tokens.write_text("# operators\nbob-token-1234567890 \ncarol carol-token-0987654321\n")
+    auth = ApiAuth.from_settings(tokens, "UNUSED_ENV", environ={})
+    for d in serve(build(), auth=auth):
+        d.client.post("/api/v1/control/pause", headers={"Authorization": "Bearer carol-token-0987654321"})
+        d.client.post("/api/v1/control/resume", headers={"Authorization": "Bearer bob-token-1234567890"})
+        who = [e["who"] for e in d.client.get("/api/v1/decisions").json()["entries"]]
+        assert who == ["operator", "carol"]
+        tokens.write_text("dave dave-token-1111111111\n")  # rotated: takes effect without a restart
+        assert d.client.post("/api/v1/control/pause", headers={"Authorization": "Bearer carol-token-0987654321"}).status_code == 401
+
+
+def test_the_environment_token_is_an_operator():
+    auth = ApiAuth.from_settings(None, "MY_TOKEN", environ={"MY_TOKEN": " envtoken-123 \n"})
+    assert auth.identify("envtoken-123") == "operator" and auth.identify("other") is None
+
+
+def test_a_malformed_token_file_names_the_line():
+    with pytest.raises(TokenFileError, match="line 2"):
+        parse_tokens("ok-token\na b c\n", "tokens")
+
+
+# --- control ---------------------------------------------------------------------------------------
+
+
+def test_pause_stops_actions_on_the_next_tick_and_resume_restarts_them(d):
+    d.tick(400)
+    assert d.client.post("/api/v1/control/pause", json={"note": "maintenance"}, headers=d.auth_header).json()["effective"] == "next tick"
+    calls = len(d.cluster.calls)
+    records = d.run_for(30, rate=2500)
+    assert all(r.paused and r.results == () for r in records) and len(d.cluster.calls) == calls
+    assert len(d.cluster.alive) == 1
+    d.client.post("/api/v1/control/resume", headers=d.auth_header)
+    r = d.tick(2500)
+    assert not r.paused and r.results and len(d.cluster.calls) > calls
+    entry = d.client.get("/api/v1/decisions", params={"kind": "operator"}).json()["entries"][1]
+    assert entry["details"]["note"] == "maintenance"
+
+
+def test_a_mode_switch_takes_effect_on_the_next_tick(d):
+    d.tick(400)
+    assert d.reconciler.last.mode.mode == Mode.ACTIVE
+    r = d.client.patch("/api/v1/control", json={"mode": "reactive"}, headers=d.auth_header)
+    assert r.status_code == 200 and r.json()["changes"] == {"mode": {"from": None, "to": "reactive"}}
+    record = d.tick(400)
+    assert record.mode.mode == Mode.REACTIVE and record.mode.reason == Reason.MODE_CONFIGURED
+    assert d.client.get("/api/v1/status").json()["mode"]["configured"] == "reactive"
+
+
+def test_a_manual_target_and_bounds_take_effect_on_the_next_tick(d):
+    d.tick(400)
+    r = d.client.patch("/api/v1/control", json={"max_executors": 3, "manual_executors": 3}, headers=d.auth_header)
+    assert r.status_code == 200, r.text
+    record = d.tick(400)
+    assert (record.decision.target, record.decision.reason) == (3, Reason.MANUAL_TARGET)
+    d.run_for(10, rate=400)
+    assert len(d.cluster.alive) == 3
+    d.client.patch("/api/v1/control", json={"manual_executors": None}, headers=d.auth_header)
+    assert d.tick(400).decision.reason != Reason.MANUAL_TARGET
+
+
+def test_dry_run_recommends_without_acting(d):
+    d.tick(400)
+    d.client.patch("/api/v1/control", json={"dry_run": True, "manual_executors": 4}, headers=d.auth_header)
+    record = d.tick(400)
+    assert record.dry_run and record.decision.target == 4 and record.results == ()
+    assert d.client.get("/metrics").text.count('spark_autoscaler_dry_run{application="harness"} 1.0') == 1
+
+
+def test_policy_parameters_change_without_a_restart(d):
+    r = d.client.patch("/api/v1/control", json={"policy_params": {"target_utilization": 0.5}}, headers=d.auth_header)
+    assert r.status_code == 200
+    assert d.client.get("/api/v1/status").json()["policy"]["params"]["target_utilization"] == 0.5
+
+
+@pytest.mark.parametrize(
+    "body, where",
+    [
+        pytest.param({"paused": True, "min_executors": 9}, ("body", "min_executors"), id="min-above-max"),
+        pytest.param({"paused": True, "max_executors": 0}, ("body", "max_executors"), id="max-zero"),
+        pytest.param({"paused": True, "speed": 11}, ("body", "speed"), id="unknown-field"),
+        pytest.param({"paused": True, "min_executors": "2"}, ("body", "min_executors"), id="string-number"),
+        pytest.param({"paused": "yes"}, ("body", "paused"), id="string-bool"),
+        pytest.param({"paused": True, "mode": "turbo"}, ("body", "mode"), id="bad-mode"),
+        pytest.param({"paused": True, "manual_executors": 50}, ("body", "manual_executors"), id="manual-outside-bounds"),
+        pytest.param({"paused": True, "policy_params": {"target_utilization": 7}}, ("body", "policy_params"), id="bad-policy-param"),
+        pytest.param({"note": "only a note"}, ("body",), id="nothing-to-change"),
+        pytest.param([1, 2], ("body",), id="not-an-object"),
+    ],
+)
+def test_an_invalid_control_change_is_a_422_naming_the_field_and_nothing_is_applied(d, body, where):
+    r = d.client.patch("/api/v1/control", json=body, headers=d.auth_header)
+    assert r.status_code == 422, r.text
+    assert where in loc(r)
+    assert d.reconciler.control.paused is False
+    assert d.client.get("/api/v1/decisions", params={"kind": "operator"}).json()["entries"] == []
+
+
+def test_a_query_rate_limit_change_restarts_the_query_on_the_next_tick(d):
+    d.run_for(20, rate=400)
+    r = d.client.patch("/api/v1/queries/q", json={"max_rows_per_batch": 500, "trigger_interval_seconds": 4}, headers=d.auth_header)
+    assert r.status_code == 200, r.text
+    assert r.json()["control"]["query_requests"]["q"]["max_rows_per_batch"] == 500
+    assert d.client.get("/api/v1/queries/q").json()["pending_request"]["trigger_interval_seconds"] == 4.0
+    record = d.tick(400)
+    [change] = record.plan.query_changes
+    assert change.reason == Reason.OPERATOR_REQUEST and change.to_params.max_rows_per_batch == 500
+    assert d.cluster.queries["q"].params.max_rows_per_batch == 500
+    d.tick(400)  # the next observation shows the new settings and the rescale's outcome
+    assert d.client.get("/api/v1/queries/q").json()["params"]["max_rows_per_batch"] == 500
+    text = d.client.get("/metrics").text
+    assert 'spark_autoscaler_query_max_rows_per_batch{application="harness",query="q"} 500.0' in text
+    assert 'spark_autoscaler_query_rescales_total{application="harness",query="q",result="ok"} 1.0' in text
+
+
+@pytest.mark.parametrize(
+    "name, body, status, where",
+    [
+        pytest.param("nope", {"parallelism": 2}, 404, ("path", "name"), id="unknown-query"),
+        pytest.param("q", {"parallelism": 9}, 422, ("body", "parallelism"), id="above-max-parallelism"),
+        pytest.param("q", {"parallelism": 0}, 422, ("body", "parallelism"), id="zero-parallelism"),
+        pytest.param("q", {"parallelism": None}, 422, ("body", "parallelism"), id="null-parallelism"),
+        pytest.param("q", {"max_rows_per_batch": -5}, 422, ("body", "max_rows_per_batch"), id="negative-rate-limit"),
+        pytest.param("q", {"trigger_interval_seconds": 0}, 422, ("body", "trigger_interval_seconds"), id="zero-trigger"),
+        pytest.param("q", {"trigger_interval_seconds": "fast"}, 422, ("body", "trigger_interval_seconds"), id="string-trigger"),
+        pytest.param("q", {"rate": 5}, 422, ("body", "rate"), id="unknown-field"),
+        pytest.param("q", {}, 422, ("body",), id="empty"),
+    ],
+)
+def test_an_invalid_query_change_names_the_field(d, name, body, status, where):
+    d.tick(400)
+    r = d.client.patch(f"/api/v1/queries/{name}", json=body, headers=d.auth_header)
+    assert r.status_code == status, r.text
+    assert where in loc(r)
+    assert d.reconciler.control.query_requests == {}
+
+
+def test_a_pending_query_request_can_be_withdrawn(d):
+    d.reconciler.update_control(lambda c: c)  # nothing pending yet
+    d.tick(400)
+    d.client.patch("/api/v1/queries/q", json={"parallelism": 4}, headers=d.auth_header)
+    assert d.client.delete("/api/v1/queries/q/request", headers=d.auth_header).status_code == 200
+    r = d.client.delete("/api/v1/queries/q/request", headers=d.auth_header)
+    assert r.status_code == 404
+
+
+def test_the_log_level_changes_at_once(d):
+    logger = logging.getLogger("autoscaler.reconciler")
+    before = logger.level
+    try:
+        r = d.client.put("/api/v1/log-level", json={"level": "DEBUG", "logger": "autoscaler.reconciler"}, headers=d.auth_header)
+        assert r.status_code == 200 and logger.level == logging.DEBUG
+        r = d.client.put("/api/v1/log-level", json={"level": "DEBUG", "logger": "no.such"}, headers=d.auth_header)
+        assert r.status_code == 422 and loc(r) == [("body", "logger")]
+    finally:
+        logger.setLevel(before)
+
+
+def test_the_schema_is_served_and_documents_auth():
+    for d in serve(build()):
+        schema = d.client.get("/openapi.json").json()
+        assert schema["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+        patch = schema["paths"]["/api/v1/control"]["patch"]
+        assert patch["security"] == [{"HTTPBearer": []}] and {"401", "403", "422"} <= set(patch["responses"])
+        assert "security" not in schema["paths"]["/api/v1/status"]["get"]

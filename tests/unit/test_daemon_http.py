@@ -1,0 +1,67 @@
+"""The daemon's HTTP wiring and command line, without starting Spark."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from autoscaler.cli import build_parser, main
+from autoscaler.driver import DriverDaemon
+from autoscaler.server import HttpServer, HttpServerError
+from autoscaler.settings import load_settings
+
+
+def test_the_daemon_serves_health_and_metrics_before_spark_is_up(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARK_AUTOSCALER_API_TOKEN", "daemon-token-123456")
+    settings = load_settings(None, {"http.port": 0, "state.path": str(tmp_path / "state.json")}, environ={})
+    daemon = DriverDaemon(settings, specs=[])
+    server = daemon.start_http()
+    try:
+        with httpx.Client(base_url=server.url) as client:
+            assert client.get("/healthz").status_code == 200
+            assert client.get("/readyz").json() == {"status": "not ready", "reason": "starting: the reconciler is not running yet"}
+            text = client.get("/metrics").text
+            assert 'spark_autoscaler_build_info{application="spark-autoscaler",policy="default",version="0.1.0"} 1.0' in text
+            assert 'spark_autoscaler_slo_target_lag_seconds{application="spark-autoscaler"} 60.0' in text
+            r = client.post("/api/v1/control/pause", headers={"Authorization": "Bearer daemon-token-123456"})
+            assert r.status_code == 503  # authenticated, but nothing to pause yet
+            daemon._stopped.set()
+            assert client.get("/readyz").json()["reason"] == "stopping"
+    finally:
+        daemon.stop_http()
+    assert daemon.state_store is not None and daemon.state_store.path == tmp_path / "state.json"
+
+
+def test_a_port_in_use_is_a_clear_error():
+    from fastapi import FastAPI
+
+    with HttpServer(FastAPI(), "127.0.0.1", 0) as first:
+        with pytest.raises(HttpServerError, match=f"cannot listen on 127.0.0.1:{first.port}"):
+            HttpServer(FastAPI(), "127.0.0.1", first.port).start()
+
+
+def test_run_and_demo_take_http_flags():
+    run = build_parser().parse_args(["run", "--http-host", "0.0.0.0", "--http-port", "9000", "--state-file", "s.json"])
+    assert (run.http_host, run.http_port, str(run.state_file)) == ("0.0.0.0", 9000, "s.json")
+    default_run = build_parser().parse_args(["run"])
+    assert (default_run.http_host, default_run.http_port) == (None, None)  # the configuration decides
+    demo = build_parser().parse_args(["demo"])
+    assert (demo.http_host, demo.http_port, demo.record, demo.no_http) == ("127.0.0.1", 8090, None, False)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["demo", "--http-port", "70000"])
+
+
+def test_dashboard_render_command(tmp_path, capsys):
+    from tests.harness import record_scenario
+
+    record_scenario(tmp_path / "run.jsonl")
+    assert main(["dashboard", "render", "--recording", str(tmp_path / "run.jsonl"), "--output", str(tmp_path / "d.png")]) == 0
+    assert (tmp_path / "d.png").stat().st_size > 50_000
+    assert main(["dashboard", "render", "--recording", str(tmp_path / "missing.jsonl"), "--output", str(tmp_path / "x.png")]) == 2
+    assert "--recording" in capsys.readouterr().err
+
+
+def test_dashboard_render_names_a_missing_dashboard(tmp_path, capsys):
+    code = main(["dashboard", "render", "--recording", str(tmp_path / "r.jsonl"), "--output", str(tmp_path / "x.png"),
+                 "--dashboard", str(tmp_path / "nope.json")])
+    assert code == 2 and "--dashboard" in capsys.readouterr().err

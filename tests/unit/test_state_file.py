@@ -1,0 +1,80 @@
+"""The local file state store: the state-store contract plus what is special about files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from autoscaler.state import FileStateStore, MemoryStateStore, StateStoreError, open_state_store
+from autoscaler.settings import load_settings
+from tests.contracts.state_store import StateStoreContract
+
+
+class TestFileStateStore(StateStoreContract):
+    @pytest.fixture
+    def open_store(self, tmp_path):
+        path = tmp_path / "state" / "autoscaler.json"
+        return lambda: FileStateStore(path)
+
+
+class TestMemoryStateStore(StateStoreContract):
+    @pytest.fixture
+    def open_store(self):
+        store = MemoryStateStore()
+        return lambda: store
+
+
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        pytest.param("{not json", "not valid JSON", id="torn-json"),
+        pytest.param("[1, 2]", "expected an object with a 'state' object", id="not-an-object"),
+        pytest.param('{"version": 99, "state": {}}', "unsupported state format version 99", id="future-version"),
+    ],
+)
+def test_an_unreadable_state_file_stops_start_up_naming_the_file(tmp_path: Path, content: str, problem: str) -> None:
+    path = tmp_path / "s.json"
+    path.write_text(content)
+    with pytest.raises(StateStoreError) as info:
+        FileStateStore(path).load()
+    assert str(path) in str(info.value) and problem in str(info.value)
+
+
+def test_a_failed_write_keeps_the_previous_file_and_leaves_no_temporary_file(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "s.json"
+    store = FileStateStore(path)
+    store.save({"v": 1})
+
+    def broken_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(StateStoreError, match="cannot be written: .*No space left"):
+        store.save({"v": 2})
+    monkeypatch.undo()
+    assert FileStateStore(path).load() == {"v": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.json"]
+
+
+def test_an_unchanged_state_is_not_rewritten(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    store = FileStateStore(path)
+    store.save({"v": 1})
+    before = path.stat().st_mtime_ns
+    os.utime(path, ns=(before - 10**9, before - 10**9))
+    store.save({"v": 1})
+    assert path.stat().st_mtime_ns == before - 10**9
+
+
+def test_the_file_is_readable_json_for_operators(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    FileStateStore(path).save({"control": {"paused": True}})
+    assert '"paused": true' in path.read_text()
+
+
+def test_settings_choose_the_file_store_only_when_a_path_is_set(tmp_path: Path) -> None:
+    assert open_state_store(load_settings(environ={})) is None
+    store = open_state_store(load_settings(None, {"state.path": str(tmp_path / "s.json")}, environ={}))
+    assert isinstance(store, FileStateStore) and store.path == tmp_path / "s.json"
