@@ -107,7 +107,7 @@ def _robust_fit(points: list[tuple[float, float, float]], with_contention: bool)
 
 
 def fit_cost_model(samples: Sequence["BatchSample"]) -> BatchCostModel | None:
-    """Fit ``mu``, ``w``, ``k`` and ``o`` from warm batches; None without usable batches.
+    """Fit ``mu``, ``w``, ``k`` and ``o`` from warm batches (cold ones while there are no others).
 
     ``o`` is the median of the fixed costs Spark reports. Per task, the time left after ``o``
     divided by the waves is ``w + k c + rows_per_task / mu``: a least-squares fit with outliers
@@ -116,11 +116,11 @@ def fit_cost_model(samples: Sequence["BatchSample"]) -> BatchCostModel | None:
     smallest); otherwise ``w`` (and ``k``) are 0 and ``mu`` the median ratio, which counts
     overhead as work and so errs towards more capacity.
     """
-    warm = [
-        s
-        for s in samples[-FIT_SAMPLES:]
-        if not s.cold and s.input_rows > 0 and s.cores and s.parallelism and s.duration.total_seconds() > 0
-    ]
+    usable = [s for s in samples[-FIT_SAMPLES:] if s.input_rows > 0 and s.cores and s.parallelism and s.duration.total_seconds() > 0]
+    # Cold batches are slow for reasons other than their rows; use them only while there is
+    # nothing else (a query whose first batches are huge must still be sized): they err
+    # towards more capacity, and the first warm batches replace them.
+    warm = [s for s in usable if not s.cold] or usable
     if not warm:
         return None
     fixed_values = [s.fixed_overhead.total_seconds() for s in warm if s.fixed_overhead is not None]

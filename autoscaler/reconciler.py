@@ -222,7 +222,7 @@ class Reconciler:
             QueryPlanInput(
                 now=now,
                 queries=snap.queries,
-                cores=snap.executors.cores,
+                cores=self._planning_cores(snap, mode, decision),
                 executors_settling=position.in_flight,
                 wanted=wanted,
                 history=history,
@@ -259,6 +259,17 @@ class Reconciler:
             min_executors=lo,
             max_executors=hi,
         )
+
+    @staticmethod
+    def _planning_cores(snap: Snapshot, mode: EffectiveMode, decision: ExecutorDecision) -> int:
+        """Cores the queries' partitions are aligned to: where active mode is heading, else what exists.
+
+        Aligning to the executors still arriving would restart a query twice (once for the
+        cores that exist, once more when the rest register).
+        """
+        if mode.mode == Mode.ACTIVE and not mode.fallback and decision.target is not None:
+            return decision.target * max(1, snap.executors.cores_per_executor)
+        return snap.executors.cores
 
     def _propose(self, inp: PolicyInput, control: ControlState) -> Proposal:
         try:

@@ -71,9 +71,13 @@ def test_fit_ignores_cold_batches_and_shrugs_off_outliers():
     assert fit.per_task == pytest.approx(0.05, abs=0.02)
 
 
-def test_no_warm_batches_no_model():
-    assert fit_cost_model([batch(0, 800, cold=True)]) is None
-    assert fit_cost_model([]) is None
+def test_cold_batches_serve_only_while_there_are_no_warm_ones():
+    # the first batches of a slow start are all a query has: size it from them (conservatively)
+    cold = fit_cost_model([batch(0, 800, seconds=4.0, cold=True)])
+    assert cold is not None and cold.duration(8, 4, 800) == pytest.approx(4.0)
+    warm = fit_cost_model([batch(0, 800, seconds=4.0, cold=True), batch(1, 800)])
+    assert warm.duration(8, 4, 800) == pytest.approx(TRUE.duration(8, 4, 800))
+    assert fit_cost_model([batch(0, 0)]) is None and fit_cost_model([]) is None
 
 
 def test_fit_learns_per_task_cost_growing_with_concurrent_tasks():

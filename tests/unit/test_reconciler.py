@@ -205,3 +205,15 @@ def test_saved_overrides_that_no_longer_fit_the_configuration_are_dropped_on_res
     assert (rec.control.min_executors, rec.control.policy_params) == (None, None)
     [event] = rec.audit.entries()
     assert "min_executors" in event.what and "policy_params" in event.what
+
+
+def test_partitions_are_aligned_to_where_active_mode_is_heading_not_to_executors_still_arriving():
+    # 6 partitions on the 5 executors that exist would waste 40% (6 tasks in 2 waves), but the
+    # target is 6: re-aligning to 5 now would restart the query twice (5, then 6 again)
+    clock, cluster, rec = make(executors=5, overrides={"policy.name": "static", "policy.params": {"executors": 6}})
+    cluster.add_query(query_view(parallelism=6, max_parallelism=64))
+    clock.advance(TICK)
+    record = rec.tick()
+    assert record.decision.target == 6
+    assert record.plan.query_changes == ()
+    assert not [c for c in cluster.calls if c[0] == "rescale"]
