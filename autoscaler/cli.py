@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seconds-per-day", type=_positive_float, default=150.0, help="compressed length of one trace day")
     demo.add_argument("--peak-rate", type=_positive_float, default=2800.0, help="rows/s at the trace's peak")
     demo.add_argument("--max-executors", type=_positive_int, default=6)
+    demo.add_argument("--warmup", type=float, default=30.0, help="seconds at the trace's first rate before the trace starts")
     demo.add_argument("--workdir", type=Path, help="keep checkpoints, output and logs here (default: a temp dir)")
     demo.add_argument("--record", type=Path, help="write every tick's metrics to this JSON-lines file (for `dashboard render`)")
     demo.add_argument("--no-http", action="store_true", help="do not serve /metrics and the REST API")
@@ -184,6 +185,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         seconds_per_day=args.seconds_per_day,
         peak_rate=args.peak_rate,
         max_executors=args.max_executors,
+        warmup=max(0.0, args.warmup),
         workdir=args.workdir,
         http_host=args.http_host,
         http_port=args.http_port,

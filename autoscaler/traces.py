@@ -138,6 +138,13 @@ class RateProfile:
         return cls(tuple(starts), tuple(rates))
 
 
+def prefixed(profile: RateProfile, seconds: float, rate: float) -> RateProfile:
+    """``profile`` delayed by a constant phase of ``rate`` rows/s lasting ``seconds``."""
+    if seconds <= 0:
+        return profile
+    return RateProfile((0.0, *(seconds + s for s in profile.starts)), (rate, *profile.rates))
+
+
 def compress_trace(
     trace: Trace, *, seconds_per_day: float, peak_rate: float, duration: float, start_hour: float = 0.0
 ) -> RateProfile:

@@ -43,7 +43,7 @@ from autoscaler.recording import MetricsRecorder
 from autoscaler.settings import SparkSettings, load_settings
 from autoscaler.spark.session import build_session, stop_session
 from autoscaler.spark.standalone import LocalStandaloneCluster
-from autoscaler.traces import RateProfile, compress_trace, load_trace
+from autoscaler.traces import RateProfile, compress_trace, load_trace, prefixed
 
 BUNDLED_TRACE = Path(__file__).parent / "traces" / "nyc_taxi.csv"
 PIPELINE = "taxi"
@@ -60,6 +60,7 @@ class DemoOptions:
     workdir: Path | None = None
     cost_seconds: float = 0.001  # per-row work
     start_hour: float = 3.0
+    warmup: float = 30.0  # seconds at the trace's first rate before the trace starts (cold start)
     http_host: str = "127.0.0.1"
     http_port: int = 8090
     http: bool = True
@@ -187,8 +188,12 @@ def _run(
         },
         environ={},
     )
-    start = time.time() + 8.0  # the query starts within a few seconds; the trace begins here
-    build = trace_pipeline(profile=profile, start=start, cost_seconds=options.cost_seconds, out_dir=output)
+    # The first batches of a new query (and of new executors) are slow because cold: the source
+    # runs `warmup` seconds at the trace's first rate before the trace itself starts at `start`.
+    source_profile = prefixed(profile, options.warmup, profile.rate_at(0))
+    source_start = time.time() + 3.0
+    start = source_start + options.warmup
+    build = trace_pipeline(profile=source_profile, start=source_start, cost_seconds=options.cost_seconds, out_dir=output)
     spec = PipelineSpec(
         PIPELINE,
         build,
@@ -237,7 +242,7 @@ def _run(
     print("stopped at a batch boundary; draining the rest of the input from the checkpoint ...", file=out, flush=True)
     _drain(spark, build, workdir / "checkpoints" / PIPELINE, daemon.host.views()[0].params.parallelism)
     try:
-        return _summary(options, profile, start, end, sampler, daemon, output, out)
+        return _summary(options, source_profile, source_start, start, end, sampler, daemon, output, out)
     finally:
         daemon.stop_http()
 
@@ -265,7 +270,8 @@ def _drain(spark: Any, build: Callable[[Any, PipelineContext], Any], checkpoint:
 
 def _summary(
     options: DemoOptions,
-    profile: RateProfile,
+    source_profile: RateProfile,
+    source_start: float,
     start: float,
     end: float,
     sampler: ExecutorSampler,
@@ -273,8 +279,8 @@ def _summary(
     output: Path,
     out: TextIO,
 ) -> dict[str, Any]:
-    rows_in = profile.cumulative(end - start + 1e-6)
-    check = verify_output(output, rows_in, lag_until=end)
+    rows_in = source_profile.cumulative(end - source_start + 1e-6)  # warm-up rows included: all checked
+    check = verify_output(output, rows_in, lag_from=start, lag_until=end)
     seconds, mean, lo, hi = sampler.integrate(start, end)
     events = daemon.reconciler.history.events
     executor_changes = [e for e in events if e.subject == EXECUTORS]

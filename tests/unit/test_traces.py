@@ -69,3 +69,11 @@ def test_compressing_a_day_of_taxi_demand(tmp_path):
     assert p.rate_at(0) == pytest.approx(2000 * 130 / 330)  # 3 a.m. value scaled by the window's peak (23 h -> 330)
     assert max(p.rates) == pytest.approx(2000)
     assert p.rate_at(48.5) == 0
+
+
+def test_prefixed_profile_delays_the_trace_by_a_constant_phase():
+    from autoscaler.traces import prefixed
+
+    p = prefixed(RateProfile.steps([(10, 300)]), 5, 100)
+    assert p.rate_at(2) == 100 and p.rate_at(6) == 300 and p.rate_at(16) == 0
+    assert p.cumulative(15) == 500 + 3000
