@@ -397,6 +397,9 @@ class QueryHost:
             if partitions is not None:
                 run.stateful = True
                 run.params = replace(run.params, shuffle_partitions=partitions)
+                if run.state_store is None and run.checkpoint:
+                    # the provider is pinned in the checkpoint's offset log from the first batch on
+                    run.state_store = read_checkpoint(run.checkpoint).state_store or "hdfs"
             if sample.input_rows > 0:
                 run.failures = 0
             pending, run.pending = run.pending, None
