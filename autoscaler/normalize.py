@@ -51,7 +51,9 @@ def normalize(inp: NormalizeInput) -> tuple[ExecutorDecision, ScalingHistory]:
         return ExecutorDecision(current, p.executors, value, reason, tuple(limits), msg), hist
 
     if target == current:
-        return done(current, p.message, history.with_scale_down_since(None))
+        # a tick at the current count does not restart a pending scale-down's wait: the
+        # largest recommendation over the delay window (this one included) decides it
+        return done(current, p.message, history)
     if inp.in_flight and target < current:
         # never reverse or cut short a change in flight; a larger scale-up may go ahead
         return hold(Reason.ACTION_IN_FLIGHT, f"waiting for the previous executor change before {current} -> {target}")
@@ -84,10 +86,10 @@ def normalize(inp: NormalizeInput) -> tuple[ExecutorDecision, ScalingHistory]:
             "a query is catching up a backlog; no scale-down",
             history.with_scale_down_since(None),
         )
-    # Delayed scale-down (HPA's stabilization window, Flink's scale-down.interval): wanted
-    # continuously for the whole delay, then down to the largest count recommended within
-    # the last delay. The start time is kept across steps, so a further drop follows as soon
-    # as the sliding window allows it; a proposal at or above the current count resets it.
+    # Delayed scale-down (HPA's stabilization window, Flink's scale-down.interval): down to
+    # the largest count recommended within the last delay, once recommendations have been
+    # watched for a whole delay. The start time is kept across steps, so a further drop
+    # follows as soon as the sliding window allows it; only a scale-up resets it.
     since = history.scale_down_since or now
     history = history.with_scale_down_since(since)
     waited = now - since

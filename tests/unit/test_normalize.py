@@ -94,6 +94,14 @@ def test_policy_without_executor_opinion_passes_through():
     assert decision.target is None and history == ScalingHistory()
 
 
+def test_a_tick_at_the_current_count_keeps_a_pending_scale_down_and_counts_in_its_window():
+    history = pending_down(61, [(30, 4), (10, 2)])
+    decision, after = run(4, current=4, history=history)
+    assert after.scale_down_since == history.scale_down_since
+    decision, _ = run(2, current=4, history=after)
+    assert (decision.target, decision.reason) == (4, Reason.SCALE_DOWN_DELAYED)  # 4 is still in the window
+
+
 def test_scale_up_cancels_a_pending_scale_down():
     _, history = run(6, history=pending_down(30))
     assert history.scale_down_since is None
