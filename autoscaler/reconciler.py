@@ -91,9 +91,16 @@ class TickRecord:
 
     @property
     def notable(self) -> bool:
-        """Changed something, or held/refused a wanted change: worth an audit entry."""
+        """Changed (or, paused or in dry run, would change) something, or held/refused a wanted change."""
         wanted = self.decision.proposed is not None and self.decision.proposed != self.decision.current
-        return bool(self.acted or wanted or self.plan.refusals or self.plan.query_changes or self.executors_lost)
+        return bool(
+            self.acted
+            or wanted
+            or self.decision.changes
+            or self.plan.refusals
+            or self.plan.query_changes
+            or self.executors_lost
+        )
 
 
 class Reconciler:

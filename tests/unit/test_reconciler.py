@@ -217,3 +217,16 @@ def test_partitions_are_aligned_to_where_active_mode_is_heading_not_to_executors
     assert record.decision.target == 6
     assert record.plan.query_changes == ()
     assert not [c for c in cluster.calls if c[0] == "rescale"]
+
+
+def test_a_dry_run_recommendation_is_recorded_in_the_audit_trail():
+    from dataclasses import replace
+
+    clock, cluster, rec = make(executors=1, overrides={"policy.name": "static", "policy.params": {"executors": 1}})
+    rec.update_control(lambda c: replace(c, dry_run=True, manual_executors=2))
+    clock.advance(TICK)
+    record = rec.tick()
+    assert record.decision.target == 2 and record.results == ()
+    assert record.notable
+    [entry] = rec.audit.entries(limit=1, kind="decision")
+    assert entry.what == "executors 1 -> 2 (ManualTarget) [dry run: not applied]"
