@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,7 +29,8 @@ class ScalingEvent:
 @dataclass(frozen=True)
 class ScalingHistory:
     events: tuple[ScalingEvent, ...] = ()
-    # executor counts recommended each tick, for the delayed scale-down (max over the window)
+    # executor counts recommended each tick, for the delayed scale-down (max over the window);
+    # in time order (each tick appends ``now``), so windows are found by bisection
     recommendations: tuple[tuple[datetime, int], ...] = ()
     scale_down_since: datetime | None = None
 
@@ -46,7 +48,8 @@ class ScalingHistory:
         return max(times) if times else None
 
     def max_recommendation_since(self, since: datetime) -> int | None:
-        values = [n for at, n in self.recommendations if at >= since]
+        recs = self.recommendations
+        values = [n for at, n in recs[bisect.bisect_left(recs, (since,)) :]]
         return max(values) if values else None
 
     def restart_pauses(self) -> list[timedelta]:
@@ -56,7 +59,10 @@ class ScalingHistory:
         """Drop entries older than ``max_age`` and keep at most ``max_count`` of each kind."""
         cutoff = now - max_age
         events = tuple(e for e in self.events if e.at >= cutoff)[-max_count:]
-        recs = tuple(r for r in self.recommendations if r[0] >= cutoff)[-max_count:]
+        recs = self.recommendations
+        recs = recs[bisect.bisect_left(recs, (cutoff,)) :][-max_count:]
+        if events == self.events and recs is self.recommendations:
+            return self
         return replace(self, events=events, recommendations=recs)
 
     # --- persistence --------------------------------------------------------------------------
@@ -91,6 +97,6 @@ class ScalingHistory:
             )
             for e in data.get("events", [])
         )
-        recs = tuple((datetime.fromisoformat(at), int(n)) for at, n in data.get("recommendations", []))
+        recs = tuple(sorted((datetime.fromisoformat(at), int(n)) for at, n in data.get("recommendations", [])))
         since = data.get("scale_down_since")
         return cls(events, recs, datetime.fromisoformat(since) if since else None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
+from functools import cached_property
 from typing import Mapping
 
 from autoscaler.costmodel import BatchCostModel
@@ -107,7 +108,7 @@ class ExecutorView:
     def count(self) -> int:
         return len(self.alive)
 
-    @property
+    @cached_property
     def cores(self) -> int:
         return sum(e.cores for e in self.alive)
 
@@ -134,10 +135,10 @@ class BatchSample:
     parallelism: int | None = None  # source partitions (tasks) the batch ran with
     fixed_overhead: timedelta | None = None  # planning, offset log, commit: triggerExecution - addBatch
     cold: bool = False  # warming up (first batches of a run, or executors just changed): not for fits
+    ended_at: datetime = field(init=False, repr=False, compare=False)  # started_at + duration
 
-    @property
-    def ended_at(self) -> datetime:
-        return self.started_at + self.duration
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ended_at", self.started_at + self.duration)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ All functions are pure; the shell keeps a bounded deque of :class:`BatchSample` 
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections import deque
 from datetime import datetime, timedelta
@@ -16,6 +17,7 @@ from autoscaler.model import BatchSample, QueryLoad, QueryView
 
 
 MIN_SAMPLES = 2
+_STARTED = operator.attrgetter("started_at")
 RECENT_BATCHES = 3
 MIN_DONE_SHARE = 0.25  # extrapolate a running batch only once a quarter of its tasks are done
 MAX_LIVE_FACTOR = 20.0  # a running batch implies at most 20x the rows of the comparable one
@@ -96,8 +98,9 @@ def evaluate_query(view: QueryView, now: datetime, window: timedelta, cores: int
     share from the batches that ended within ``window``, the cost model from all buffered warm
     batches. Cold batches count for the arrival rate but not for the cost model.
     """
-    ordered = sorted((s for s in view.samples if s.ended_at <= now), key=lambda s: s.started_at)
-    samples = [s for s in ordered if s.ended_at >= now - window]
+    ordered = sorted([s for s in view.samples if s.ended_at <= now], key=_STARTED)
+    since = now - window
+    samples = [s for s in ordered if s.ended_at >= since]
     if len(samples) < MIN_SAMPLES:
         # batches slower than the window: the latest ones are stale but the best evidence there is
         samples = ordered[-MIN_SAMPLES:]
