@@ -36,6 +36,9 @@ class Reason(StrEnum):
     USE_AVAILABLE = "UseAvailable"
     STATIC_TARGET = "StaticTarget"
     MANUAL_TARGET = "ManualTarget"
+    WAITING_FOR_INTERVAL = "WaitingForPolicyInterval"  # the policy decides on its own timer
+    EXECUTORS_IDLE = "ExecutorsIdle"  # executors without tasks for the idle timeout
+    SCALE_UP_FOR_FORECAST = "ScaleUpForForecast"  # the forecast load needs more soon
     # normalization holds and clamps
     BOUNDED_MIN = "BoundedByMin"
     BOUNDED_MAX = "BoundedByMax"

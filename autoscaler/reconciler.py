@@ -33,7 +33,7 @@ from autoscaler.normalize import NormalizeInput, normalize
 from autoscaler.planner import QueryPlanInput, executor_position, plan_executors, plan_queries
 from autoscaler.ports import ClusterObserver, ExecutorActuator, QueryActuator, StateStore
 from autoscaler.settings import Settings
-from autoscaler.window import evaluate_query
+from autoscaler.window import evaluate_query, record_rates
 from policies import Policy, PolicyInput, create_policy
 
 log = structlog.get_logger("autoscaler.reconciler")
@@ -177,6 +177,7 @@ class Reconciler:
         mode = resolve_mode(configured, snap.executors, position.not_granted)
         lo, hi = self.bounds()
         loads = {q.name: evaluate_query(q, now, s.window.metrics_window, snap.executors.cores) for q in snap.queries}
+        history = record_rates(history, snap.queries, now, s.history.rate_step)
         cores_per_executor = snap.executors.cores_per_executor
         policy_input = PolicyInput(
             now=now,
@@ -187,6 +188,7 @@ class Reconciler:
             max_executors=hi,
             cores_per_executor=cores_per_executor,
             target_lag=s.slo.target_lag,
+            interval=s.reconcile_interval,
         )
         proposal = self._propose(policy_input, control)
         backlogged = any(ld.lag is not None and ld.lag > s.normalize.backlog_lag_threshold for ld in loads.values())
@@ -226,7 +228,10 @@ class Reconciler:
         if not paused and not dry:
             results = self._act(plan, now)
         history = self._record_changes(history, now, decision, plan, results)
-        self.history = history.trimmed(now, s.history.max_age, s.history.max_count)
+        rate_steps = int(s.history.rate_max_age / s.history.rate_step) + 1
+        self.history = history.trimmed(
+            now, s.history.max_age, s.history.max_count, s.history.rate_max_age, rate_steps * max(1, len(snap.queries))
+        )
         self._consume_query_requests(plan, results)
         self._save()
         return TickRecord(

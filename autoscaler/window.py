@@ -6,14 +6,16 @@ All functions are pure; the shell keeps a bounded deque of :class:`BatchSample` 
 
 from __future__ import annotations
 
+import math
 import operator
 import threading
 from collections import deque
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Sequence
 
 from autoscaler.costmodel import fit_cost_model
-from autoscaler.model import BatchSample, QueryLoad, QueryView
+from autoscaler.history import RatePoint, ScalingHistory
+from autoscaler.model import BatchSample, QueryLoad, QueryStatus, QueryView
 
 
 MIN_SAMPLES = 2
@@ -135,3 +137,51 @@ def evaluate_query(view: QueryView, now: datetime, window: timedelta, cores: int
         batch_duration=last.duration,
         parallelism=view.params.parallelism,
     )
+
+
+def step_rate(samples: Sequence[BatchSample], start: datetime, end: datetime) -> float | None:
+    """Mean rows/s that arrived during ``[start, end)``, from the batches planned in it.
+
+    A batch takes the rows that arrived since the previous batch was planned, so the rows of
+    the batches planned in the step, over the time since the batch planned before them, are
+    the step's arrival rate. None when no batch before the step is known.
+    """
+    inside: list[BatchSample] = []
+    before: BatchSample | None = None
+    for s in reversed(samples):
+        if s.started_at >= end:
+            continue
+        if s.started_at >= start:
+            inside.append(s)
+        else:
+            before = s
+            break
+    if before is None:
+        return None
+    if not inside:
+        return 0.0  # no trigger found new rows (Spark skips empty batches)
+    span = (inside[0].started_at - before.started_at).total_seconds()  # inside is newest first
+    return sum(s.input_rows for s in inside) / span if span > 0 else None
+
+
+def record_rates(history: ScalingHistory, queries: Sequence[QueryView], now: datetime, step: timedelta) -> ScalingHistory:
+    """Append each running query's mean arrival rate for the step that ended one step ago.
+
+    One step of delay lets every batch planned in that step report (listener events arrive when
+    a batch ends). Steps the daemon did not see (down, query restarting) stay missing.
+    """
+    seconds = step.total_seconds()
+    k = math.floor(now.timestamp() / seconds) - 2
+    start = datetime.fromtimestamp(k * seconds, tz=now.tzinfo or timezone.utc)
+    for view in queries:
+        if view.status != QueryStatus.RUNNING:
+            continue
+        last = history.last_rate_at(view.name)
+        if last is not None and last >= start:
+            continue
+        if view.run_started_at is not None and view.run_started_at > start:
+            continue  # the query restarted within the step: its batches do not cover it
+        rate = step_rate(view.samples, start, start + step)
+        if rate is not None:
+            history = history.with_rate(RatePoint(start, view.name, rate))
+    return history

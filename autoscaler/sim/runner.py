@@ -134,6 +134,9 @@ def simulate(
         "executors.max": max_exec,
         "reconcile_interval": f"{tick}s",
         "slo.target_lag": f"{slo_lag_seconds}s",
+        # 20 minutes of batches at the 10 s trigger: every window in use fits, and the
+        # reconciler scans half the default buffer each tick
+        "window.max_samples": 120,
         **dict(getattr(cls, "settings_profile", {}) or {}),
         **dict(settings or {}),
         "policy.name": policy,
