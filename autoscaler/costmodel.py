@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from autoscaler.model import BatchSample
 
 FIT_SAMPLES = 120  # latest warm batches used for a fit
+RATIO_SAMPLES = 15  # latest warm batches for the throughput-only model
+CONTENTION_GAIN = 0.7  # the contention term must cut the residual scale by 30 % to be used
 
 
 @dataclass(frozen=True)
@@ -92,17 +94,19 @@ def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
     return [b[i] / a[i][i] for i in range(n)]
 
 
-def _robust_fit(design: np.ndarray, ys: np.ndarray) -> list[float] | None:
+def _robust_fit(design: np.ndarray, ys: np.ndarray) -> tuple[list[float], float] | None:
     """Fit ``ys ~ design @ coef`` (tau = w [+ k c] + r / mu), dropping outliers until stable.
 
     Least squares by the normal equations on the kept points; then every point whose residual
     exceeds 2.5 scaled MADs (of all points) is dropped, up to six rounds. The normal equations
-    of any subset are one product of the kept mask with the per-point products.
+    of any subset are one product of the kept mask with the per-point products. Returns the
+    coefficients and the residual scale (scaled MAD over all points) of the final fit.
     """
     n, m = design.shape
     products = np.concatenate(((design[:, :, None] * design[:, None, :]).reshape(n, m * m), design * ys[:, None]), axis=1)
     kept = np.ones(n, dtype=bool)
     coef: list[float] | None = None
+    mad = 0.0
     for _ in range(6):
         sums = (kept.astype(float) @ products).tolist()
         coef = _solve([sums[i * m : (i + 1) * m] for i in range(m)], sums[m * m :])
@@ -116,7 +120,20 @@ def _robust_fit(design: np.ndarray, ys: np.ndarray) -> list[float] | None:
         if int(np.count_nonzero(trimmed)) < m + 2 or np.array_equal(trimmed, kept):
             break
         kept = trimmed
-    return coef
+    assert coef is not None
+    return coef, mad
+
+
+def _spread(values: np.ndarray) -> float:
+    """How much the values vary: the 90th over the 10th percentile (nearest rank).
+
+    A few unusual batches (a replay after a restart, a burst) must not decide on their own how
+    the per-task cost and the per-row cost are told apart, so the extremes are left out.
+    """
+    n = len(values)
+    lo, hi = n // 10, n - 1 - n // 10
+    part = np.partition(values, (lo, hi))
+    return float(part[hi] / part[lo]) if part[lo] > 0 else math.inf
 
 
 def _fast_median(values: np.ndarray) -> float:
@@ -179,9 +196,10 @@ def fit_cost_model(samples: Sequence["BatchSample"]) -> BatchCostModel | None:
     ``o`` is the median of the fixed costs Spark reports. Per task, the time left after ``o``
     divided by the waves is ``w + k c + rows_per_task / mu``: a least-squares fit with outliers
     dropped (a batch slowed by an executor starting, a GC pause). ``k`` is fitted only when the
-    concurrency ``c`` varied, and ``mu`` only when batch sizes did (largest >= 1.5x
-    smallest); otherwise ``w`` (and ``k``) are 0 and ``mu`` the median ratio, which counts
-    overhead as work and so errs towards more capacity.
+    concurrency ``c`` varied and kept only when it cuts the residual scale by 30 %; ``mu``
+    only when batch sizes varied (90th percentile >= 1.5x the 10th); otherwise ``w`` (and
+    ``k``) are 0 and ``mu`` the median ratio over the latest batches, which counts overhead as
+    work (exact at the current batch size, cautious for larger ones).
     """
     global _LAST_FIT
     recent = tuple(samples[-FIT_SAMPLES:])
@@ -206,15 +224,28 @@ def _fit(rows: np.ndarray) -> BatchCostModel | None:
         return None
     rs, cs, taus = arr[ok, 0], arr[ok, 1], per_task[ok]
     n = len(taus)
-    if n >= 5 and rs.min() > 0 and rs.max() >= 1.5 * rs.min():
-        varied = bool(cs.min() != cs.max())
+    if n >= 5 and rs.min() > 0 and _spread(rs) >= 1.5:
         ones = np.ones(n)
-        for with_contention in ([True, False] if varied else [False]):
-            design = np.column_stack((ones, cs, rs) if with_contention else (ones, rs))
-            coef = _robust_fit(design, taus)
-            if coef is None:
-                continue
-            w, k, inv_mu = (coef[0], coef[1], coef[2]) if with_contention else (coef[0], 0.0, coef[1])
-            if inv_mu > 0 and k >= 0:
+        plain = _robust_fit(np.column_stack((ones, rs)), taus)
+        if plain is not None and plain[0][1] <= 0:
+            plain = None
+        if cs.min() != cs.max():
+            shared = _robust_fit(np.column_stack((ones, cs, rs)), taus)
+            # contention only when it explains the batches clearly better: with partitions
+            # that follow the cores, concurrency and rows per task move together and a
+            # marginal contention term would extrapolate wildly
+            if (
+                shared is not None
+                and shared[0][2] > 0
+                and shared[0][1] >= 0
+                and (plain is None or shared[1] <= CONTENTION_GAIN * plain[1])
+            ):
+                w, k, inv_mu = shared[0]
                 return BatchCostModel(1.0 / inv_mu, max(0.0, w), fixed, k, n)
-    return BatchCostModel(per_slot=_fast_median(rs / taus), fixed=fixed, points=n)
+        if plain is not None:
+            w, inv_mu = plain[0]
+            return BatchCostModel(1.0 / inv_mu, max(0.0, w), fixed, 0.0, n)
+    # without spread, per-task and per-row costs cannot be told apart: the throughput of the
+    # latest batches (the current regime, where the prediction matters most), overhead included
+    latest = slice(max(0, n - RATIO_SAMPLES), n)
+    return BatchCostModel(per_slot=_fast_median(rs[latest] / taus[latest]), fixed=fixed, points=n)

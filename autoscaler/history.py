@@ -39,9 +39,13 @@ def _at(point: RatePoint) -> datetime:
     return point.at
 
 
+def _event_at(event: ScalingEvent) -> datetime:
+    return event.at
+
+
 @dataclass(frozen=True)
 class ScalingHistory:
-    events: tuple[ScalingEvent, ...] = ()
+    events: tuple[ScalingEvent, ...] = ()  # in time order (appended as they happen)
     # executor counts recommended each tick, for the delayed scale-down (max over the window);
     # in time order (each tick appends ``now``), so windows are found by bisection
     recommendations: tuple[tuple[datetime, int], ...] = ()
@@ -104,7 +108,11 @@ class ScalingHistory:
         same as the others).
         """
         cutoff = now - max_age
-        events = tuple(e for e in self.events if e.at >= cutoff)[-max_count:]
+        events = self.events
+        if events and events[0].at < cutoff:
+            events = events[bisect.bisect_left(events, cutoff, key=_event_at) :]
+        if len(events) > max_count:
+            events = events[-max_count:]
         recs = self.recommendations
         recs = recs[bisect.bisect_left(recs, (cutoff,)) :][-max_count:]
         rates = self.rates
@@ -114,7 +122,7 @@ class ScalingHistory:
         limit = rate_max_count if rate_max_count is not None else max_count
         if len(rates) > limit:
             rates = rates[-limit:]
-        if events == self.events and recs is self.recommendations and rates is self.rates:
+        if events is self.events and recs is self.recommendations and rates is self.rates:
             return self
         return self._with(events=events, recommendations=recs, rates=rates)
 
@@ -151,6 +159,7 @@ class ScalingHistory:
             )
             for e in data.get("events", [])
         )
+        events = tuple(sorted(events, key=_event_at))
         recs = tuple(sorted((datetime.fromisoformat(at), int(n)) for at, n in data.get("recommendations", [])))
         since = data.get("scale_down_since")
         rates = tuple(

@@ -219,6 +219,8 @@ class QueryLoad:
     lag: timedelta | None = None
     batch_duration: timedelta | None = None
     parallelism: int | None = None
+    recent_rate: float | None = None  # rows/s over the latest completed batches
+    live_rate: float | None = None  # rows/s implied by a batch running unusually long (an upper bound)
 
     @property
     def known(self) -> bool:

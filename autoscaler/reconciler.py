@@ -210,6 +210,10 @@ class Reconciler:
                 )
             )
         set_target, remove = plan_executors(decision, snap.executors, mode.mode)
+        if proposal.parallelism and proposal.executors is not None and decision.target != proposal.executors:
+            # partitions were proposed for an executor count that normalization held or
+            # changed: they would not fit; the planner keeps partitions aligned instead
+            proposal = replace(proposal, parallelism={})
         wanted = self._wanted_params(snap, proposal, control)
         changes, refusals = plan_queries(
             QueryPlanInput(

@@ -116,8 +116,8 @@ def evaluate_query(view: QueryView, now: datetime, window: timedelta, cores: int
     # higher: a step up is seen within seconds. Smoothing a drop is the job of the delayed
     # scale-down (the largest recommendation over its window), not of this estimate.
     recent = arrival_rate(samples[-RECENT_BATCHES:]) if len(samples) >= RECENT_BATCHES else arrival_rate(samples)
-    rates = (recent, live_rate_bound(view, last, cores, now))
-    rate = max((r for r in rates if r is not None), default=None)
+    live = live_rate_bound(view, last, cores, now)
+    rate = max((r for r in (recent, live) if r is not None), default=None)
     span = (last.ended_at - samples[0].started_at).total_seconds()
     busy = sum(s.duration.total_seconds() for s in samples)
     backlog = float(last.backlog_rows) if last.backlog_rows is not None else None
@@ -136,6 +136,8 @@ def evaluate_query(view: QueryView, now: datetime, window: timedelta, cores: int
         lag=timedelta(seconds=max(0.0, waiting)),
         batch_duration=last.duration,
         parallelism=view.params.parallelism,
+        recent_rate=recent,
+        live_rate=live,
     )
 
 

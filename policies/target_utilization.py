@@ -68,7 +68,7 @@ def waiting_rows(load: QueryLoad, trigger: timedelta | None) -> float:
     return max(reported, implied)
 
 
-@register("target-utilization", aliases=("default",))
+@register("target-utilization")
 class TargetUtilizationPolicy:
     """Executors for a target utilization from a fitted batch cost model, aligned to task waves."""
 

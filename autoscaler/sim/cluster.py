@@ -92,6 +92,7 @@ class SimCluster:
         seed: int = 0,
         max_samples: int = 240,
         max_parallelism: int | None = None,
+        partitions_per_core: int = 2,
         can_request: bool = True,
     ) -> None:
         self.cfg = config
@@ -121,6 +122,7 @@ class SimCluster:
         self.params = QueryParams(parallelism=partitions, trigger_interval=timedelta(seconds=config.trigger_interval), max_rows_per_batch=config.max_rows_per_batch)
         self.min_parallelism = config.min_partitions
         self.max_parallelism = max(partitions, max_parallelism or partitions)
+        self.partitions_per_core = partitions_per_core
         self.status = QueryStatus.RUNNING
         self.run_started = 0.0
         self.batches_in_run = 0
@@ -507,6 +509,7 @@ class SimCluster:
             params=self.params,
             min_parallelism=self.min_parallelism,
             max_parallelism=self.max_parallelism,
+            partitions_per_core=self.partitions_per_core,
             rescalable=True,
             samples=self.samples,
             run_started_at=self.at(self.run_started),

@@ -1,0 +1,212 @@
+"""``predictive`` (the default): rate-based sizing for the load expected next, partitions aligned.
+
+In the spirit of DS2 and Flink's autoscaler, adapted to micro-batches, with a forecast:
+
+* **capacity** comes from each query's fitted batch cost model (:mod:`autoscaler.costmodel`):
+  a batch of ``lambda x I`` rows on ``C`` cores and ``P`` partitions takes
+  ``o + ceil(P / C) x (w + k x min(P, C) + R / (P x mu))``; the query's utilization is that
+  duration over the trigger interval ``I``;
+* **rate to provision for**: the highest arrival rate expected within ``horizon`` (the current
+  rate, or a seasonal forecast from the remembered rates when it has proved better than the
+  current rate, :mod:`autoscaler.forecast`), plus the backlog drained within
+  ``catch_up_duration``, plus, when partitions change, the rows that arrive during the restart
+  pause (Flink's restart term, with the largest measured pause);
+* **size**: the fewest cores whose predicted utilization at that rate is at most
+  ``target_utilization``; partitions follow the cores (``partitions_per_core`` per core, one
+  rescale from the checkpoint in the same decision) so every task wave is full;
+* **when**: scale up as soon as the current deployment would run above
+  ``scale_up_utilization`` at the rate expected within ``lead_time`` or a query lags beyond
+  ``lag_fraction`` of the SLO; scale down only when the size for the whole horizon is at least
+  ``scale_down_margin`` smaller. The gap between the two keeps rescales rare; the
+  normalization after the policy still delays and bounds every scale-down.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import timedelta
+
+from pydantic import Field, model_validator
+
+from autoscaler.capacity import aligned_parallelism
+from autoscaler.costmodel import BatchCostModel
+from autoscaler.forecast import forecast_rate
+from autoscaler.model import Proposal, QueryLoad, QueryStatus, QueryView, Reason
+from autoscaler.settings import Duration
+from policies.base import PolicyInput, PolicyParams, register
+from policies.target_utilization import utilization, waiting_rows
+
+STEP_FACTOR = 2.5  # a running batch implying this many times the recent rate is a step up, not a straggler
+RATE_STEP = timedelta(minutes=5)  # must match history.rate_step for forecasts (checked at run time)
+
+
+@dataclass(frozen=True)
+class Sizing:
+    name: str
+    cores: int  # cores this query should have
+    partitions: int | None  # new partitions, or None to keep them
+    busy: float  # predicted utilization of the current deployment
+    reason: Reason
+    message: str
+
+
+def plan_partitions(view: QueryView, cores: int, align: bool) -> int:
+    if not align or not view.rescalable:
+        return view.params.parallelism
+    return aligned_parallelism(cores, view.partitions_per_core, view.min_parallelism, view.max_parallelism)
+
+
+def fewest_cores(
+    model: BatchCostModel, view: QueryView, rate: float, target: float, max_cores: int, align: bool
+) -> tuple[int, int] | None:
+    """Fewest cores (and their partitions) whose predicted utilization at ``rate`` is <= ``target``."""
+    trigger = view.params.trigger_interval
+    # nothing below this can do: with aligned partitions every batch runs ``ppc`` waves, so the
+    # rows need rate x I / (mu x (u x I - o - ppc x w)) slots (fewer waves only help)
+    start = 1
+    if trigger and model.per_slot > 0:
+        seconds = trigger.total_seconds()
+        waves = view.partitions_per_core if align and view.rescalable else 1
+        room = target * seconds - model.fixed - waves * model.per_task
+        if room > 0:
+            start = max(1, math.floor(rate * seconds / (model.per_slot * room)))
+    for cores in range(min(start, max_cores), max_cores + 1):
+        partitions = plan_partitions(view, cores, align)
+        if utilization(model, partitions, cores, rate, trigger) <= target:
+            return cores, partitions
+    return None
+
+
+@register("predictive", aliases=("default",))
+class PredictivePolicy:
+    """Cores for the rate expected within a horizon (seasonal forecast) at a target utilization, partitions aligned."""
+
+    class Params(PolicyParams):
+        target_utilization: float = Field(0.85, gt=0, le=1, description="Busy share each query is sized for.")
+        scale_up_utilization: float = Field(
+            0.95, gt=0, le=2, description="Scale up once the current size would run busier than this."
+        )
+        scale_down_margin: float = Field(
+            0.15, ge=0, lt=1, description="Scale down only when it saves at least this share of the cores."
+        )
+        catch_up_duration: Duration = Field(timedelta(minutes=3), description="Time allowed to drain a backlog.")
+        restart_time: Duration = Field(
+            timedelta(seconds=10),
+            description="Assumed query restart pause; the largest measured pause is used once known.",
+        )
+        lag_fraction: float = Field(
+            0.5, gt=0, le=1, description="Scale up for backlog once a query lags more than this share of the SLO."
+        )
+        horizon: Duration = Field(
+            timedelta(minutes=30), description="A new size must cover the highest rate expected this far ahead."
+        )
+        lead_time: Duration = Field(
+            timedelta(minutes=2), description="Scale up when the rate expected this far ahead needs it (start-up time)."
+        )
+        forecast: bool = Field(True, description="Use the seasonal forecast when it beats the current rate.")
+        align_partitions: bool = Field(
+            True, description="Rescale a query's partitions with its cores (one full task wave per batch)."
+        )
+
+        @model_validator(mode="after")
+        def _ordered(self) -> "PredictivePolicy.Params":
+            if self.scale_up_utilization < self.target_utilization:
+                raise ValueError("scale_up_utilization must not be below target_utilization")
+            return self
+
+    def __init__(self, params: Params) -> None:
+        self.p = params
+
+    def propose(self, inp: PolicyInput) -> Proposal:
+        sizings = [
+            self._size(view, load, inp)
+            for view in inp.snapshot.queries
+            if view.status == QueryStatus.RUNNING
+            and (load := inp.loads.get(view.name)) is not None
+            and load.known
+            and load.model is not None
+        ]
+        if not sizings:
+            return Proposal(executors=None, reason=Reason.NO_METRICS, message="no query has evaluated batches yet")
+        k = max(1, inp.cores_per_executor)
+        current = inp.target_executors
+        details = {f"{s.name}.busy": round(s.busy, 3) for s in sizings}
+        message = "; ".join(s.message for s in sizings)
+        moving = [s for s in sizings if s.reason != Reason.WITHIN_TARGET]
+        if not moving:
+            return Proposal(current, Reason.WITHIN_TARGET, message, details=details)
+        executors = math.ceil(sum(s.cores for s in sizings) / k)
+        up = [s for s in moving if s.reason != Reason.SCALE_DOWN_FOR_LOAD]
+        if up:
+            executors = max(executors, current)  # a scale-up never shrinks another query's share
+            reason = next(
+                (r for r in (Reason.SCALE_UP_FOR_BACKLOG, Reason.SCALE_UP_FOR_LOAD, Reason.SCALE_UP_FOR_FORECAST) if any(s.reason == r for s in up)),
+                Reason.SCALE_UP_FOR_LOAD,
+            )
+        else:
+            reason = Reason.SCALE_DOWN_FOR_LOAD
+        if executors == current:
+            return Proposal(current, Reason.WITHIN_TARGET, message, details=details)
+        parallelism = {s.name: s.partitions for s in sizings if s.partitions is not None}
+        return Proposal(executors, reason, message, parallelism, details)
+
+    def _restart_seconds(self, inp: PolicyInput) -> float:
+        return max([self.p.restart_time, *inp.history.restart_pauses()]).total_seconds()
+
+    def _size(self, view: QueryView, load: QueryLoad, inp: PolicyInput) -> Sizing:
+        assert load.model is not None
+        p, model = self.p, load.model
+        trigger = view.params.trigger_interval
+        k = max(1, inp.cores_per_executor)
+        max_cores = inp.max_executors * k
+        have = max(1, inp.target_executors * k)  # cores we have or are heading to
+        lagging = load.lag is not None and load.lag > inp.target_lag * p.lag_fraction
+        # the rate of completed batches; a batch running long counts once it implies a step
+        # too large for a straggler (a GC pause, a slow task) or the query lags
+        arrival = load.recent_rate if load.recent_rate is not None else (load.input_rate or 0.0)
+        last = view.samples[-1] if view.samples else None
+        if last is not None and last.input_rate:
+            arrival = max(arrival, last.input_rate)  # the latest batch shows a step at once
+        if load.live_rate is not None and (lagging or load.live_rate >= STEP_FACTOR * arrival):
+            arrival = max(arrival, load.live_rate)
+        catch_up = p.catch_up_duration.total_seconds()
+        backlog = waiting_rows(load, trigger) / catch_up if catch_up > 0 else 0.0
+        soon = peak = arrival
+        method = "persistence"
+        if p.forecast:
+            soon = forecast_rate(inp.history, view.name, inp.now, arrival, step=RATE_STEP, horizon=p.lead_time).peak
+            fc = forecast_rate(inp.history, view.name, inp.now, arrival, step=RATE_STEP, horizon=p.horizon)
+            peak, method = fc.peak, fc.method
+        partitions = view.params.parallelism
+        busy_now = utilization(model, partitions, max(1, inp.current_cores), arrival, trigger)
+        busy_soon = utilization(model, partitions, have, soon + backlog, trigger)
+        # the size for the whole horizon; a partition change pays for its restart pause
+        plan_rate = peak + backlog
+        sized = fewest_cores(model, view, plan_rate, p.target_utilization, max_cores, p.align_partitions)
+        if sized is not None and sized[1] != partitions:
+            plan_rate += arrival * self._restart_seconds(inp) / catch_up if catch_up > 0 else 0.0
+            sized = fewest_cores(model, view, plan_rate, p.target_utilization, max_cores, p.align_partitions)
+        if sized is None:
+            # nothing within the bounds reaches the target: the fewest cores that give the
+            # fewest task waves the bounds allow (more cores than that would not help)
+            most = plan_partitions(view, max_cores, p.align_partitions)
+            sized = (math.ceil(most / math.ceil(most / max_cores)), most)
+        cores, new_partitions = sized
+        text = f"{view.name}: {arrival:.0f} rows/s now, {peak:.0f} expected ({method}), busy {busy_now:.2f}"
+        if (lagging or busy_soon > p.scale_up_utilization) and cores > have:
+            reason = (
+                Reason.SCALE_UP_FOR_BACKLOG
+                if lagging
+                else Reason.SCALE_UP_FOR_FORECAST
+                if busy_soon > p.scale_up_utilization >= utilization(model, partitions, have, arrival + backlog, trigger)
+                else Reason.SCALE_UP_FOR_LOAD
+            )
+            return Sizing(view.name, cores, _changed(new_partitions, partitions), busy_now, reason, f"{text} -> {cores} core(s)")
+        if cores <= math.floor(have * (1 - p.scale_down_margin)) and cores < have:
+            return Sizing(view.name, cores, _changed(new_partitions, partitions), busy_now, Reason.SCALE_DOWN_FOR_LOAD, f"{text} -> {cores} core(s)")
+        return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, text)
+
+
+def _changed(new: int, old: int) -> int | None:
+    return new if new != old else None
