@@ -3,11 +3,12 @@
 Pure functions over the rate history (:class:`~autoscaler.history.RatePoint` series, one mean
 per step). Two predictors, both cheap and explainable:
 
-* **seasonal**: the rate one period ago (a week, else a day) at the same time of day, scaled by
-  how the current level compares with that period's level over the last ``level_window``
-  (a multiplicative level adjustment). Used only while it has predicted the recent past better
-  than the current rate would have (its skill over ``skill_window``), so a series without a
-  daily pattern (random spikes) never echoes yesterday's spike;
+* **seasonal**: the highest rate one period ago (a week, else a day) within the horizon from
+  the same time of day, scaled by how the current level compares with that period's level over
+  the last ``level_window`` (a multiplicative level adjustment). Used only while it has
+  predicted the recent past better than the current rate would have (its skill: the error of
+  both predictions of the peak within the horizon, over ``skill_window``), so a series without
+  a daily pattern (random spikes) never echoes yesterday's spike;
 * **persistence**: the current rate.
 
 The forecast is never below the current rate: it only ever asks for capacity earlier, and a
@@ -67,23 +68,27 @@ class Series:
         return max(self.rates[i:j]) if j > i else None
 
 
-def seasonal_error(series: Series, period: float, end: float, window: float, level_window: float) -> tuple[float, float] | None:
-    """Mean absolute error of the level-adjusted seasonal forecast and of persistence, one step
-    ahead, over the steps in ``[end - window, end)``."""
+def seasonal_error(
+    series: Series, period: float, end: float, window: float, level_window: float, horizon: float
+) -> tuple[float, float] | None:
+    """Mean absolute error of two predictions of the highest rate within ``horizon``, over the
+    forecast times in ``[end - horizon - window, end - horizon)`` (their outcome is known):
+    the level-adjusted seasonal one and persistence (the rate at the forecast time)."""
     seasonal = persistence = 0.0
     n = 0
-    t = end - window
     step = series.step
-    while t < end:
-        actual = series.at(t)
-        previous = series.at(t - step)
-        past = series.at(t - period)
+    t = end - horizon - window
+    stop = end - horizon
+    while t < stop:
+        actual = series.peak(t, t + horizon)
+        current = series.at(t)
+        past = series.peak(t - period, t - period + horizon)
         level_now = series.mean(t - level_window, t)
         level_then = series.mean(t - period - level_window, t - period)
-        if None not in (actual, previous, past, level_now, level_then) and level_then:
-            assert actual is not None and previous is not None and past is not None and level_now is not None
-            seasonal += abs(past * level_now / level_then - actual)
-            persistence += abs(previous - actual)
+        if None not in (actual, current, past, level_now, level_then) and level_then:
+            assert actual is not None and current is not None and past is not None and level_now is not None
+            seasonal += abs(max(current, past * level_now / level_then) - actual)
+            persistence += abs(current - actual)
             n += 1
         t += step
     if n < window / step / 2:
@@ -112,7 +117,7 @@ def seasonal_peak(
         p = period.total_seconds()
         if series.times[0] > end - p - lw:
             continue  # not a full period of history yet
-        errors = seasonal_error(series, p, end, skill_window.total_seconds(), lw)
+        errors = seasonal_error(series, p, end, skill_window.total_seconds(), lw, horizon.total_seconds())
         if errors is None:
             continue
         seasonal_err, persistence_err = errors

@@ -32,12 +32,14 @@ from pydantic import Field, model_validator
 from autoscaler.capacity import aligned_parallelism
 from autoscaler.costmodel import BatchCostModel
 from autoscaler.forecast import forecast_rate
+from autoscaler.history import EXECUTORS
 from autoscaler.model import Proposal, QueryLoad, QueryStatus, QueryView, Reason
 from autoscaler.settings import Duration
 from policies.base import PolicyInput, PolicyParams, register
 from policies.target_utilization import utilization, waiting_rows
 
-STEP_FACTOR = 2.5  # a running batch implying this many times the recent rate is a step up, not a straggler
+STEP_FACTOR = 4.0  # a running batch implying this many times the recent rate is a step up, not a straggler
+HOLD_FROM = 0.25  # rescale pressure below which past peaks are not held
 RATE_STEP = timedelta(minutes=5)  # must match history.rate_step for forecasts (checked at run time)
 
 
@@ -96,7 +98,7 @@ class PredictivePolicy:
             description="Assumed query restart pause; the largest measured pause is used once known.",
         )
         lag_fraction: float = Field(
-            0.5, gt=0, le=1, description="Scale up for backlog once a query lags more than this share of the SLO."
+            0.75, gt=0, le=1, description="Scale up for backlog once a query lags more than this share of the SLO."
         )
         horizon: Duration = Field(
             timedelta(minutes=30), description="A new size must cover the highest rate expected this far ahead."
@@ -105,6 +107,25 @@ class PredictivePolicy:
             timedelta(minutes=2), description="Scale up when the rate expected this far ahead needs it (start-up time)."
         )
         forecast: bool = Field(True, description="Use the seasonal forecast when it beats the current rate.")
+        rescale_budget: float = Field(
+            20.0, gt=0, description="Executor changes per day the policy aims to stay under (it holds capacity longer near it)."
+        )
+        budget_window: Duration = Field(timedelta(hours=6), description="Window over which rescales are counted.")
+        min_hold: Duration = Field(
+            timedelta(minutes=5), description="Without a usable forecast, a past peak keeps its capacity this long when rescales are rare."
+        )
+        max_hold: Duration = Field(
+            timedelta(hours=2), description="... and this long when rescales reach the budget."
+        )
+        pressure_margin: float = Field(
+            0.05, ge=0, lt=1, description="Extra scale-down margin at the rescale budget (added to scale_down_margin)."
+        )
+        startup_time: Duration = Field(
+            timedelta(seconds=45), description="Expected time from an executor request to work on it (sizes the backlog)."
+        )
+        follow_up_margin: float = Field(
+            0.25, ge=0, description="While executors are still coming, scale up again only for this much more."
+        )
         align_partitions: bool = Field(
             True, description="Rescale a query's partitions with its cores (one full task wave per batch)."
         )
@@ -154,6 +175,25 @@ class PredictivePolicy:
     def _restart_seconds(self, inp: PolicyInput) -> float:
         return max([self.p.restart_time, *inp.history.restart_pauses()]).total_seconds()
 
+    def pressure(self, inp: PolicyInput) -> float:
+        """Executor changes over the last ``budget_window`` against the rescale budget (1.0 = at budget)."""
+        window = self.p.budget_window
+        since = inp.now - window
+        used = sum(1 for e in inp.history.events if e.subject == EXECUTORS and e.at >= since)
+        allowed = self.p.rescale_budget * window.total_seconds() / 86400.0
+        return used / allowed if allowed > 0 else math.inf
+
+    def hold(self, pressure: float) -> timedelta:
+        """How long a past peak keeps its capacity: none while rescales are rare (under a quarter
+        of the budget), then from ``min_hold`` growing geometrically to ``max_hold`` at the budget."""
+        if pressure <= HOLD_FROM:
+            return timedelta(0)
+        lo, hi = self.p.min_hold.total_seconds(), self.p.max_hold.total_seconds()
+        if hi <= lo or lo <= 0:
+            return self.p.max_hold
+        share = min(1.0, (pressure - HOLD_FROM) / (1.0 - HOLD_FROM))
+        return timedelta(seconds=lo * (hi / lo) ** share)
+
     def _size(self, view: QueryView, load: QueryLoad, inp: PolicyInput) -> Sizing:
         assert load.model is not None
         p, model = self.p, load.model
@@ -168,33 +208,64 @@ class PredictivePolicy:
         last = view.samples[-1] if view.samples else None
         if last is not None and last.input_rate:
             arrival = max(arrival, last.input_rate)  # the latest batch shows a step at once
-        if load.live_rate is not None and (lagging or load.live_rate >= STEP_FACTOR * arrival):
+        late = load.lag is not None and load.lag > inp.target_lag
+        if load.live_rate is not None and (late or load.live_rate >= STEP_FACTOR * arrival):
             arrival = max(arrival, load.live_rate)
         catch_up = p.catch_up_duration.total_seconds()
-        backlog = waiting_rows(load, trigger) / catch_up if catch_up > 0 else 0.0
+        partitions = view.params.parallelism
+        # rows waiting once new executors could be running: the backlog now plus what the
+        # current deployment falls behind by until then
+        capacity_now = model.rows_in(partitions, max(1, inp.current_cores), trigger.total_seconds()) / trigger.total_seconds() if trigger else arrival
+        waiting = waiting_rows(load, trigger) + max(0.0, arrival - capacity_now) * p.startup_time.total_seconds()
+        backlog = waiting / catch_up if catch_up > 0 else 0.0
         soon = peak = arrival
         method = "persistence"
         if p.forecast:
             soon = forecast_rate(inp.history, view.name, inp.now, arrival, step=RATE_STEP, horizon=p.lead_time).peak
             fc = forecast_rate(inp.history, view.name, inp.now, arrival, step=RATE_STEP, horizon=p.horizon)
             peak, method = fc.peak, fc.method
-        partitions = view.params.parallelism
+        pressure = self.pressure(inp)
+        if method == "persistence":
+            # no pattern to predict from: a recent peak may come back, for as long as the
+            # rescale budget asks (bursty loads hold capacity, quiet ones release it soon)
+            hold = self.hold(pressure)
+            since = inp.now - hold
+            remembered = []
+            if hold > timedelta(0):
+                remembered = inp.history.rate_series(view.name, since=since)
+            if remembered:
+                peak = max(peak, max(r for _, r in remembered))
+            # the last minutes are not in the rate history yet: the batches show them
+            batch_rates = [s.input_rate for s in view.samples if s.started_at >= since and s.input_rate]
+            if batch_rates:
+                peak = max(peak, max(batch_rates))
         busy_now = utilization(model, partitions, max(1, inp.current_cores), arrival, trigger)
         busy_soon = utilization(model, partitions, have, soon + backlog, trigger)
         # the size for the whole horizon; a partition change pays for its restart pause
         plan_rate = peak + backlog
         sized = fewest_cores(model, view, plan_rate, p.target_utilization, max_cores, p.align_partitions)
         if sized is not None and sized[1] != partitions:
-            plan_rate += arrival * self._restart_seconds(inp) / catch_up if catch_up > 0 else 0.0
-            sized = fewest_cores(model, view, plan_rate, p.target_utilization, max_cores, p.align_partitions)
+            # a restart pauses the query: the rows of the pause must be caught up, unless the lag
+            # the SLO leaves absorbs them (Flink's restart term, needed only beyond that slack)
+            pause = self._restart_seconds(inp)
+            slack = (inp.target_lag - (load.lag or timedelta(0))).total_seconds() - (trigger.total_seconds() if trigger else 0.0)
+            if pause > slack and catch_up > 0:
+                plan_rate += arrival * pause / catch_up
+                sized = fewest_cores(model, view, plan_rate, p.target_utilization, max_cores, p.align_partitions)
         if sized is None:
             # nothing within the bounds reaches the target: the fewest cores that give the
             # fewest task waves the bounds allow (more cores than that would not help)
             most = plan_partitions(view, max_cores, p.align_partitions)
             sized = (math.ceil(most / math.ceil(most / max_cores)), most)
         cores, new_partitions = sized
-        text = f"{view.name}: {arrival:.0f} rows/s now, {peak:.0f} expected ({method}), busy {busy_now:.2f}"
+        text = f"{view.name}: {arrival:.0f} rows/s now, {peak:.0f} planned ({method}), busy {busy_now:.2f}, rescale pressure {pressure:.2f}"
         if (lagging or busy_soon > p.scale_up_utilization) and cores > have:
+            last_change = inp.history.last_change_at(EXECUTORS)
+            settling = inp.resizing or (last_change is not None and inp.now - last_change < p.catch_up_duration)
+            if settling and cores <= have * (1 + p.follow_up_margin) and not busy_soon > 1.0:
+                # executors are still coming or the backlog still draining: a small correction
+                # waits for them (unless even the rate alone no longer fits)
+                return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, f"{text}; {cores} core(s) once settled")
             reason = (
                 Reason.SCALE_UP_FOR_BACKLOG
                 if lagging
@@ -203,7 +274,8 @@ class PredictivePolicy:
                 else Reason.SCALE_UP_FOR_LOAD
             )
             return Sizing(view.name, cores, _changed(new_partitions, partitions), busy_now, reason, f"{text} -> {cores} core(s)")
-        if cores <= math.floor(have * (1 - p.scale_down_margin)) and cores < have:
+        margin = p.scale_down_margin + p.pressure_margin * min(1.0, pressure)
+        if cores <= math.floor(have * (1 - margin)) and cores < have and not lagging:
             return Sizing(view.name, cores, _changed(new_partitions, partitions), busy_now, Reason.SCALE_DOWN_FOR_LOAD, f"{text} -> {cores} core(s)")
         return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, text)
 
