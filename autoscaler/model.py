@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from functools import cached_property
 from typing import Mapping
 
 from autoscaler.costmodel import BatchCostModel
@@ -111,9 +110,13 @@ class ExecutorView:
     def count(self) -> int:
         return len(self.alive)
 
-    @cached_property
+    @property
     def cores(self) -> int:
-        return sum(e.cores for e in self.alive)
+        cores = self.__dict__.get("_cores")
+        if cores is None:
+            cores = sum(e.cores for e in self.alive)
+            self.__dict__["_cores"] = cores  # frozen value: computed once
+        return cores
 
     @property
     def pending_executors(self) -> int:

@@ -176,7 +176,8 @@ class Reconciler:
         position = executor_position(snap.executors, now, s.request_timeout, first.mode)
         mode = resolve_mode(configured, snap.executors, position.not_granted)
         lo, hi = self.bounds()
-        loads = {q.name: evaluate_query(q, now, s.window.metrics_window, snap.executors.cores) for q in snap.queries}
+        fit = getattr(self.policy, "needs_cost_model", True)
+        loads = {q.name: evaluate_query(q, now, s.window.metrics_window, snap.executors.cores, fit) for q in snap.queries}
         history = record_rates(history, snap.queries, now, s.history.rate_step)
         cores_per_executor = snap.executors.cores_per_executor
         policy_input = PolicyInput(

@@ -93,12 +93,13 @@ def live_rate_bound(view: QueryView, last: BatchSample, cores: int, now: datetim
     return last.input_rows * factor / interval
 
 
-def evaluate_query(view: QueryView, now: datetime, window: timedelta, cores: int = 0) -> QueryLoad:
+def evaluate_query(view: QueryView, now: datetime, window: timedelta, cores: int = 0, fit: bool = True) -> QueryLoad:
     """Evaluate a query's recent batches at ``now``.
 
     The arrival rate comes from the latest batches (and a batch still running), the busy
     share from the batches that ended within ``window``, the cost model from all buffered warm
-    batches. Cold batches count for the arrival rate but not for the cost model.
+    batches (only with ``fit``: a policy that does not use it does not pay for it). Cold
+    batches count for the arrival rate but not for the cost model.
     """
     ordered = sorted([s for s in view.samples if s.ended_at <= now], key=_STARTED)
     since = now - window
@@ -110,7 +111,7 @@ def evaluate_query(view: QueryView, now: datetime, window: timedelta, cores: int
         return QueryLoad(name=view.name, samples=0, parallelism=view.params.parallelism)
     # Capacity is a property of the job, not of the current load: fit it on the buffered
     # batches, whose sizes vary more than those of one window (needed to separate overheads).
-    model = fit_cost_model(view.samples)
+    model = fit_cost_model(view.samples) if fit else None
     last = samples[-1]
     # The rate over the latest batches, or the bound from a batch still running when that is
     # higher: a step up is seen within seconds. Smoothing a drop is the job of the delayed

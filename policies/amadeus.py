@@ -39,6 +39,7 @@ class AmadeusPolicy:
     """Amadeus Elastic-Scaling: EWMA (0.6) of batch time / trigger, resize to ceil(n x mean) outside 0.75-1.0."""
 
     settings_profile: ClassVar[Mapping[str, Any]] = NO_EXTRA_SAFETY
+    needs_cost_model: ClassVar[bool] = False
 
     class Params(PolicyParams):
         smoothing_factor: float = Field(0.6, ge=0, lt=1, description="weight of the past in the mean")

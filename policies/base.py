@@ -61,6 +61,8 @@ class PolicyInput:
 class Policy(Protocol):
     name: ClassVar[str]
     Params: ClassVar[type[PolicyParams]]
+    # Optional: ``needs_cost_model: ClassVar[bool]`` (default True); False skips fitting each
+    # query's batch cost model (``QueryLoad.model`` is then None).
     # Optional: settings (dotted keys) of the safety steps the policy was published with, e.g.
     # Flink's one-hour scale-down interval; the simulator applies them before its overrides.
     # settings_profile: ClassVar[Mapping[str, Any]]

@@ -35,6 +35,7 @@ class DStreamDynamicAllocationPolicy:
     """DStreams dynamic allocation: batch time / interval ratio, +round(ratio) above 0.9, -1 below 0.3, every 60 s."""
 
     settings_profile: ClassVar[Mapping[str, Any]] = NO_EXTRA_SAFETY
+    needs_cost_model: ClassVar[bool] = False
 
     class Params(PolicyParams):
         scaling_interval: Duration = Field(timedelta(seconds=60), description="scalingInterval")

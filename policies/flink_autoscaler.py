@@ -65,6 +65,7 @@ class FlinkAutoscalerPolicy:
     """Flink operator autoscaler: TPR at utilization 0.7 +- 0.3, catch-up 30 min, restart 5 min, lazy scale-down 1 h."""
 
     settings_profile: ClassVar[Mapping[str, Any]] = {**NO_EXTRA_SAFETY, "normalize.scale_down_delay": "1h"}
+    needs_cost_model: ClassVar[bool] = False
 
     class Params(PolicyParams):
         target_utilization: float = Field(0.7, gt=0, le=1, description="utilization.target")

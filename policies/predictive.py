@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from pydantic import Field, model_validator
 
@@ -35,6 +35,7 @@ from autoscaler.forecast import forecast_rate
 from autoscaler.history import EXECUTORS
 from autoscaler.model import Proposal, QueryLoad, QueryStatus, QueryView, Reason
 from autoscaler.settings import Duration
+from autoscaler.window import step_rate
 from policies.base import PolicyInput, PolicyParams, register
 from policies.target_utilization import utilization, waiting_rows
 
@@ -116,6 +117,9 @@ class PredictivePolicy:
         )
         max_hold: Duration = Field(
             timedelta(hours=2), description="... and this long when rescales reach the budget."
+        )
+        hold_quantile: float = Field(
+            0.9, gt=0, le=1, description="Held capacity covers this quantile of the recent step rates (1.0: the peak)."
         )
         pressure_margin: float = Field(
             0.05, ge=0, lt=1, description="Extra scale-down margin at the rescale budget (added to scale_down_margin)."
@@ -226,19 +230,13 @@ class PredictivePolicy:
             peak, method = fc.peak, fc.method
         pressure = self.pressure(inp)
         if method == "persistence":
-            # no pattern to predict from: a recent peak may come back, for as long as the
+            # no pattern to predict from: recent high rates may come back, for as long as the
             # rescale budget asks (bursty loads hold capacity, quiet ones release it soon)
             hold = self.hold(pressure)
-            since = inp.now - hold
-            remembered = []
             if hold > timedelta(0):
-                remembered = inp.history.rate_series(view.name, since=since)
-            if remembered:
-                peak = max(peak, max(r for _, r in remembered))
-            # the last minutes are not in the rate history yet: the batches show them
-            batch_rates = [s.input_rate for s in view.samples if s.started_at >= since and s.input_rate]
-            if batch_rates:
-                peak = max(peak, max(batch_rates))
+                # over the budget, the held share rises to the peak (1.0 at twice the budget)
+                quantile = p.hold_quantile + (1.0 - p.hold_quantile) * min(1.0, max(0.0, pressure - 1.0))
+                peak = max(peak, held_rate(inp, view, hold, quantile))
         busy_now = utilization(model, partitions, max(1, inp.current_cores), arrival, trigger)
         busy_soon = utilization(model, partitions, have, soon + backlog, trigger)
         # the size for the whole horizon; a partition change pays for its restart pause
@@ -278,6 +276,46 @@ class PredictivePolicy:
         if cores <= math.floor(have * (1 - margin)) and cores < have and not lagging:
             return Sizing(view.name, cores, _changed(new_partitions, partitions), busy_now, Reason.SCALE_DOWN_FOR_LOAD, f"{text} -> {cores} core(s)")
         return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, text)
+
+
+def held_rate(inp: PolicyInput, view: QueryView, hold: timedelta, quantile: float) -> float:
+    """The ``quantile`` of the step rates over the last ``hold`` (nearest rank).
+
+    Remembered steps come from the rate history; completed steps not recorded yet (the
+    history lags a step or two) from the batches, as the history will record them. The step in
+    progress is covered by the current rate. A single spike does not set the level; rates that
+    keep coming back do.
+    """
+    since = inp.now - hold
+    values = [r for _, r in inp.history.rate_series(view.name, since=since)]
+    last = inp.history.last_rate_at(view.name)
+    start = _step_start(max(since, last + RATE_STEP) if last is not None else since)
+    current = _step_start(inp.now)
+    while start < current:
+        key = (view.name, start)
+        rate = _STEP_RATES.get(key)
+        if key not in _STEP_RATES:
+            rate = step_rate(view.samples, start, start + RATE_STEP)
+            if start + 2 * RATE_STEP <= inp.now:  # every batch planned in the step has reported
+                if len(_STEP_RATES) > 256:
+                    _STEP_RATES.clear()
+                _STEP_RATES[key] = rate
+        if rate is not None:
+            values.append(rate)
+        start += RATE_STEP
+    if not values:
+        return 0.0
+    values.sort()
+    return values[min(len(values) - 1, math.ceil(quantile * len(values)) - 1)]
+
+
+# rates of completed steps not in the history yet, computed once (their batches are final)
+_STEP_RATES: dict[tuple[str, datetime], float | None] = {}
+
+
+def _step_start(when: datetime) -> datetime:
+    step = RATE_STEP.total_seconds()
+    return datetime.fromtimestamp(math.floor(when.timestamp() / step) * step, tz=when.tzinfo)
 
 
 def _changed(new: int, old: int) -> int | None:

@@ -17,6 +17,7 @@ class ReactivePolicy:
     """Use whatever executors appear; never request any (reactive mode)."""
 
     settings_profile: ClassVar[Mapping[str, Any]] = {"mode": "reactive"}
+    needs_cost_model: ClassVar[bool] = False
     class Params(PolicyParams):
         pass
 

@@ -65,6 +65,7 @@ class SparkDynamicAllocationPolicy:
     """Spark's batch dynamic allocation: exponential ramp on pending tasks, removal after an idle timeout."""
 
     settings_profile: ClassVar[Mapping[str, Any]] = NO_EXTRA_SAFETY
+    needs_cost_model: ClassVar[bool] = False
 
     class Params(PolicyParams):
         scheduler_backlog_timeout: Duration = Field(timedelta(seconds=1), description="schedulerBacklogTimeout")
