@@ -142,6 +142,7 @@ class PredictivePolicy:
 
     def __init__(self, params: Params) -> None:
         self.p = params
+        self._step_rates: dict[tuple[str, datetime], float | None] = {}  # a cache, not state
 
     def propose(self, inp: PolicyInput) -> Proposal:
         sizings = [
@@ -236,7 +237,7 @@ class PredictivePolicy:
             if hold > timedelta(0):
                 # over the budget, the held share rises to the peak (1.0 at twice the budget)
                 quantile = p.hold_quantile + (1.0 - p.hold_quantile) * min(1.0, max(0.0, pressure - 1.0))
-                peak = max(peak, held_rate(inp, view, hold, quantile))
+                peak = max(peak, held_rate(inp, view, hold, quantile, self._step_rates))
         busy_now = utilization(model, partitions, max(1, inp.current_cores), arrival, trigger)
         busy_soon = utilization(model, partitions, have, soon + backlog, trigger)
         # the size for the whole horizon; a partition change pays for its restart pause
@@ -278,13 +279,15 @@ class PredictivePolicy:
         return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, text)
 
 
-def held_rate(inp: PolicyInput, view: QueryView, hold: timedelta, quantile: float) -> float:
+def held_rate(
+    inp: PolicyInput, view: QueryView, hold: timedelta, quantile: float, memo: dict[tuple[str, datetime], float | None]
+) -> float:
     """The ``quantile`` of the step rates over the last ``hold`` (nearest rank).
 
     Remembered steps come from the rate history; completed steps not recorded yet (the
     history lags a step or two) from the batches, as the history will record them. The step in
     progress is covered by the current rate. A single spike does not set the level; rates that
-    keep coming back do.
+    keep coming back do. ``memo`` keeps the rates of completed steps (their batches are final).
     """
     since = inp.now - hold
     values = [r for _, r in inp.history.rate_series(view.name, since=since)]
@@ -293,13 +296,13 @@ def held_rate(inp: PolicyInput, view: QueryView, hold: timedelta, quantile: floa
     current = _step_start(inp.now)
     while start < current:
         key = (view.name, start)
-        rate = _STEP_RATES.get(key)
-        if key not in _STEP_RATES:
+        rate = memo.get(key)
+        if key not in memo:
             rate = step_rate(view.samples, start, start + RATE_STEP)
             if start + 2 * RATE_STEP <= inp.now:  # every batch planned in the step has reported
-                if len(_STEP_RATES) > 256:
-                    _STEP_RATES.clear()
-                _STEP_RATES[key] = rate
+                if len(memo) > 256:
+                    memo.clear()
+                memo[key] = rate
         if rate is not None:
             values.append(rate)
         start += RATE_STEP
@@ -307,10 +310,6 @@ def held_rate(inp: PolicyInput, view: QueryView, hold: timedelta, quantile: floa
         return 0.0
     values.sort()
     return values[min(len(values) - 1, math.ceil(quantile * len(values)) - 1)]
-
-
-# rates of completed steps not in the history yet, computed once (their batches are final)
-_STEP_RATES: dict[tuple[str, datetime], float | None] = {}
 
 
 def _step_start(when: datetime) -> datetime:

@@ -13,13 +13,13 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import structlog
 
 from autoscaler.clock import FakeClock
-from autoscaler.reconciler import Reconciler
+from autoscaler.reconciler import Reconciler, TickRecord
 from autoscaler.settings import load_settings
 from autoscaler.sim.cluster import SimCluster
 from autoscaler.sim.config import SimConfig
@@ -109,8 +109,12 @@ def simulate(
     tick: float = 10.0,
     settings: Mapping[str, Any] | None = None,
     series: bool = False,
+    on_tick: Callable[[TickRecord, SimCluster], None] | None = None,
 ) -> SimResult:
-    """Simulate ``policy`` on a trace (scaled to ``peak_executors`` at its peak) or a workload."""
+    """Simulate ``policy`` on a trace (scaled to ``peak_executors`` at its peak) or a workload.
+
+    ``on_tick`` sees every tick's record and the cluster (scenario tests, tracing).
+    """
     if peak_executors < 1:
         raise ValueError("peak executors must be >= 1")
     if slo_lag_seconds <= 0 or tick <= 0:
@@ -181,6 +185,8 @@ def simulate(
         if record.decision.changes and any(r.ok and r.action in ("set_target", "remove") for r in record.results):
             executor_changes += 1
         rescales += changed
+        if on_tick is not None:
+            on_tick(record, cluster)
         if out is not None:
             t = cluster.t
             rate = workload.rate_at(t)
