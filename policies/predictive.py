@@ -218,10 +218,10 @@ class PredictivePolicy:
             arrival = max(arrival, load.live_rate)
         catch_up = p.catch_up_duration.total_seconds()
         partitions = view.params.parallelism
-        # rows waiting once new executors could be running: the backlog now plus what the
-        # current deployment falls behind by until then
-        capacity_now = model.rows_in(partitions, max(1, inp.current_cores), trigger.total_seconds()) / trigger.total_seconds() if trigger else arrival
-        waiting = waiting_rows(load, trigger) + max(0.0, arrival - capacity_now) * p.startup_time.total_seconds()
+        # rows waiting once executors asked for now could be working: the backlog now plus what
+        # the size we have or are heading to falls behind by until then
+        capacity = model.rows_in(partitions, have, trigger.total_seconds()) / trigger.total_seconds() if trigger else arrival
+        waiting = waiting_rows(load, trigger) + max(0.0, arrival - capacity) * p.startup_time.total_seconds()
         backlog = waiting / catch_up if catch_up > 0 else 0.0
         soon = peak = arrival
         method = "persistence"
