@@ -171,7 +171,8 @@ def record_rates(history: ScalingHistory, queries: Sequence[QueryView], now: dat
     """Append each running query's mean arrival rate for the step that ended one step ago.
 
     One step of delay lets every batch planned in that step report (listener events arrive when
-    a batch ends). Steps the daemon did not see (down, query restarting) stay missing.
+    a batch ends). A restart within the step does not matter: the first batch of the new run
+    takes the rows since the last batch of the old one. Steps the daemon did not see stay missing.
     """
     seconds = step.total_seconds()
     k = math.floor(now.timestamp() / seconds) - 2
@@ -182,8 +183,6 @@ def record_rates(history: ScalingHistory, queries: Sequence[QueryView], now: dat
         last = history.last_rate_at(view.name)
         if last is not None and last >= start:
             continue
-        if view.run_started_at is not None and view.run_started_at > start:
-            continue  # the query restarted within the step: its batches do not cover it
         rate = step_rate(view.samples, start, start + step)
         if rate is not None:
             history = history.with_rate(RatePoint(start, view.name, rate))

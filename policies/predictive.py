@@ -35,12 +35,11 @@ from autoscaler.forecast import forecast_rate
 from autoscaler.history import EXECUTORS
 from autoscaler.model import Proposal, QueryLoad, QueryStatus, QueryView, Reason
 from autoscaler.settings import Duration
-from autoscaler.window import step_rate
 from policies.base import PolicyInput, PolicyParams, register
 from policies.target_utilization import utilization, waiting_rows
 
 STEP_FACTOR = 4.0  # a running batch implying this many times the recent rate is a step up, not a straggler
-HOLD_FROM = 0.25  # rescale pressure below which past peaks are not held
+PRICE_EXPONENT = 4  # the price of a rescale grows with the 4th power of the pressure above the budget
 RATE_STEP = timedelta(minutes=5)  # must match history.rate_step for forecasts (checked at run time)
 
 
@@ -91,7 +90,7 @@ class PredictivePolicy:
             0.95, gt=0, le=2, description="Scale up once the current size would run busier than this."
         )
         scale_down_margin: float = Field(
-            0.15, ge=0, lt=1, description="Scale down only when it saves at least this share of the cores."
+            0.1, ge=0, lt=1, description="Scale down only when it saves at least this share of the cores."
         )
         catch_up_duration: Duration = Field(timedelta(minutes=3), description="Time allowed to drain a backlog.")
         restart_time: Duration = Field(
@@ -109,23 +108,20 @@ class PredictivePolicy:
         )
         forecast: bool = Field(True, description="Use the seasonal forecast when it beats the current rate.")
         rescale_budget: float = Field(
-            20.0, gt=0, description="Executor changes per day the policy aims to stay under (it holds capacity longer near it)."
+            20.0, gt=0, description="Executor changes per day the policy aims to stay under: rescales cost more above it."
         )
         budget_window: Duration = Field(timedelta(hours=6), description="Window over which rescales are counted.")
-        min_hold: Duration = Field(
-            timedelta(minutes=5), description="Without a usable forecast, a past peak keeps its capacity this long when rescales are rare."
+        rescale_price: Duration = Field(
+            timedelta(minutes=3),
+            description="A rescale is worth this long of the current executors: a scale-down waits until the capacity it "
+            "removes has idled that much since the load last needed it (times the rescale pressure above 1 to the 4th power).",
         )
-        max_hold: Duration = Field(
-            timedelta(hours=2), description="... and this long when rescales reach the budget."
-        )
-        hold_quantile: float = Field(
-            0.9, gt=0, le=1, description="Held capacity covers this quantile of the recent step rates (1.0: the peak)."
-        )
-        pressure_margin: float = Field(
-            0.05, ge=0, lt=1, description="Extra scale-down margin at the rescale budget (added to scale_down_margin)."
-        )
+        min_dwell: Duration = Field(timedelta(minutes=10), description="No scale-down within this time after a scale-up.")
         startup_time: Duration = Field(
             timedelta(seconds=45), description="Expected time from an executor request to work on it (sizes the backlog)."
+        )
+        min_dwell: Duration = Field(
+            timedelta(minutes=10), description="No scale-down within this time after a scale-up."
         )
         follow_up_margin: float = Field(
             0.25, ge=0, description="While executors are still coming, scale up again only for this much more."
@@ -142,7 +138,6 @@ class PredictivePolicy:
 
     def __init__(self, params: Params) -> None:
         self.p = params
-        self._step_rates: dict[tuple[str, datetime], float | None] = {}  # a cache, not state
 
     def propose(self, inp: PolicyInput) -> Proposal:
         sizings = [
@@ -188,17 +183,6 @@ class PredictivePolicy:
         allowed = self.p.rescale_budget * window.total_seconds() / 86400.0
         return used / allowed if allowed > 0 else math.inf
 
-    def hold(self, pressure: float) -> timedelta:
-        """How long a past peak keeps its capacity: none while rescales are rare (under a quarter
-        of the budget), then from ``min_hold`` growing geometrically to ``max_hold`` at the budget."""
-        if pressure <= HOLD_FROM:
-            return timedelta(0)
-        lo, hi = self.p.min_hold.total_seconds(), self.p.max_hold.total_seconds()
-        if hi <= lo or lo <= 0:
-            return self.p.max_hold
-        share = min(1.0, (pressure - HOLD_FROM) / (1.0 - HOLD_FROM))
-        return timedelta(seconds=lo * (hi / lo) ** share)
-
     def _size(self, view: QueryView, load: QueryLoad, inp: PolicyInput) -> Sizing:
         assert load.model is not None
         p, model = self.p, load.model
@@ -229,15 +213,6 @@ class PredictivePolicy:
             soon = forecast_rate(inp.history, view.name, inp.now, arrival, step=RATE_STEP, horizon=p.lead_time).peak
             fc = forecast_rate(inp.history, view.name, inp.now, arrival, step=RATE_STEP, horizon=p.horizon)
             peak, method = fc.peak, fc.method
-        pressure = self.pressure(inp)
-        if method == "persistence":
-            # no pattern to predict from: recent high rates may come back, for as long as the
-            # rescale budget asks (bursty loads hold capacity, quiet ones release it soon)
-            hold = self.hold(pressure)
-            if hold > timedelta(0):
-                # over the budget, the held share rises to the peak (1.0 at twice the budget)
-                quantile = p.hold_quantile + (1.0 - p.hold_quantile) * min(1.0, max(0.0, pressure - 1.0))
-                peak = max(peak, held_rate(inp, view, hold, quantile, self._step_rates))
         busy_now = utilization(model, partitions, max(1, inp.current_cores), arrival, trigger)
         busy_soon = utilization(model, partitions, have, soon + backlog, trigger)
         # the size for the whole horizon; a partition change pays for its restart pause
@@ -257,7 +232,7 @@ class PredictivePolicy:
             most = plan_partitions(view, max_cores, p.align_partitions)
             sized = (math.ceil(most / math.ceil(most / max_cores)), most)
         cores, new_partitions = sized
-        text = f"{view.name}: {arrival:.0f} rows/s now, {peak:.0f} planned ({method}), busy {busy_now:.2f}, rescale pressure {pressure:.2f}"
+        text = f"{view.name}: {arrival:.0f} rows/s now, {peak:.0f} planned ({method}), busy {busy_now:.2f}"
         if (lagging or busy_soon > p.scale_up_utilization) and cores > have:
             last_change = inp.history.last_change_at(EXECUTORS)
             settling = inp.resizing or (last_change is not None and inp.now - last_change < p.catch_up_duration)
@@ -273,48 +248,49 @@ class PredictivePolicy:
                 else Reason.SCALE_UP_FOR_LOAD
             )
             return Sizing(view.name, cores, _changed(new_partitions, partitions), busy_now, reason, f"{text} -> {cores} core(s)")
-        margin = p.scale_down_margin + p.pressure_margin * min(1.0, pressure)
-        if cores <= math.floor(have * (1 - margin)) and cores < have and not lagging:
+        if cores <= math.floor(have * (1 - p.scale_down_margin)) and cores < have and not lagging:
+            last_up = _last_scale_up(inp)
+            if last_up is not None and inp.now - last_up < p.min_dwell:
+                return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, f"{text}; {cores} core(s) after the dwell")
+            # ski rental: keep the capacity until what it has cost since the load last needed
+            # it reaches the price of a rescale (a rescale is worth ``rescale_price`` of the
+            # current cluster, more as rescales exceed the budget); then release it
+            pressure = self.pressure(inp)
+            price = p.rescale_price.total_seconds() * have * max(1.0, pressure) ** PRICE_EXPONENT
+            limit = model.rows_in(new_partitions, cores, p.target_utilization * trigger.total_seconds()) / trigger.total_seconds() if trigger else plan_rate
+            idle = (inp.now - last_needed(inp, view, limit, inp.now - timedelta(seconds=price))).total_seconds()
+            waste = (have - cores) * idle
+            if waste < price:
+                return Sizing(
+                    view.name, have, None, busy_now, Reason.WITHIN_TARGET,
+                    f"{text}; {cores} core(s) once {have - cores} idle core(s) cost a rescale ({waste / 60:.0f} of {price / 60:.0f} core-min, pressure {pressure:.2f})",
+                )
             return Sizing(view.name, cores, _changed(new_partitions, partitions), busy_now, Reason.SCALE_DOWN_FOR_LOAD, f"{text} -> {cores} core(s)")
         return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, text)
 
 
-def held_rate(
-    inp: PolicyInput, view: QueryView, hold: timedelta, quantile: float, memo: dict[tuple[str, datetime], float | None]
-) -> float:
-    """The ``quantile`` of the step rates over the last ``hold`` (nearest rank).
+def last_needed(inp: PolicyInput, view: QueryView, rate: float, horizon: datetime) -> datetime:
+    """When the query last received more than ``rate`` (at most back to ``horizon``).
 
-    Remembered steps come from the rate history; completed steps not recorded yet (the
-    history lags a step or two) from the batches, as the history will record them. The step in
-    progress is covered by the current rate. A single spike does not set the level; rates that
-    keep coming back do. ``memo`` keeps the rates of completed steps (their batches are final).
+    The batches tell the last minutes, the remembered step rates the hours before.
     """
-    since = inp.now - hold
-    values = [r for _, r in inp.history.rate_series(view.name, since=since)]
-    last = inp.history.last_rate_at(view.name)
-    start = _step_start(max(since, last + RATE_STEP) if last is not None else since)
-    current = _step_start(inp.now)
-    while start < current:
-        key = (view.name, start)
-        rate = memo.get(key)
-        if key not in memo:
-            rate = step_rate(view.samples, start, start + RATE_STEP)
-            if start + 2 * RATE_STEP <= inp.now:  # every batch planned in the step has reported
-                if len(memo) > 256:
-                    memo.clear()
-                memo[key] = rate
-        if rate is not None:
-            values.append(rate)
-        start += RATE_STEP
-    if not values:
-        return 0.0
-    values.sort()
-    return values[min(len(values) - 1, math.ceil(quantile * len(values)) - 1)]
+    for s in reversed(view.samples):
+        if s.started_at < horizon:
+            return horizon
+        if (s.input_rate or 0.0) > rate:
+            return s.started_at
+    oldest = view.samples[0].started_at if view.samples else inp.now
+    for at, r in reversed(inp.history.rate_series(view.name, since=horizon)):
+        if at + RATE_STEP <= oldest and r > rate:
+            return at + RATE_STEP
+    return horizon
 
 
-def _step_start(when: datetime) -> datetime:
-    step = RATE_STEP.total_seconds()
-    return datetime.fromtimestamp(math.floor(when.timestamp() / step) * step, tz=when.tzinfo)
+def _last_scale_up(inp: PolicyInput) -> datetime | None:
+    for e in reversed(inp.history.events):
+        if e.subject == EXECUTORS and e.to_value > e.from_value:
+            return e.at
+    return None
 
 
 def _changed(new: int, old: int) -> int | None:
