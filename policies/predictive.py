@@ -32,7 +32,7 @@ from pydantic import Field, model_validator
 from autoscaler.capacity import aligned_parallelism
 from autoscaler.costmodel import BatchCostModel
 from autoscaler.forecast import forecast_rate
-from autoscaler.history import EXECUTORS
+from autoscaler.history import EXECUTORS, ScalingEvent
 from autoscaler.model import Proposal, QueryLoad, QueryStatus, QueryView, Reason
 from autoscaler.settings import Duration
 from policies.base import PolicyInput, PolicyParams, register
@@ -40,6 +40,7 @@ from policies.target_utilization import utilization, waiting_rows
 
 STEP_FACTOR = 4.0  # a running batch implying this many times the recent rate is a step up, not a straggler
 PRICE_EXPONENT = 4  # the price of a rescale grows with the 4th power of the pressure above the budget
+RETURN_RATE = 0.95  # a size the load outgrew stays too small while the rate is at least this share of it
 RATE_STEP = timedelta(minutes=5)  # must match history.rate_step for forecasts (checked at run time)
 
 
@@ -120,9 +121,6 @@ class PredictivePolicy:
         startup_time: Duration = Field(
             timedelta(seconds=45), description="Expected time from an executor request to work on it (sizes the backlog)."
         )
-        min_dwell: Duration = Field(
-            timedelta(minutes=10), description="No scale-down within this time after a scale-up."
-        )
         follow_up_margin: float = Field(
             0.25, ge=0, description="While executors are still coming, scale up again only for this much more."
         )
@@ -158,18 +156,24 @@ class PredictivePolicy:
         if not moving:
             return Proposal(current, Reason.WITHIN_TARGET, message, details=details)
         executors = math.ceil(sum(s.cores for s in sizings) / k)
-        up = [s for s in moving if s.reason != Reason.SCALE_DOWN_FOR_LOAD]
+        up = [s for s in moving if s.reason not in (Reason.SCALE_DOWN_FOR_LOAD, Reason.POLICY_PARALLELISM)]
+        down = [s for s in moving if s.reason == Reason.SCALE_DOWN_FOR_LOAD]
         if up:
             executors = max(executors, current)  # a scale-up never shrinks another query's share
             reason = next(
                 (r for r in (Reason.SCALE_UP_FOR_BACKLOG, Reason.SCALE_UP_FOR_LOAD, Reason.SCALE_UP_FOR_FORECAST) if any(s.reason == r for s in up)),
                 Reason.SCALE_UP_FOR_LOAD,
             )
-        else:
+        elif down:
             reason = Reason.SCALE_DOWN_FOR_LOAD
-        if executors == current:
-            return Proposal(current, Reason.WITHIN_TARGET, message, details=details)
+        else:
+            reason = Reason.POLICY_PARALLELISM
         parallelism = {s.name: s.partitions for s in sizings if s.partitions is not None}
+        if executors == current:
+            realign = {s.name: s.partitions for s in sizings if s.reason == Reason.POLICY_PARALLELISM and s.partitions is not None}
+            if realign:
+                return Proposal(current, Reason.POLICY_PARALLELISM, message, realign, details)
+            return Proposal(current, Reason.WITHIN_TARGET, message, details=details)
         return Proposal(executors, reason, message, parallelism, details)
 
     def _restart_seconds(self, inp: PolicyInput) -> float:
@@ -205,7 +209,7 @@ class PredictivePolicy:
         # rows waiting once executors asked for now could be working: the backlog now plus what
         # the size we have or are heading to falls behind by until then
         capacity = model.rows_in(partitions, have, trigger.total_seconds()) / trigger.total_seconds() if trigger else arrival
-        waiting = waiting_rows(load, trigger) + max(0.0, arrival - capacity) * p.startup_time.total_seconds()
+        waiting = waiting_rows(load, trigger, arrival) + max(0.0, arrival - capacity) * p.startup_time.total_seconds()
         backlog = waiting / catch_up if catch_up > 0 else 0.0
         soon = peak = arrival
         method = "persistence"
@@ -248,6 +252,9 @@ class PredictivePolicy:
                 else Reason.SCALE_UP_FOR_LOAD
             )
             return Sizing(view.name, cores, _changed(new_partitions, partitions), busy_now, reason, f"{text} -> {cores} core(s)")
+        floor = smallest_proven_size(inp, view, arrival, p.budget_window) * k if cores < have else 0
+        if cores < floor <= have:
+            cores, new_partitions = floor, plan_partitions(view, floor, p.align_partitions)
         if cores <= math.floor(have * (1 - p.scale_down_margin)) and cores < have and not lagging:
             last_up = _last_scale_up(inp)
             if last_up is not None and inp.now - last_up < p.min_dwell:
@@ -266,6 +273,11 @@ class PredictivePolicy:
                     f"{text}; {cores} core(s) once {have - cores} idle core(s) cost a rescale ({waste / 60:.0f} of {price / 60:.0f} core-min, pressure {pressure:.2f})",
                 )
             return Sizing(view.name, cores, _changed(new_partitions, partitions), busy_now, Reason.SCALE_DOWN_FOR_LOAD, f"{text} -> {cores} core(s)")
+        aligned = plan_partitions(view, have, p.align_partitions)
+        if p.align_partitions and view.rescalable and not (aligned / 2 <= partitions <= 2 * aligned):
+            # far more (or fewer) tasks than the cores need: every batch pays for extra waves
+            # of task overhead (or leaves cores idle); realign the partitions alone
+            return Sizing(view.name, have, aligned, busy_now, Reason.POLICY_PARALLELISM, f"{text}; partitions {partitions} -> {aligned}")
         return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, text)
 
 
@@ -284,6 +296,41 @@ def last_needed(inp: PolicyInput, view: QueryView, rate: float, horizon: datetim
         if at + RATE_STEP <= oldest and r > rate:
             return at + RATE_STEP
     return horizon
+
+
+def smallest_proven_size(inp: PolicyInput, view: QueryView, arrival: float, window: timedelta) -> int:
+    """The fewest executors the load has not outgrown within ``window`` at about today's rate (0: no limit).
+
+    A scale-up for load (or backlog) from ``n`` executors proves ``n`` too small for the rate of
+    that moment, whatever the cost model predicted (it extrapolates, and at a constant load it
+    cannot tell per-row from per-task cost). When that scale-up undid a scale-down, the size
+    before the scale-down is the one proven to work and the sizes between are unproven. While
+    the rate is at least ``RETURN_RATE`` of the rate then, a scale-down stays at or above that
+    size: without it sizes flipped back and forth on a constant load.
+    """
+    floor = 0
+    since = inp.now - window
+    series = inp.history.rate_series(view.name, since=since - RATE_STEP)
+    previous: ScalingEvent | None = None
+    for e in inp.history.events:
+        if e.subject != EXECUTORS:
+            continue
+        up = e.to_value > e.from_value and e.reason in (Reason.SCALE_UP_FOR_LOAD, Reason.SCALE_UP_FOR_BACKLOG)
+        if up and e.at >= since:
+            then = rate_at(view, series, e.at)
+            if then is not None and arrival >= RETURN_RATE * then:
+                undid = previous is not None and previous.to_value == e.from_value < previous.from_value
+                floor = max(floor, e.to_value if undid else e.from_value + 1)
+        previous = e
+    return floor
+
+
+def rate_at(view: QueryView, series: list[tuple[datetime, float]], at: datetime) -> float | None:
+    """The arrival rate around ``at``: the batch running then, else the remembered step, else None."""
+    for s in reversed(view.samples):
+        if s.started_at <= at and s.input_rate:
+            return s.input_rate if at - s.started_at <= RATE_STEP else None
+    return next((r for start, r in series if start <= at < start + RATE_STEP), None)
 
 
 def _last_scale_up(inp: PolicyInput) -> datetime | None:

@@ -65,10 +65,11 @@ def test_predictive_is_the_default_policy():
         pytest.param(dict(cores=10, rate=10_000), 15, 30, Reason.SCALE_UP_FOR_LOAD, id="overloaded-scales-up-aligned"),
         # 14 cores: (0.34 + 7.94) / 10 = 0.83, inside [target, 0.95]: nothing to do
         pytest.param(dict(cores=14, rate=10_000), 14, None, Reason.WITHIN_TARGET, id="within-target-holds"),
-        # 5000 rows/s needs 50000 / 7344 = 6.8 -> 7 <= floor(14 x 0.85) = 11
+        # 5000 rows/s needs 50000 / 7344 = 6.8 -> 7 <= floor(14 x 0.9) = 12 (and nothing needed more
+        # for as long as the buffers remember)
         pytest.param(dict(cores=14, rate=5_000), 7, 14, Reason.SCALE_DOWN_FOR_LOAD, id="halved-load-scales-down"),
-        # 8500 rows/s needs 11.6 -> 12, saving less than 15 %: hold
-        pytest.param(dict(cores=14, rate=8_500), 14, None, Reason.WITHIN_TARGET, id="small-saving-holds"),
+        # 9500 rows/s needs 12.9 -> 13, saving less than 10 %: hold
+        pytest.param(dict(cores=14, rate=9_500), 14, None, Reason.WITHIN_TARGET, id="small-saving-holds"),
         # 50 s of lag: 10000 x (50 - 20) = 300000 rows waiting, drained in 180 s: +1667 rows/s;
         # the restart's 10 s pause exceeds the 60 - 50 - 10 = 0 s of slack: +10000 x 10 / 180 = 556
         # -> 122222 / 7344 = 16.6 -> 17
@@ -119,30 +120,38 @@ def test_rescale_pressure_counts_executor_changes_against_the_budget(history, pr
     assert create_policy("default").pressure(inp(history=history)) == pytest.approx(pressure, abs=0.21)
 
 
+def rates_before(minutes_ago: float, rate: float) -> tuple[RatePoint, ...]:
+    """One remembered 5-minute step of ``rate`` that ended ``minutes_ago``."""
+    return (RatePoint(NOW - timedelta(minutes=minutes_ago + 5), "q", rate),)
+
+
+# Ski rental. At 5000 rows/s 14 cores want to become 7 (partitions 14). 7 cores carry
+# ((8.5 - 0.2) / 2 - 0.07) x 14 x 900 / 10 = 5141 rows/s at the 0.85 target. The price of a
+# rescale is 3 min of the 14 cores: 2520 core-seconds (x pressure^4 above the budget).
 @pytest.mark.parametrize(
-    "pressure, minutes",
+    "history, executors, reason",
     [
-        pytest.param(0.2, 0.0, id="rare-rescales-hold-nothing"),
-        pytest.param(0.25, 0.0, id="a-quarter-of-the-budget"),
-        pytest.param(0.625, 5 * 24**0.5, id="geometric-in-between"),  # share 0.5 of 5 min -> 120 min
-        pytest.param(1.0, 120.0, id="at-the-budget-the-longest"),
-        pytest.param(3.0, 120.0, id="never-longer"),
+        # the load last needed more than 7 cores 5 min ago: 7 idle cores x 300 s = 2100 < 2520
+        pytest.param(ScalingHistory(rates=rates_before(5, 9000.0)), 14, Reason.WITHIN_TARGET, id="recently-needed-keeps-the-capacity"),
+        # 10 min ago: 7 x 600 = 4200 >= 2520
+        pytest.param(ScalingHistory(rates=rates_before(10, 9000.0)), 7, Reason.SCALE_DOWN_FOR_LOAD, id="idle-long-enough-releases-it"),
+        # the same at 6 rescales in 6 hours (pressure 1.2): the price is 2520 x 1.2^4 = 5225 > 4200
+        pytest.param(
+            ScalingHistory(events=events(6).events, rates=rates_before(10, 9000.0)), 14, Reason.WITHIN_TARGET, id="over-the-budget-rescales-cost-more"
+        ),
+        # a higher rate that 7 cores could carry does not count: 5000 < 5141
+        pytest.param(ScalingHistory(rates=rates_before(1, 5000.0)), 7, Reason.SCALE_DOWN_FOR_LOAD, id="rates-the-smaller-size-carries-do-not-count"),
     ],
 )
-def test_past_peaks_are_held_longer_as_rescales_near_the_budget(pressure, minutes):
-    assert create_policy("default").hold(pressure).total_seconds() / 60 == pytest.approx(minutes)
+def test_scale_down_waits_until_idle_capacity_has_cost_a_rescale(history, executors, reason):
+    proposal = create_policy("default").propose(inp(cores=14, rate=5000, history=history))
+    assert (proposal.executors, proposal.reason) == (executors, reason)
 
 
-def test_a_bursty_load_near_the_budget_keeps_capacity_for_its_recurring_bursts():
-    # 5-minute rates over the last 2 hours: mostly 3000 rows/s, bursts of 9000 in 4 of 24 steps
-    rates = [9000.0 if i % 6 == 0 else 3000.0 for i in range(24)]
-    points = tuple(RatePoint(NOW - timedelta(minutes=5 * (25 - i)), "q", r) for i, r in enumerate(rates))
-    history = ScalingHistory(events=events(6).events, rates=points)  # pressure 1.2
-    proposal = create_policy("default").propose(inp(cores=14, rate=3000, history=history))
-    # the 0.9 quantile (raised to 0.92 by the pressure) of 24 steps is a burst: 90000 / 7344 = 12.3 -> 13
-    assert proposal.executors == 14 and proposal.reason == Reason.WITHIN_TARGET
-    quiet = create_policy("default").propose(inp(cores=14, rate=3000, history=ScalingHistory(rates=points)))
-    assert quiet.executors == 5  # no pressure: 30000 / 7344 = 4.1 -> 5
+def test_no_scale_down_right_after_a_scale_up():
+    history = ScalingHistory(events=(ScalingEvent(NOW - timedelta(minutes=5), EXECUTORS, 10, 14, Reason.SCALE_UP_FOR_LOAD),))
+    proposal = create_policy("default").propose(inp(cores=14, rate=5000, history=history))
+    assert (proposal.executors, proposal.reason) == (14, Reason.WITHIN_TARGET)  # min_dwell 10 min
 
 
 def test_repeated_snapshot_gives_the_same_proposal():
@@ -177,9 +186,14 @@ def test_no_flip_flopping_on_a_constant_load(rate, seed):
             changes.append(record.decision.target - record.decision.current)
 
     record_start = [Workload.constant(rate, 1).start]
-    simulate(Workload.constant(rate, 2 * 3600), peak_executors=16, seed=seed, on_tick=on_tick)
-    # after a warm-up the size settles: at most one correction, never back and forth
-    assert len(changes) <= 1
+    # measurement noise on every batch; stragglers (a disturbance, not the load) are off
+    quiet = SimConfig(slow_batch_probability=0.0)
+    simulate(Workload.constant(rate, 2 * 3600), peak_executors=16, seed=seed, on_tick=on_tick, config=quiet)
+    # after a warm-up the size settles: a few corrections as the cost model learns, never back
+    # and forth (a scale-down the load proves too small is undone once and not repeated)
+    assert len(changes) <= 3
+    assert sum(1 for a, b in zip(changes, changes[1:]) if a * b < 0) <= 1
+    assert all(a * b > 0 for a, b in zip(changes[1:], changes[2:]))
 
 
 # --- forecast -------------------------------------------------------------------------------

@@ -197,7 +197,8 @@ def test_step_up_converges_within_two_decisions():
     assert 1 <= len(ups) <= 2
     last, lag, _ = records[-1]
     assert lag < 30 and result.slo_violation_fraction == 0.0
-    assert not any(r.decision.changes for r in after if r.at > ups[-1].at + timedelta(minutes=1))
+    # no further scale-up (a later trim of the overshoot that drained the backlog is allowed)
+    assert not any(r.decision.changes and r.decision.target > r.decision.current for r in after if r.at > ups[-1].at)
 
 
 def test_step_down_waits_for_the_scale_down_delay():
