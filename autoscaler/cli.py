@@ -1,4 +1,4 @@
-"""Command line: ``spark-autoscaler run | demo | benchmark | dashboard | policies | settings-doc``."""
+"""Command line: ``spark-autoscaler run | demo | benchmark | simulate | dashboard | policies | settings-doc``."""
 
 from __future__ import annotations
 
@@ -20,6 +20,23 @@ def _positive_float(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
     return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
+    return value
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} must look like name=value")
+    return key.strip(), value.strip()
 
 
 def _positive_int(text: str) -> int:
@@ -104,6 +121,26 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--output", type=Path, required=True, help="PNG to write")
     render.add_argument("--dashboard", type=Path, help="dashboard JSON (default: the chart's)")
     render.add_argument("--title", help="figure title")
+    sim = sub.add_parser(
+        "simulate",
+        help="replay a workload trace through the real reconciler against a simulated Spark application",
+        description="Simulate a policy (the real reconciler, a simulated cluster) on a timestamp,value trace "
+        "and score it against an oracle with perfect foresight.",
+    )
+    sim.add_argument("--trace", type=Path, required=True, help="trace CSV with a 'timestamp,value' header (NAB format)")
+    sim.add_argument("--policy", default="default", help="policy name (default: the recommended policy)")
+    sim.add_argument("--compare", action="store_true", help="run every registered policy and print a table")
+    sim.add_argument("--json", action="store_true", help="print one JSON object")
+    sim.add_argument("--plot", type=Path, help="write a PNG of input rate, capacity, executors and lag")
+    sim.add_argument("--peak-executors", type=_positive_int, default=32, help="executors the trace's peak needs (default 32)")
+    sim.add_argument("--max-executors", type=_positive_int, help="upper bound for policies (default 2 x peak)")
+    sim.add_argument("--slo-lag-seconds", type=_positive_float, default=60.0, help="lag SLO in seconds (default 60)")
+    sim.add_argument("--days", type=_positive_float, help="simulate only the first D days (default: the whole trace)")
+    sim.add_argument("--seed", type=_non_negative_int, default=0, help="seed of the measurement noise (default 0)")
+    sim.add_argument("--tick", type=_positive_float, default=10.0, help="reconcile interval in seconds (default 10)")
+    sim.add_argument("--param", type=_key_value, action="append", default=[], metavar="NAME=VALUE", help="policy parameter")
+    sim.add_argument("--set", type=_key_value, action="append", default=[], metavar="NAME=VALUE", help="simulator parameter (see docs/benchmarks.md)")
+    sim.add_argument("--jobs", type=_positive_int, default=1, help="policies simulated in parallel with --compare")
 
     sub.add_parser("policies", help="list the registered scaling policies")
     doc = sub.add_parser("settings-doc", help="print the settings reference (Markdown)")
@@ -118,6 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "demo": _cmd_demo,
         "benchmark": _cmd_benchmark,
         "dashboard": _cmd_dashboard,
+        "simulate": _cmd_simulate,
         "policies": _cmd_policies,
         "settings-doc": _cmd_settings_doc,
     }[args.command]
@@ -255,6 +293,77 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
         return _fail(f"--recording: {exc}")
     render_dashboard(recording, args.output, dashboard=dashboard, title=args.title)
     print(f"wrote {args.output}")
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    import yaml
+
+    from autoscaler.settings import SettingsError
+    from autoscaler.sim import SimConfig
+    from autoscaler.sim.compare import compare_policies, format_table
+    from autoscaler.sim.runner import simulate
+    from autoscaler.traces import TraceError, load_trace
+    from policies import PolicyError, policy_class
+
+    try:
+        trace = load_trace(args.trace)
+    except TraceError as exc:
+        return _fail(str(exc))
+    try:
+        config = SimConfig().with_changes(dict(args.set))
+    except ValueError as exc:
+        return _fail(f"--set: {exc}")
+    params = {k: yaml.safe_load(v) if v else v for k, v in args.param}
+    if args.compare:
+        if args.param:
+            return _fail("--param applies to one policy; it cannot be combined with --compare")
+        try:
+            results = compare_policies(
+                trace,
+                peak_executors=args.peak_executors,
+                max_executors=args.max_executors,
+                slo_lag_seconds=args.slo_lag_seconds,
+                days=args.days,
+                seed=args.seed,
+                config=config,
+                tick=args.tick,
+                series=args.plot is not None,
+                jobs=args.jobs,
+            )
+        except (ValueError, SettingsError) as exc:
+            return _fail(str(exc))
+        if args.plot:
+            from autoscaler.sim.plot import plot_compare
+
+            plot_compare(results, args.plot)
+        if args.json:
+            print(json.dumps({"trace": trace.name, "results": [r.to_json() for r in results]}, indent=2))
+        else:
+            print(format_table(results))
+        return 0
+    try:
+        policy_class(args.policy)
+        result = simulate(
+            trace,
+            policy=args.policy,
+            params=params,
+            peak_executors=args.peak_executors,
+            max_executors=args.max_executors,
+            slo_lag_seconds=args.slo_lag_seconds,
+            days=args.days,
+            seed=args.seed,
+            config=config,
+            tick=args.tick,
+            series=args.plot is not None,
+        )
+    except (PolicyError, SettingsError, ValueError) as exc:
+        return _fail(str(exc))
+    if args.plot:
+        from autoscaler.sim.plot import plot_run
+
+        plot_run(result, args.plot)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(format_table([result]))
     return 0
 
 

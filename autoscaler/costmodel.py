@@ -18,13 +18,18 @@ the policies must know: 8 tasks on 1 core take 8 x the per-task cost even for fe
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
 
 if TYPE_CHECKING:
     from autoscaler.model import BatchSample
 
 FIT_SAMPLES = 120  # latest warm batches used for a fit
+RATIO_SAMPLES = 15  # latest warm batches for the throughput-only model
+CONTENTION_GAIN = 0.7  # the contention term must cut the residual scale by 30 % to be used
 
 
 @dataclass(frozen=True)
@@ -64,46 +69,125 @@ def _median(values: Sequence[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
-def _solve(rows: list[list[float]], ys: list[float]) -> list[float] | None:
-    """Least squares by the normal equations (Gaussian elimination, 2 or 3 unknowns)."""
-    n = len(rows[0])
-    a = [[sum(r[i] * r[j] for r in rows) for j in range(n)] for i in range(n)]
-    b = [sum(r[i] * y for r, y in zip(rows, ys)) for i in range(n)]
+def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
+    """Solve ``a x = b`` (the normal equations, 2 or 3 unknowns) by Gaussian elimination
+    with partial pivoting; None when a pivot vanishes (the points cannot tell the unknowns apart)."""
+    n = len(b)
+    a = [list(row) for row in a]
+    b = list(b)
     for col in range(n):
-        pivot = max(range(col, n), key=lambda k: abs(a[k][col]))
-        if abs(a[pivot][col]) < 1e-12:
+        pivot, best = col, abs(a[col][col])
+        for k in range(col + 1, n):
+            if abs(a[k][col]) > best:
+                pivot, best = k, abs(a[k][col])
+        if best < 1e-12:
             return None
-        a[col], a[pivot], b[col], b[pivot] = a[pivot], a[col], b[pivot], b[col]
+        if pivot != col:
+            a[col], a[pivot], b[col], b[pivot] = a[pivot], a[col], b[pivot], b[col]
+        row, diag = a[col], a[col][col]
         for k in range(n):
             if k != col:
-                f = a[k][col] / a[col][col]
-                a[k] = [x - f * y for x, y in zip(a[k], a[col])]
+                other = a[k]
+                f = other[col] / diag
+                a[k] = [x - f * y for x, y in zip(other, row)]
                 b[k] -= f * b[col]
     return [b[i] / a[i][i] for i in range(n)]
 
 
-def _robust_fit(points: list[tuple[float, float, float]], with_contention: bool) -> list[float] | None:
-    """Fit tau = w + k c + r / mu, dropping outliers (residual > 2.5 scaled MADs) until stable."""
+def _robust_fit(design: np.ndarray, ys: np.ndarray) -> tuple[list[float], float] | None:
+    """Fit ``ys ~ design @ coef`` (tau = w [+ k c] + r / mu), dropping outliers until stable.
 
-    def design(p: tuple[float, float, float]) -> list[float]:
-        r, c, _ = p
-        return [1.0, c, r] if with_contention else [1.0, r]
-
-    kept = points
+    Least squares by the normal equations on the kept points; then every point whose residual
+    exceeds 2.5 scaled MADs (of all points) is dropped, up to six rounds. The normal equations
+    of any subset are one product of the kept mask with the per-point products. Returns the
+    coefficients and the residual scale (scaled MAD over all points) of the final fit.
+    """
+    n, m = design.shape
+    products = np.concatenate(((design[:, :, None] * design[:, None, :]).reshape(n, m * m), design * ys[:, None]), axis=1)
+    kept = np.ones(n, dtype=bool)
     coef: list[float] | None = None
+    mad = 0.0
     for _ in range(6):
-        coef = _solve([design(p) for p in kept], [p[2] for p in kept])
+        sums = (kept.astype(float) @ products).tolist()
+        coef = _solve([sums[i * m : (i + 1) * m] for i in range(m)], sums[m * m :])
         if coef is None:
             return None
-        residuals = [p[2] - sum(x * y for x, y in zip(design(p), coef)) for p in points]
-        mad = _median([abs(e) for e in residuals]) * 1.4826
+        residuals = np.abs(ys - design @ np.asarray(coef))
+        mad = _fast_median(residuals) * 1.4826
         if mad <= 1e-12:
             break
-        trimmed = [p for p, e in zip(points, residuals) if abs(e) <= 2.5 * mad]
-        if len(trimmed) < len(coef) + 2 or trimmed == kept:
+        trimmed = residuals <= 2.5 * mad
+        if int(np.count_nonzero(trimmed)) < m + 2 or np.array_equal(trimmed, kept):
             break
         kept = trimmed
-    return coef
+    assert coef is not None
+    return coef, mad
+
+
+def _spread(values: np.ndarray) -> float:
+    """How much the values vary: the 90th over the 10th percentile (nearest rank).
+
+    A few unusual batches (a replay after a restart, a burst) must not decide on their own how
+    the per-task cost and the per-row cost are told apart, so the extremes are left out.
+    """
+    n = len(values)
+    lo, hi = n // 10, n - 1 - n // 10
+    part = np.partition(values, (lo, hi))
+    return float(part[hi] / part[lo]) if part[lo] > 0 else math.inf
+
+
+def _fast_median(values: np.ndarray) -> float:
+    """The median (mean of the middle two for an even count), by partial sort."""
+    n = len(values)
+    mid = n // 2
+    if n % 2:
+        return float(np.partition(values, mid)[mid])
+    part = np.partition(values, (mid - 1, mid))
+    return float((part[mid - 1] + part[mid]) / 2)
+
+
+# Per-sample values of the fit. A query's buffered batches change by about one batch per tick
+# while the fit looks at up to FIT_SAMPLES of them, so the rows of the previous call are reused
+# where the new batches are the same objects (checked by identity), and only new ones computed.
+_NO_POINT = (math.nan, math.nan, math.nan, math.nan, math.nan, 0.0)
+_LAST_ROWS: tuple[tuple["BatchSample", ...], np.ndarray] = ((), np.empty((0, 6)))
+_LAST_FIT: tuple[tuple["BatchSample", ...], BatchCostModel | None] = ((), None)
+
+
+def _point(s: "BatchSample") -> tuple[float, float, float, float, float, float]:
+    """(rows per task, concurrency, seconds, waves, fixed cost or NaN, 1 if warm else 0.5) of a batch."""
+    seconds = s.duration.total_seconds()
+    if s.input_rows <= 0 or not s.cores or not s.parallelism or seconds <= 0:
+        return _NO_POINT
+    fixed = s.fixed_overhead.total_seconds() if s.fixed_overhead is not None else math.nan
+    return (
+        s.input_rows / s.parallelism,
+        float(min(s.parallelism, s.cores)),
+        seconds,
+        float(math.ceil(s.parallelism / s.cores)),
+        fixed,
+        0.5 if s.cold else 1.0,
+    )
+
+
+def _rows_of(recent: tuple["BatchSample", ...]) -> np.ndarray:
+    global _LAST_ROWS
+    previous, rows = _LAST_ROWS
+    reuse = 0
+    if previous and recent:
+        # the new window usually starts a little later in the previous one
+        for offset in range(len(previous)):
+            if previous[offset] is recent[0]:
+                overlap = min(len(previous) - offset, len(recent))
+                if all(map(operator.is_, previous[offset : offset + overlap], recent[:overlap])):
+                    reuse = overlap
+                    rows = rows[offset : offset + overlap]
+                break
+    if reuse < len(recent):
+        fresh = np.array([_point(s) for s in recent[reuse:]], dtype=float).reshape(-1, 6)
+        rows = np.concatenate((rows[:reuse], fresh)) if reuse else fresh
+    _LAST_ROWS = (recent, rows)
+    return rows
 
 
 def fit_cost_model(samples: Sequence["BatchSample"]) -> BatchCostModel | None:
@@ -112,36 +196,60 @@ def fit_cost_model(samples: Sequence["BatchSample"]) -> BatchCostModel | None:
     ``o`` is the median of the fixed costs Spark reports. Per task, the time left after ``o``
     divided by the waves is ``w + k c + rows_per_task / mu``: a least-squares fit with outliers
     dropped (a batch slowed by an executor starting, a GC pause). ``k`` is fitted only when the
-    concurrency ``c`` varied, and ``mu`` only when batch sizes did (largest >= 1.5x
-    smallest); otherwise ``w`` (and ``k``) are 0 and ``mu`` the median ratio, which counts
-    overhead as work and so errs towards more capacity.
+    concurrency ``c`` varied and kept only when it cuts the residual scale by 30 %; ``mu``
+    only when batch sizes varied (90th percentile >= 1.5x the 10th); otherwise ``w`` (and
+    ``k``) are 0 and ``mu`` the median ratio over the latest batches, which counts overhead as
+    work (exact at the current batch size, cautious for larger ones).
     """
-    usable = [s for s in samples[-FIT_SAMPLES:] if s.input_rows > 0 and s.cores and s.parallelism and s.duration.total_seconds() > 0]
+    global _LAST_FIT
+    recent = tuple(samples[-FIT_SAMPLES:])
+    previous, result = _LAST_FIT
+    if len(previous) == len(recent) and all(map(operator.is_, previous, recent)):
+        return result  # the same batches as the last call (a tick without a new batch)
+    result = _fit(_rows_of(recent))
+    _LAST_FIT = (recent, result)
+    return result
+
+
+def _fit(rows: np.ndarray) -> BatchCostModel | None:
     # Cold batches are slow for reasons other than their rows; use them only while there is
     # nothing else (a query whose first batches are huge must still be sized): they err
     # towards more capacity, and the first warm batches replace them.
-    warm = [s for s in usable if not s.cold] or usable
-    if not warm:
+    warm = rows[rows[:, 5] == 1.0]
+    arr = warm if len(warm) else rows[rows[:, 5] > 0]
+    if not len(arr):
         return None
-    fixed_values = [s.fixed_overhead.total_seconds() for s in warm if s.fixed_overhead is not None]
-    fixed = _median(fixed_values) if fixed_values else 0.0
-    points: list[tuple[float, float, float]] = []
-    for s in warm:
-        assert s.cores is not None and s.parallelism is not None
-        own_fixed = s.fixed_overhead.total_seconds() if s.fixed_overhead is not None else fixed
-        per_task = (s.duration.total_seconds() - own_fixed) / math.ceil(s.parallelism / s.cores)
-        if per_task > 0:
-            points.append((s.input_rows / s.parallelism, float(min(s.parallelism, s.cores)), per_task))
-    if not points:
+    own = arr[:, 4]
+    reported = ~np.isnan(own)
+    fixed = _fast_median(own[reported]) if reported.any() else 0.0
+    per_task = (arr[:, 2] - np.where(reported, own, fixed)) / arr[:, 3]
+    ok = per_task > 0
+    if not ok.any():
         return None
-    rs = [p[0] for p in points]
-    cs = {p[1] for p in points}
-    if len(points) >= 5 and min(rs) > 0 and max(rs) >= 1.5 * min(rs):
-        for with_contention in ([True, False] if len(cs) > 1 else [False]):
-            coef = _robust_fit(points, with_contention)
-            if coef is None:
-                continue
-            w, k, inv_mu = (coef[0], coef[1], coef[2]) if with_contention else (coef[0], 0.0, coef[1])
-            if inv_mu > 0 and k >= 0:
-                return BatchCostModel(1.0 / inv_mu, max(0.0, w), fixed, k, len(points))
-    return BatchCostModel(per_slot=_median([r / t for r, _, t in points]), fixed=fixed, points=len(points))
+    rs, cs, taus = arr[ok, 0], arr[ok, 1], per_task[ok]
+    n = len(taus)
+    if n >= 5 and rs.min() > 0 and _spread(rs) >= 1.5:
+        ones = np.ones(n)
+        plain = _robust_fit(np.column_stack((ones, rs)), taus)
+        if plain is not None and plain[0][1] <= 0:
+            plain = None
+        if cs.min() != cs.max():
+            shared = _robust_fit(np.column_stack((ones, cs, rs)), taus)
+            # contention only when it explains the batches clearly better: with partitions
+            # that follow the cores, concurrency and rows per task move together and a
+            # marginal contention term would extrapolate wildly
+            if (
+                shared is not None
+                and shared[0][2] > 0
+                and shared[0][1] >= 0
+                and (plain is None or shared[1] <= CONTENTION_GAIN * plain[1])
+            ):
+                w, k, inv_mu = shared[0]
+                return BatchCostModel(1.0 / inv_mu, max(0.0, w), fixed, k, n)
+        if plain is not None:
+            w, inv_mu = plain[0]
+            return BatchCostModel(1.0 / inv_mu, max(0.0, w), fixed, 0.0, n)
+    # without spread, per-task and per-row costs cannot be told apart: the throughput of the
+    # latest batches (the current regime, where the prediction matters most), overhead included
+    latest = slice(max(0, n - RATIO_SAMPLES), n)
+    return BatchCostModel(per_slot=_fast_median(rs[latest] / taus[latest]), fixed=fixed, points=n)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import bisect
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,39 +26,105 @@ class ScalingEvent:
         return "up" if self.to_value > self.from_value else "down"
 
 
+@dataclass(frozen=True, slots=True)
+class RatePoint:
+    """Mean arrival rate of a query over one step of the rate history."""
+
+    at: datetime  # start of the step
+    subject: str  # query name
+    rate: float  # rows/s that arrived during [at, at + step)
+
+
+def _at(point: RatePoint) -> datetime:
+    return point.at
+
+
+def _event_at(event: ScalingEvent) -> datetime:
+    return event.at
+
+
 @dataclass(frozen=True)
 class ScalingHistory:
-    events: tuple[ScalingEvent, ...] = ()
-    # executor counts recommended each tick, for the delayed scale-down (max over the window)
+    events: tuple[ScalingEvent, ...] = ()  # in time order (appended as they happen)
+    # executor counts recommended each tick, for the delayed scale-down (max over the window);
+    # in time order (each tick appends ``now``), so windows are found by bisection
     recommendations: tuple[tuple[datetime, int], ...] = ()
     scale_down_since: datetime | None = None
+    # arrival rate per query and step (history.rate_step), in time order, for forecasts
+    rates: tuple[RatePoint, ...] = ()
+
+    def _with(self, **changes: Any) -> ScalingHistory:
+        return ScalingHistory(
+            changes.get("events", self.events),
+            changes.get("recommendations", self.recommendations),
+            changes["scale_down_since"] if "scale_down_since" in changes else self.scale_down_since,
+            changes.get("rates", self.rates),
+        )
 
     def with_event(self, event: ScalingEvent) -> ScalingHistory:
-        return replace(self, events=self.events + (event,))
+        return self._with(events=self.events + (event,))
 
     def with_recommendation(self, at: datetime, executors: int) -> ScalingHistory:
-        return replace(self, recommendations=self.recommendations + ((at, executors),))
+        return self._with(recommendations=self.recommendations + ((at, executors),))
 
     def with_scale_down_since(self, at: datetime | None) -> ScalingHistory:
-        return replace(self, scale_down_since=at)
+        if at == self.scale_down_since:
+            return self
+        return self._with(scale_down_since=at)
+
+    def with_rate(self, point: RatePoint) -> ScalingHistory:
+        return self._with(rates=self.rates + (point,))
 
     def last_change_at(self, subject: str | None = None) -> datetime | None:
         times = [e.at for e in self.events if subject is None or e.subject == subject]
         return max(times) if times else None
 
     def max_recommendation_since(self, since: datetime) -> int | None:
-        values = [n for at, n in self.recommendations if at >= since]
+        recs = self.recommendations
+        values = [n for at, n in recs[bisect.bisect_left(recs, (since,)) :]]
         return max(values) if values else None
 
     def restart_pauses(self) -> list[timedelta]:
         return [e.pause for e in self.events if e.pause is not None]
 
-    def trimmed(self, now: datetime, max_age: timedelta, max_count: int) -> ScalingHistory:
-        """Drop entries older than ``max_age`` and keep at most ``max_count`` of each kind."""
+    def rate_series(self, subject: str, since: datetime | None = None) -> list[tuple[datetime, float]]:
+        """(step start, rows/s) of one query, oldest first."""
+        rates = self.rates
+        start = 0 if since is None else bisect.bisect_left(rates, since, key=_at)
+        return [(r.at, r.rate) for r in rates[start:] if r.subject == subject]
+
+    def last_rate_at(self, subject: str) -> datetime | None:
+        for r in reversed(self.rates):
+            if r.subject == subject:
+                return r.at
+        return None
+
+    def trimmed(
+        self, now: datetime, max_age: timedelta, max_count: int, rate_max_age: timedelta | None = None, rate_max_count: int | None = None
+    ) -> ScalingHistory:
+        """Drop entries older than ``max_age`` and keep at most ``max_count`` of each kind.
+
+        The rate history has its own limits (``rate_max_age``, ``rate_max_count``; by default the
+        same as the others).
+        """
         cutoff = now - max_age
-        events = tuple(e for e in self.events if e.at >= cutoff)[-max_count:]
-        recs = tuple(r for r in self.recommendations if r[0] >= cutoff)[-max_count:]
-        return replace(self, events=events, recommendations=recs)
+        events = self.events
+        if events and events[0].at < cutoff:
+            events = events[bisect.bisect_left(events, cutoff, key=_event_at) :]
+        if len(events) > max_count:
+            events = events[-max_count:]
+        recs = self.recommendations
+        recs = recs[bisect.bisect_left(recs, (cutoff,)) :][-max_count:]
+        rates = self.rates
+        rate_cutoff = now - (rate_max_age if rate_max_age is not None else max_age)
+        if rates and rates[0].at < rate_cutoff:
+            rates = rates[bisect.bisect_left(rates, rate_cutoff, key=_at) :]
+        limit = rate_max_count if rate_max_count is not None else max_count
+        if len(rates) > limit:
+            rates = rates[-limit:]
+        if events is self.events and recs is self.recommendations and rates is self.rates:
+            return self
+        return self._with(events=events, recommendations=recs, rates=rates)
 
     # --- persistence --------------------------------------------------------------------------
 
@@ -76,6 +143,7 @@ class ScalingHistory:
             ],
             "recommendations": [[at.isoformat(), n] for at, n in self.recommendations],
             "scale_down_since": self.scale_down_since.isoformat() if self.scale_down_since else None,
+            "rates": [[r.at.isoformat(), r.subject, r.rate] for r in self.rates],
         }
 
     @classmethod
@@ -91,6 +159,13 @@ class ScalingHistory:
             )
             for e in data.get("events", [])
         )
-        recs = tuple((datetime.fromisoformat(at), int(n)) for at, n in data.get("recommendations", []))
+        events = tuple(sorted(events, key=_event_at))
+        recs = tuple(sorted((datetime.fromisoformat(at), int(n)) for at, n in data.get("recommendations", [])))
         since = data.get("scale_down_since")
-        return cls(events, recs, datetime.fromisoformat(since) if since else None)
+        rates = tuple(
+            sorted(
+                (RatePoint(datetime.fromisoformat(at), str(subject), float(rate)) for at, subject, rate in data.get("rates", [])),
+                key=_at,
+            )
+        )
+        return cls(events, recs, datetime.fromisoformat(since) if since else None, rates)

@@ -35,6 +35,9 @@ class Reason(StrEnum):
     USE_AVAILABLE = "UseAvailable"
     STATIC_TARGET = "StaticTarget"
     MANUAL_TARGET = "ManualTarget"
+    WAITING_FOR_INTERVAL = "WaitingForPolicyInterval"  # the policy decides on its own timer
+    EXECUTORS_IDLE = "ExecutorsIdle"  # executors without tasks for the idle timeout
+    SCALE_UP_FOR_FORECAST = "ScaleUpForForecast"  # the forecast load needs more soon
     # normalization holds and clamps
     BOUNDED_MIN = "BoundedByMin"
     BOUNDED_MAX = "BoundedByMax"
@@ -109,7 +112,11 @@ class ExecutorView:
 
     @property
     def cores(self) -> int:
-        return sum(e.cores for e in self.alive)
+        cores = self.__dict__.get("_cores")
+        if cores is None:
+            cores = sum(e.cores for e in self.alive)
+            self.__dict__["_cores"] = cores  # frozen value: computed once
+        return cores
 
     @property
     def pending_executors(self) -> int:
@@ -134,10 +141,10 @@ class BatchSample:
     parallelism: int | None = None  # source partitions (tasks) the batch ran with
     fixed_overhead: timedelta | None = None  # planning, offset log, commit: triggerExecution - addBatch
     cold: bool = False  # warming up (first batches of a run, or executors just changed): not for fits
+    ended_at: datetime = field(init=False, repr=False, compare=False)  # started_at + duration
 
-    @property
-    def ended_at(self) -> datetime:
-        return self.started_at + self.duration
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ended_at", self.started_at + self.duration)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +222,8 @@ class QueryLoad:
     lag: timedelta | None = None
     batch_duration: timedelta | None = None
     parallelism: int | None = None
+    recent_rate: float | None = None  # rows/s over the latest completed batches
+    live_rate: float | None = None  # rows/s implied by a batch running unusually long (an upper bound)
 
     @property
     def known(self) -> bool:

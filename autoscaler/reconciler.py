@@ -35,7 +35,7 @@ from autoscaler.normalize import NormalizeInput, normalize
 from autoscaler.planner import QueryPlanInput, executor_position, plan_executors, plan_queries
 from autoscaler.ports import ClusterObserver, ExecutorActuator, QueryActuator, StateStore
 from autoscaler.settings import Settings
-from autoscaler.window import evaluate_query
+from autoscaler.window import evaluate_query, record_rates
 from policies import Policy, PolicyInput, create_policy
 
 log = structlog.get_logger("autoscaler.reconciler")
@@ -192,7 +192,9 @@ class Reconciler:
         position = executor_position(snap.executors, now, s.request_timeout, first.mode)
         mode = resolve_mode(configured, snap.executors, position.not_granted)
         lo, hi = self.bounds()
-        loads = {q.name: evaluate_query(q, now, s.window.metrics_window, snap.executors.cores) for q in snap.queries}
+        fit = getattr(self.policy, "needs_cost_model", True)
+        loads = {q.name: evaluate_query(q, now, s.window.metrics_window, snap.executors.cores, fit) for q in snap.queries}
+        history = record_rates(history, snap.queries, now, s.history.rate_step)
         cores_per_executor = snap.executors.cores_per_executor
         policy_input = PolicyInput(
             now=now,
@@ -203,6 +205,7 @@ class Reconciler:
             max_executors=hi,
             cores_per_executor=cores_per_executor,
             target_lag=s.slo.target_lag,
+            interval=s.reconcile_interval,
         )
         proposal = self._propose(policy_input, control)
         backlogged = any(ld.lag is not None and ld.lag > s.normalize.backlog_lag_threshold for ld in loads.values())
@@ -224,6 +227,10 @@ class Reconciler:
                 )
             )
         set_target, remove = plan_executors(decision, snap.executors, mode.mode)
+        if proposal.parallelism and proposal.executors is not None and decision.target != proposal.executors:
+            # partitions were proposed for an executor count that normalization held or
+            # changed: they would not fit; the planner keeps partitions aligned instead
+            proposal = replace(proposal, parallelism={})
         wanted = self._wanted_params(snap, proposal, control)
         changes, refusals = plan_queries(
             QueryPlanInput(
@@ -242,7 +249,10 @@ class Reconciler:
         if not paused and not dry:
             results = self._act(plan, now)
         history = self._record_changes(history, now, decision, plan, results)
-        self.history = history.trimmed(now, s.history.max_age, s.history.max_count)
+        rate_steps = int(s.history.rate_max_age / s.history.rate_step) + 1
+        self.history = history.trimmed(
+            now, s.history.max_age, s.history.max_count, s.history.rate_max_age, rate_steps * max(1, len(snap.queries))
+        )
         self._consume_query_requests(snap, plan, results)
         self._save()
         return TickRecord(

@@ -155,6 +155,19 @@ class WindowSettings(_Model):
 class HistorySettings(_Model):
     max_age: Duration = Field(timedelta(hours=24), description="Scaling history older than this is dropped.")
     max_count: int = Field(500, ge=1, description="Most scaling events kept.")
+    rate_step: Duration = Field(
+        timedelta(minutes=5),
+        description="Each query's arrival rate is remembered as one mean per step of this length (for forecasts).",
+    )
+    rate_max_age: Duration = Field(
+        timedelta(days=8), description="Remembered arrival rates older than this are dropped (8 days cover a weekly cycle)."
+    )
+
+    @model_validator(mode="after")
+    def _positive_step(self) -> HistorySettings:
+        if self.rate_step.total_seconds() <= 0:
+            raise ValueError("rate_step must be > 0")
+        return self
 
 
 class PipelineSettings(_Model):

@@ -6,16 +6,20 @@ All functions are pure; the shell keeps a bounded deque of :class:`BatchSample` 
 
 from __future__ import annotations
 
+import math
+import operator
 import threading
 from collections import deque
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Sequence
 
 from autoscaler.costmodel import fit_cost_model
-from autoscaler.model import BatchSample, QueryLoad, QueryView
+from autoscaler.history import RatePoint, ScalingHistory
+from autoscaler.model import BatchSample, QueryLoad, QueryStatus, QueryView
 
 
 MIN_SAMPLES = 2
+_STARTED = operator.attrgetter("started_at")
 RECENT_BATCHES = 3
 MIN_DONE_SHARE = 0.25  # extrapolate a running batch only once a quarter of its tasks are done
 MAX_LIVE_FACTOR = 20.0  # a running batch implies at most 20x the rows of the comparable one
@@ -89,15 +93,17 @@ def live_rate_bound(view: QueryView, last: BatchSample, cores: int, now: datetim
     return last.input_rows * factor / interval
 
 
-def evaluate_query(view: QueryView, now: datetime, window: timedelta, cores: int = 0) -> QueryLoad:
+def evaluate_query(view: QueryView, now: datetime, window: timedelta, cores: int = 0, fit: bool = True) -> QueryLoad:
     """Evaluate a query's recent batches at ``now``.
 
     The arrival rate comes from the latest batches (and a batch still running), the busy
     share from the batches that ended within ``window``, the cost model from all buffered warm
-    batches. Cold batches count for the arrival rate but not for the cost model.
+    batches (only with ``fit``: a policy that does not use it does not pay for it). Cold
+    batches count for the arrival rate but not for the cost model.
     """
-    ordered = sorted((s for s in view.samples if s.ended_at <= now), key=lambda s: s.started_at)
-    samples = [s for s in ordered if s.ended_at >= now - window]
+    ordered = sorted([s for s in view.samples if s.ended_at <= now], key=_STARTED)
+    since = now - window
+    samples = [s for s in ordered if s.ended_at >= since]
     if len(samples) < MIN_SAMPLES:
         # batches slower than the window: the latest ones are stale but the best evidence there is
         samples = ordered[-MIN_SAMPLES:]
@@ -105,14 +111,14 @@ def evaluate_query(view: QueryView, now: datetime, window: timedelta, cores: int
         return QueryLoad(name=view.name, samples=0, parallelism=view.params.parallelism)
     # Capacity is a property of the job, not of the current load: fit it on the buffered
     # batches, whose sizes vary more than those of one window (needed to separate overheads).
-    model = fit_cost_model(view.samples)
+    model = fit_cost_model(view.samples) if fit else None
     last = samples[-1]
     # The rate over the latest batches, or the bound from a batch still running when that is
     # higher: a step up is seen within seconds. Smoothing a drop is the job of the delayed
     # scale-down (the largest recommendation over its window), not of this estimate.
     recent = arrival_rate(samples[-RECENT_BATCHES:]) if len(samples) >= RECENT_BATCHES else arrival_rate(samples)
-    rates = (recent, live_rate_bound(view, last, cores, now))
-    rate = max((r for r in rates if r is not None), default=None)
+    live = live_rate_bound(view, last, cores, now)
+    rate = max((r for r in (recent, live) if r is not None), default=None)
     span = (last.ended_at - samples[0].started_at).total_seconds()
     busy = sum(s.duration.total_seconds() for s in samples)
     backlog = float(last.backlog_rows) if last.backlog_rows is not None else None
@@ -131,4 +137,53 @@ def evaluate_query(view: QueryView, now: datetime, window: timedelta, cores: int
         lag=timedelta(seconds=max(0.0, waiting)),
         batch_duration=last.duration,
         parallelism=view.params.parallelism,
+        recent_rate=recent,
+        live_rate=live,
     )
+
+
+def step_rate(samples: Sequence[BatchSample], start: datetime, end: datetime) -> float | None:
+    """Mean rows/s that arrived during ``[start, end)``, from the batches planned in it.
+
+    A batch takes the rows that arrived since the previous batch was planned, so the rows of
+    the batches planned in the step, over the time since the batch planned before them, are
+    the step's arrival rate. None when no batch before the step is known.
+    """
+    inside: list[BatchSample] = []
+    before: BatchSample | None = None
+    for s in reversed(samples):
+        if s.started_at >= end:
+            continue
+        if s.started_at >= start:
+            inside.append(s)
+        else:
+            before = s
+            break
+    if before is None:
+        return None
+    if not inside:
+        return 0.0  # no trigger found new rows (Spark skips empty batches)
+    span = (inside[0].started_at - before.started_at).total_seconds()  # inside is newest first
+    return sum(s.input_rows for s in inside) / span if span > 0 else None
+
+
+def record_rates(history: ScalingHistory, queries: Sequence[QueryView], now: datetime, step: timedelta) -> ScalingHistory:
+    """Append each running query's mean arrival rate for the step that ended one step ago.
+
+    One step of delay lets every batch planned in that step report (listener events arrive when
+    a batch ends). A restart within the step does not matter: the first batch of the new run
+    takes the rows since the last batch of the old one. Steps the daemon did not see stay missing.
+    """
+    seconds = step.total_seconds()
+    k = math.floor(now.timestamp() / seconds) - 2
+    start = datetime.fromtimestamp(k * seconds, tz=now.tzinfo or timezone.utc)
+    for view in queries:
+        if view.status != QueryStatus.RUNNING:
+            continue
+        last = history.last_rate_at(view.name)
+        if last is not None and last >= start:
+            continue
+        rate = step_rate(view.samples, start, start + step)
+        if rate is not None:
+            history = history.with_rate(RatePoint(start, view.name, rate))
+    return history

@@ -34,6 +34,7 @@ class PolicyInput:
     max_executors: int
     cores_per_executor: int
     target_lag: timedelta
+    interval: timedelta | None = None  # time between two decisions (the reconcile interval)
 
     @property
     def current_executors(self) -> int:
@@ -43,12 +44,44 @@ class PolicyInput:
     def current_cores(self) -> int:
         return self.snapshot.executors.cores
 
+    @property
+    def target_executors(self) -> int:
+        """Executors asked for (the asserted target), else those registered."""
+        view = self.snapshot.executors
+        return view.requested_total if view.requested_total is not None else view.count
+
+    @property
+    def resizing(self) -> bool:
+        """An executor request or removal has not completed yet."""
+        view = self.snapshot.executors
+        registered = view.count - len(view.pending_removal)
+        return bool(view.pending_removal) or (view.requested_total is not None and view.requested_total != registered)
+
 
 class Policy(Protocol):
     name: ClassVar[str]
     Params: ClassVar[type[PolicyParams]]
+    # Optional: ``needs_cost_model: ClassVar[bool]`` (default True); False skips fitting each
+    # query's batch cost model (``QueryLoad.model`` is then None).
+    # Optional: settings (dotted keys) of the safety steps the policy was published with, e.g.
+    # Flink's one-hour scale-down interval; the simulator applies them before its overrides.
+    # settings_profile: ClassVar[Mapping[str, Any]]
 
     def propose(self, inp: PolicyInput) -> Proposal: ...
+
+
+# Settings for a policy that brings its own timing (a published baseline): every generic safety
+# step after it is neutral, so the policy behaves as published (its delays live in the policy).
+NO_EXTRA_SAFETY: Mapping[str, Any] = {
+    "normalize.stabilization": "0s",
+    "normalize.scale_up_stabilization": "0s",
+    "normalize.scale_down_delay": "0s",
+    "normalize.dead_band": 0.0,
+    "normalize.max_scale_up_factor": 1000.0,
+    "normalize.max_scale_down_factor": 1.0,
+    "normalize.backlog_lag_threshold": "3650d",
+    "normalize.min_wave_efficiency": 0.001,  # partitions stay as deployed: the system it imitates cannot change them
+}
 
 
 class PolicyError(ValueError):

@@ -6,12 +6,18 @@ workers); the daemon only keeps each query's partitions aligned with the cores i
 
 from __future__ import annotations
 
+from typing import Any, ClassVar, Mapping
+
 from autoscaler.model import Proposal, Reason
 from policies.base import PolicyInput, PolicyParams, register
 
 
 @register("reactive")
 class ReactivePolicy:
+    """Use whatever executors appear; never request any (reactive mode)."""
+
+    settings_profile: ClassVar[Mapping[str, Any]] = {"mode": "reactive"}
+    needs_cost_model: ClassVar[bool] = False
     class Params(PolicyParams):
         pass
 

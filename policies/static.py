@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import Field
 
 from autoscaler.model import Proposal, Reason
@@ -10,6 +12,8 @@ from policies.base import PolicyInput, PolicyParams, register
 
 @register("static")
 class StaticPolicy:
+    needs_cost_model: ClassVar[bool] = False
+
     class Params(PolicyParams):
         executors: int | None = Field(None, ge=0, description="Executors to keep; default: the maximum.")
 

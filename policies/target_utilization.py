@@ -58,17 +58,23 @@ def fewest_cores(
     return None
 
 
-def waiting_rows(load: QueryLoad, trigger: timedelta | None) -> float:
-    """Rows waiting: the reported backlog, or what the lag beyond two triggers implies."""
+def waiting_rows(load: QueryLoad, trigger: timedelta | None, rate: float | None = None) -> float:
+    """Rows waiting: the reported backlog, or what the lag beyond two triggers implies.
+
+    The implied rows are the lag times the arrival ``rate`` the caller trusts (by default the
+    query's input rate); a policy that filtered out a straggler's inflated live rate passes its
+    own rate so the straggler is not counted twice.
+    """
     reported = load.backlog_rows or 0.0
-    if load.lag is None or not load.input_rate:
+    rate = load.input_rate if rate is None else rate
+    if load.lag is None or not rate:
         return reported
     normal = 2 * (trigger.total_seconds() if trigger else 0.0)
-    implied = load.input_rate * max(0.0, load.lag.total_seconds() - normal)
+    implied = rate * max(0.0, load.lag.total_seconds() - normal)
     return max(reported, implied)
 
 
-@register("target-utilization", aliases=("default",))
+@register("target-utilization")
 class TargetUtilizationPolicy:
     """Executors for a target utilization from a fitted batch cost model, aligned to task waves."""
 

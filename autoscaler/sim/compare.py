@@ -1,0 +1,56 @@
+"""Run every registered policy on one trace and tabulate the KPIs."""
+
+from __future__ import annotations
+
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, Sequence
+
+from autoscaler.sim.runner import SimResult, simulate
+from autoscaler.traces import Trace
+from policies import policy_names, resolve_name
+
+
+def compared_policies() -> list[str]:
+    """Every registered policy once: ``default`` first (it names the recommended one), then the rest."""
+    names = [n for n in policy_names() if resolve_name(n) == n]
+    default = resolve_name("default")
+    return ["default"] + [n for n in names if n != default]
+
+
+def _run(args: tuple[Trace, str, dict[str, Any]]) -> SimResult:
+    trace, policy, options = args
+    return simulate(trace, policy=policy, **options)
+
+
+def compare_policies(trace: Trace, *, jobs: int = 1, policies: Sequence[str] | None = None, **options: Any) -> list[SimResult]:
+    names = list(policies or compared_policies())
+    work = [(trace, name, options) for name in names]
+    if jobs <= 1:
+        return [_run(w) for w in work]
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(_run, work))
+
+
+COLUMNS = (
+    ("policy", "policy", "{}"),
+    ("cost_ratio", "cost x oracle", "{:.2f}"),
+    ("slo_violation_fraction", "SLO violations", "{:.2%}"),
+    ("p95_lag_seconds", "p95 lag s", "{:.1f}"),
+    ("max_lag_seconds", "max lag s", "{:.0f}"),
+    ("rescales_per_day", "rescales/day", "{:.1f}"),
+    ("mean_executors", "mean executors", "{:.1f}"),
+)
+
+
+def format_table(results: Sequence[SimResult]) -> str:
+    """A Markdown table (readable in a terminal too)."""
+    if not results:
+        return ""
+    head = f"trace {results[0].trace}: {results[0].simulated_seconds / 86400:.1f} days, oracle {results[0].oracle_mean_executors:.2f} executors on average, SLO lag {results[0].slo_lag_seconds:g} s"
+    rows = [[fmt.format(getattr(r, key)) for key, _, fmt in COLUMNS] for r in results]
+    titles = [title for _, title, _ in COLUMNS]
+    widths = [max(len(t), *(len(row[i]) for row in rows)) for i, t in enumerate(titles)]
+    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+    out = [head, "", line(titles), "| " + " | ".join("-" * w for w in widths) + " |"]
+    out += [line(row) for row in rows]
+    return "\n".join(out)

@@ -1,0 +1,236 @@
+"""Run the real reconciler against the simulator for a trace and score it.
+
+``simulate`` builds the settings (the policy's own ``settings_profile`` first, then the
+caller's overrides), a :class:`~autoscaler.sim.cluster.SimCluster` and a
+:class:`~autoscaler.reconciler.Reconciler` on a :class:`~autoscaler.clock.FakeClock`, ticks it
+every ``tick`` seconds over the workload and returns a :class:`SimResult`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import structlog
+
+from autoscaler.clock import FakeClock
+from autoscaler.reconciler import Reconciler, TickRecord
+from autoscaler.settings import load_settings
+from autoscaler.sim.cluster import SimCluster
+from autoscaler.sim.config import SimConfig
+from autoscaler.sim.metrics import (
+    executors_for_rate,
+    lag_percentile,
+    max_lag,
+    oracle_executor_seconds,
+    time_above,
+)
+from autoscaler.sim.workload import Workload, workload_from_trace
+from autoscaler.traces import Trace
+from policies import policy_class, resolve_name
+
+
+@dataclass
+class Series:
+    """Per-tick samples for plots (seconds since the start)."""
+
+    t: list[float] = field(default_factory=list)
+    input_rate: list[float] = field(default_factory=list)
+    capacity: list[float] = field(default_factory=list)
+    executors: list[int] = field(default_factory=list)  # allocated: registered + starting
+    oracle: list[int] = field(default_factory=list)
+    lag: list[float] = field(default_factory=list)
+    partitions: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SimResult:
+    policy: str
+    trace: str
+    executor_seconds: float
+    oracle_executor_seconds: float
+    cost_ratio: float
+    slo_violation_fraction: float
+    p95_lag_seconds: float
+    max_lag_seconds: float
+    rescales: int
+    rescales_per_day: float
+    simulated_seconds: float
+    # context
+    executor_changes: int
+    query_restarts: int
+    mean_executors: float
+    oracle_mean_executors: float
+    peak_executors: int
+    max_executors: int
+    partitions: int
+    slo_lag_seconds: float
+    tick_seconds: float
+    seed: int
+    batches: int
+    wall_seconds: float
+    series: Series | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("series")
+        for key, value in out.items():
+            if isinstance(value, float):
+                out[key] = round(value, 6)
+        return out
+
+
+def quiet_logs() -> None:
+    """Drop the reconciler's info logs (a simulated month would print millions of lines)."""
+    if not structlog.is_configured():
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+
+
+def build_workload(trace: Trace, *, config: SimConfig, peak_executors: int, days: float | None) -> Workload:
+    return workload_from_trace(trace, peak_rate=peak_executors * config.executor_capacity(), days=days)
+
+
+def simulate(
+    source: Trace | Workload,
+    *,
+    policy: str = "default",
+    params: Mapping[str, Any] | None = None,
+    peak_executors: int = 32,
+    max_executors: int | None = None,
+    slo_lag_seconds: float = 60.0,
+    days: float | None = None,
+    seed: int = 0,
+    config: SimConfig | None = None,
+    tick: float = 10.0,
+    settings: Mapping[str, Any] | None = None,
+    series: bool = False,
+    on_tick: Callable[[TickRecord, SimCluster], None] | None = None,
+) -> SimResult:
+    """Simulate ``policy`` on a trace (scaled to ``peak_executors`` at its peak) or a workload.
+
+    ``on_tick`` sees every tick's record and the cluster (scenario tests, tracing).
+    """
+    if peak_executors < 1:
+        raise ValueError("peak executors must be >= 1")
+    if slo_lag_seconds <= 0 or tick <= 0:
+        raise ValueError("the SLO lag and the tick must be > 0")
+    if days is not None and days <= 0:
+        raise ValueError("days must be > 0")
+    cfg = config or SimConfig()
+    capacity = cfg.executor_capacity()
+    if capacity <= 0:
+        raise ValueError("the configured executors cannot process anything within one trigger interval")
+    workload = source if isinstance(source, Workload) else build_workload(source, config=cfg, peak_executors=peak_executors, days=days)
+    max_exec = max_executors or 2 * peak_executors
+    cls = policy_class(policy)  # PolicyError for unknown names
+    name = resolve_name(policy)
+    policy_params = dict(params or {})
+    if name == "static" and "executors" not in policy_params:
+        policy_params["executors"] = peak_executors  # a static deployment sized for the peak
+    overrides: dict[str, Any] = {
+        "mode": "active",
+        "executors.min": 1,
+        "executors.max": max_exec,
+        "reconcile_interval": f"{tick}s",
+        "slo.target_lag": f"{slo_lag_seconds}s",
+        # 20 minutes of batches at the 10 s trigger: every window in use fits, and the
+        # reconciler scans half the default buffer each tick
+        "window.max_samples": 120,
+        **dict(getattr(cls, "settings_profile", {}) or {}),
+        **dict(settings or {}),
+        "policy.name": policy,
+        "policy.params": policy_params,
+    }
+    s = load_settings(None, overrides, environ={})
+    quiet_logs()
+
+    reactive = s.mode.value == "reactive"
+    start_rate = workload.rate_at(0.0)
+    initial = peak_executors if reactive else min(max_exec, executors_for_rate(start_rate, capacity))
+    cores = cfg.cores_per_executor
+    partitions = cfg.partitions or 2 * peak_executors * cores
+    cluster = SimCluster(
+        config=cfg,
+        workload=workload,
+        executors=initial,
+        partitions=partitions,
+        seed=seed,
+        max_samples=s.window.max_samples,
+        max_parallelism=4 * max_exec * cores,
+    )
+    clock = FakeClock(workload.start)
+    rec = Reconciler(settings=s, observer=cluster, executors=cluster, queries=cluster, clock=clock, audit_size=1)
+    out = Series() if series else None
+    step = timedelta(seconds=tick)
+    ticks = int(math.floor(workload.duration / tick + 1e-9))
+    executor_changes = restarts = rescales = 0
+    started = time.perf_counter()
+    for _ in range(ticks):
+        clock.advance(step)
+        record = rec.tick()
+        changed = False
+        for r in record.results:
+            if not r.ok:
+                continue
+            if r.action == "rescale":
+                restarts += 1
+                changed = True
+            elif r.action == "remove" or (r.action == "set_target" and record.decision.changes):
+                changed = True
+        if record.decision.changes and any(r.ok and r.action in ("set_target", "remove") for r in record.results):
+            executor_changes += 1
+        rescales += changed
+        if on_tick is not None:
+            on_tick(record, cluster)
+        if out is not None:
+            t = cluster.t
+            rate = workload.rate_at(t)
+            out.t.append(t)
+            out.input_rate.append(rate)
+            out.capacity.append(cluster.capacity_now())
+            out.executors.append(cluster.allocated())
+            out.oracle.append(executors_for_rate(rate, capacity))
+            out.lag.append(cluster.lag_now())
+            out.partitions.append(cluster.params.parallelism)
+    cluster.advance_to(workload.duration)
+    wall = time.perf_counter() - started
+
+    duration = workload.duration
+    oracle = oracle_executor_seconds(workload, capacity, s.executors.min)
+    completions = cluster.completions
+    days_simulated = duration / 86400.0
+    return SimResult(
+        policy=policy,
+        trace=workload.name,
+        executor_seconds=cluster.executor_seconds,
+        oracle_executor_seconds=oracle,
+        cost_ratio=cluster.executor_seconds / oracle if oracle > 0 else math.inf,
+        slo_violation_fraction=time_above(completions, duration, slo_lag_seconds) / duration,
+        p95_lag_seconds=lag_percentile(completions, duration, 0.95),
+        max_lag_seconds=max_lag(completions, duration),
+        rescales=rescales,
+        rescales_per_day=rescales / days_simulated,
+        simulated_seconds=duration,
+        executor_changes=executor_changes,
+        query_restarts=restarts,
+        mean_executors=cluster.executor_seconds / duration,
+        oracle_mean_executors=oracle / duration,
+        peak_executors=peak_executors,
+        max_executors=max_exec,
+        partitions=partitions,
+        slo_lag_seconds=slo_lag_seconds,
+        tick_seconds=tick,
+        seed=seed,
+        batches=cluster.batches,
+        wall_seconds=wall,
+        series=out,
+    )
+
+
+def series_arrays(series: Series) -> dict[str, np.ndarray]:
+    return {k: np.asarray(v) for k, v in asdict(series).items()}

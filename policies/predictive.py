@@ -1,0 +1,344 @@
+"""``predictive`` (the default): rate-based sizing for the load expected next, partitions aligned.
+
+In the spirit of DS2 and Flink's autoscaler, adapted to micro-batches, with a forecast:
+
+* **capacity** comes from each query's fitted batch cost model (:mod:`autoscaler.costmodel`):
+  a batch of ``lambda x I`` rows on ``C`` cores and ``P`` partitions takes
+  ``o + ceil(P / C) x (w + k x min(P, C) + R / (P x mu))``; the query's utilization is that
+  duration over the trigger interval ``I``;
+* **rate to provision for**: the highest arrival rate expected within ``horizon`` (the current
+  rate, or a seasonal forecast from the remembered rates when it has proved better than the
+  current rate, :mod:`autoscaler.forecast`), plus the backlog drained within
+  ``catch_up_duration``, plus, when partitions change, the rows that arrive during the restart
+  pause (Flink's restart term, with the largest measured pause);
+* **size**: the fewest cores whose predicted utilization at that rate is at most
+  ``target_utilization``; partitions follow the cores (``partitions_per_core`` per core, one
+  rescale from the checkpoint in the same decision) so every task wave is full;
+* **when**: scale up as soon as the current deployment would run above
+  ``scale_up_utilization`` at the rate expected within ``lead_time`` or a query lags beyond
+  ``lag_fraction`` of the SLO; scale down only when the size for the whole horizon is at least
+  ``scale_down_margin`` smaller. The gap between the two keeps rescales rare; the
+  normalization after the policy still delays and bounds every scale-down.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from pydantic import Field, model_validator
+
+from autoscaler.capacity import aligned_parallelism
+from autoscaler.costmodel import BatchCostModel
+from autoscaler.forecast import forecast_rate
+from autoscaler.history import EXECUTORS, ScalingEvent
+from autoscaler.model import Proposal, QueryLoad, QueryStatus, QueryView, Reason
+from autoscaler.settings import Duration
+from policies.base import PolicyInput, PolicyParams, register
+from policies.target_utilization import utilization, waiting_rows
+
+STEP_FACTOR = 4.0  # a running batch implying this many times the recent rate is a step up, not a straggler
+PRICE_EXPONENT = 4  # the price of a rescale grows with the 4th power of the pressure above the budget
+RETURN_RATE = 0.95  # a size the load outgrew stays too small while the rate is at least this share of it
+RATE_STEP = timedelta(minutes=5)  # must match history.rate_step for forecasts (checked at run time)
+
+
+@dataclass(frozen=True)
+class Sizing:
+    name: str
+    cores: int  # cores this query should have
+    partitions: int | None  # new partitions, or None to keep them
+    busy: float  # predicted utilization of the current deployment
+    reason: Reason
+    message: str
+
+
+def plan_partitions(view: QueryView, cores: int, align: bool) -> int:
+    if not align or not view.rescalable:
+        return view.params.parallelism
+    return aligned_parallelism(cores, view.partitions_per_core, view.min_parallelism, view.max_parallelism)
+
+
+def fewest_cores(
+    model: BatchCostModel, view: QueryView, rate: float, target: float, max_cores: int, align: bool
+) -> tuple[int, int] | None:
+    """Fewest cores (and their partitions) whose predicted utilization at ``rate`` is <= ``target``."""
+    trigger = view.params.trigger_interval
+    # nothing below this can do: with aligned partitions every batch runs ``ppc`` waves, so the
+    # rows need rate x I / (mu x (u x I - o - ppc x w)) slots (fewer waves only help)
+    start = 1
+    if trigger and model.per_slot > 0:
+        seconds = trigger.total_seconds()
+        waves = view.partitions_per_core if align and view.rescalable else 1
+        room = target * seconds - model.fixed - waves * model.per_task
+        if room > 0:
+            start = max(1, math.floor(rate * seconds / (model.per_slot * room)))
+    for cores in range(min(start, max_cores), max_cores + 1):
+        partitions = plan_partitions(view, cores, align)
+        if utilization(model, partitions, cores, rate, trigger) <= target:
+            return cores, partitions
+    return None
+
+
+@register("predictive", aliases=("default",))
+class PredictivePolicy:
+    """Cores for the rate expected within a horizon (seasonal forecast) at a target utilization, partitions aligned."""
+
+    class Params(PolicyParams):
+        target_utilization: float = Field(0.85, gt=0, le=1, description="Busy share each query is sized for.")
+        scale_up_utilization: float = Field(
+            0.95, gt=0, le=2, description="Scale up once the current size would run busier than this."
+        )
+        scale_down_margin: float = Field(
+            0.1, ge=0, lt=1, description="Scale down only when it saves at least this share of the cores."
+        )
+        catch_up_duration: Duration = Field(timedelta(minutes=3), description="Time allowed to drain a backlog.")
+        restart_time: Duration = Field(
+            timedelta(seconds=10),
+            description="Assumed query restart pause; the largest measured pause is used once known.",
+        )
+        lag_fraction: float = Field(
+            0.75, gt=0, le=1, description="Scale up for backlog once a query lags more than this share of the SLO."
+        )
+        horizon: Duration = Field(
+            timedelta(minutes=30), description="A new size must cover the highest rate expected this far ahead."
+        )
+        lead_time: Duration = Field(
+            timedelta(minutes=2), description="Scale up when the rate expected this far ahead needs it (start-up time)."
+        )
+        forecast: bool = Field(True, description="Use the seasonal forecast when it beats the current rate.")
+        rescale_budget: float = Field(
+            20.0, gt=0, description="Executor changes per day the policy aims to stay under: rescales cost more above it."
+        )
+        budget_window: Duration = Field(timedelta(hours=6), description="Window over which rescales are counted.")
+        rescale_price: Duration = Field(
+            timedelta(minutes=3),
+            description="A rescale is worth this long of the current executors: a scale-down waits until the capacity it "
+            "removes has idled that much since the load last needed it (times the rescale pressure above 1 to the 4th power).",
+        )
+        min_dwell: Duration = Field(timedelta(minutes=10), description="No scale-down within this time after a scale-up.")
+        startup_time: Duration = Field(
+            timedelta(seconds=45), description="Expected time from an executor request to work on it (sizes the backlog)."
+        )
+        follow_up_margin: float = Field(
+            0.25, ge=0, description="While executors are still coming, scale up again only for this much more."
+        )
+        align_partitions: bool = Field(
+            True, description="Rescale a query's partitions with its cores (one full task wave per batch)."
+        )
+
+        @model_validator(mode="after")
+        def _ordered(self) -> "PredictivePolicy.Params":
+            if self.scale_up_utilization < self.target_utilization:
+                raise ValueError("scale_up_utilization must not be below target_utilization")
+            return self
+
+    def __init__(self, params: Params) -> None:
+        self.p = params
+
+    def propose(self, inp: PolicyInput) -> Proposal:
+        sizings = [
+            self._size(view, load, inp)
+            for view in inp.snapshot.queries
+            if view.status == QueryStatus.RUNNING
+            and (load := inp.loads.get(view.name)) is not None
+            and load.known
+            and load.model is not None
+        ]
+        if not sizings:
+            return Proposal(executors=None, reason=Reason.NO_METRICS, message="no query has evaluated batches yet")
+        k = max(1, inp.cores_per_executor)
+        current = inp.target_executors
+        details = {f"{s.name}.busy": round(s.busy, 3) for s in sizings}
+        message = "; ".join(s.message for s in sizings)
+        moving = [s for s in sizings if s.reason != Reason.WITHIN_TARGET]
+        if not moving:
+            return Proposal(current, Reason.WITHIN_TARGET, message, details=details)
+        executors = math.ceil(sum(s.cores for s in sizings) / k)
+        up = [s for s in moving if s.reason not in (Reason.SCALE_DOWN_FOR_LOAD, Reason.POLICY_PARALLELISM)]
+        down = [s for s in moving if s.reason == Reason.SCALE_DOWN_FOR_LOAD]
+        if up:
+            executors = max(executors, current)  # a scale-up never shrinks another query's share
+            reason = next(
+                (r for r in (Reason.SCALE_UP_FOR_BACKLOG, Reason.SCALE_UP_FOR_LOAD, Reason.SCALE_UP_FOR_FORECAST) if any(s.reason == r for s in up)),
+                Reason.SCALE_UP_FOR_LOAD,
+            )
+        elif down:
+            reason = Reason.SCALE_DOWN_FOR_LOAD
+        else:
+            reason = Reason.POLICY_PARALLELISM
+        parallelism = {s.name: s.partitions for s in sizings if s.partitions is not None}
+        if executors == current:
+            realign = {s.name: s.partitions for s in sizings if s.reason == Reason.POLICY_PARALLELISM and s.partitions is not None}
+            if realign:
+                return Proposal(current, Reason.POLICY_PARALLELISM, message, realign, details)
+            return Proposal(current, Reason.WITHIN_TARGET, message, details=details)
+        return Proposal(executors, reason, message, parallelism, details)
+
+    def _restart_seconds(self, inp: PolicyInput) -> float:
+        return max([self.p.restart_time, *inp.history.restart_pauses()]).total_seconds()
+
+    def pressure(self, inp: PolicyInput) -> float:
+        """Executor changes over the last ``budget_window`` against the rescale budget (1.0 = at budget)."""
+        window = self.p.budget_window
+        since = inp.now - window
+        used = sum(1 for e in inp.history.events if e.subject == EXECUTORS and e.at >= since)
+        allowed = self.p.rescale_budget * window.total_seconds() / 86400.0
+        return used / allowed if allowed > 0 else math.inf
+
+    def _size(self, view: QueryView, load: QueryLoad, inp: PolicyInput) -> Sizing:
+        assert load.model is not None
+        p, model = self.p, load.model
+        trigger = view.params.trigger_interval
+        k = max(1, inp.cores_per_executor)
+        max_cores = inp.max_executors * k
+        have = max(1, inp.target_executors * k)  # cores we have or are heading to
+        lagging = load.lag is not None and load.lag > inp.target_lag * p.lag_fraction
+        # the rate of completed batches; a batch running long counts once it implies a step
+        # too large for a straggler (a GC pause, a slow task) or the query lags
+        arrival = load.recent_rate if load.recent_rate is not None else (load.input_rate or 0.0)
+        last = view.samples[-1] if view.samples else None
+        if last is not None and last.input_rate:
+            arrival = max(arrival, last.input_rate)  # the latest batch shows a step at once
+        late = load.lag is not None and load.lag > inp.target_lag
+        if load.live_rate is not None and (late or load.live_rate >= STEP_FACTOR * arrival):
+            arrival = max(arrival, load.live_rate)
+        catch_up = p.catch_up_duration.total_seconds()
+        partitions = view.params.parallelism
+        # rows waiting once executors asked for now could be working: the backlog now plus what
+        # the size we have or are heading to falls behind by until then
+        capacity = model.rows_in(partitions, have, trigger.total_seconds()) / trigger.total_seconds() if trigger else arrival
+        waiting = waiting_rows(load, trigger, arrival) + max(0.0, arrival - capacity) * p.startup_time.total_seconds()
+        backlog = waiting / catch_up if catch_up > 0 else 0.0
+        soon = peak = arrival
+        method = "persistence"
+        if p.forecast:
+            soon = forecast_rate(inp.history, view.name, inp.now, arrival, step=RATE_STEP, horizon=p.lead_time).peak
+            fc = forecast_rate(inp.history, view.name, inp.now, arrival, step=RATE_STEP, horizon=p.horizon)
+            peak, method = fc.peak, fc.method
+        busy_now = utilization(model, partitions, max(1, inp.current_cores), arrival, trigger)
+        busy_soon = utilization(model, partitions, have, soon + backlog, trigger)
+        # the size for the whole horizon; a partition change pays for its restart pause
+        plan_rate = peak + backlog
+        sized = fewest_cores(model, view, plan_rate, p.target_utilization, max_cores, p.align_partitions)
+        if sized is not None and sized[1] != partitions:
+            # a restart pauses the query: the rows of the pause must be caught up, unless the lag
+            # the SLO leaves absorbs them (Flink's restart term, needed only beyond that slack)
+            pause = self._restart_seconds(inp)
+            slack = (inp.target_lag - (load.lag or timedelta(0))).total_seconds() - (trigger.total_seconds() if trigger else 0.0)
+            if pause > slack and catch_up > 0:
+                plan_rate += arrival * pause / catch_up
+                sized = fewest_cores(model, view, plan_rate, p.target_utilization, max_cores, p.align_partitions)
+        if sized is None:
+            # nothing within the bounds reaches the target: the fewest cores that give the
+            # fewest task waves the bounds allow (more cores than that would not help)
+            most = plan_partitions(view, max_cores, p.align_partitions)
+            sized = (math.ceil(most / math.ceil(most / max_cores)), most)
+        cores, new_partitions = sized
+        text = f"{view.name}: {arrival:.0f} rows/s now, {peak:.0f} planned ({method}), busy {busy_now:.2f}"
+        if (lagging or busy_soon > p.scale_up_utilization) and cores > have:
+            last_change = inp.history.last_change_at(EXECUTORS)
+            settling = inp.resizing or (last_change is not None and inp.now - last_change < p.catch_up_duration)
+            if settling and cores <= have * (1 + p.follow_up_margin) and not busy_soon > 1.0:
+                # executors are still coming or the backlog still draining: a small correction
+                # waits for them (unless even the rate alone no longer fits)
+                return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, f"{text}; {cores} core(s) once settled")
+            reason = (
+                Reason.SCALE_UP_FOR_BACKLOG
+                if lagging
+                else Reason.SCALE_UP_FOR_FORECAST
+                if busy_soon > p.scale_up_utilization >= utilization(model, partitions, have, arrival + backlog, trigger)
+                else Reason.SCALE_UP_FOR_LOAD
+            )
+            return Sizing(view.name, cores, _changed(new_partitions, partitions), busy_now, reason, f"{text} -> {cores} core(s)")
+        floor = smallest_proven_size(inp, view, arrival, p.budget_window) * k if cores < have else 0
+        if cores < floor <= have:
+            cores, new_partitions = floor, plan_partitions(view, floor, p.align_partitions)
+        if cores <= math.floor(have * (1 - p.scale_down_margin)) and cores < have and not lagging:
+            last_up = _last_scale_up(inp)
+            if last_up is not None and inp.now - last_up < p.min_dwell:
+                return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, f"{text}; {cores} core(s) after the dwell")
+            # ski rental: keep the capacity until what it has cost since the load last needed
+            # it reaches the price of a rescale (a rescale is worth ``rescale_price`` of the
+            # current cluster, more as rescales exceed the budget); then release it
+            pressure = self.pressure(inp)
+            price = p.rescale_price.total_seconds() * have * max(1.0, pressure) ** PRICE_EXPONENT
+            limit = model.rows_in(new_partitions, cores, p.target_utilization * trigger.total_seconds()) / trigger.total_seconds() if trigger else plan_rate
+            idle = (inp.now - last_needed(inp, view, limit, inp.now - timedelta(seconds=price))).total_seconds()
+            waste = (have - cores) * idle
+            if waste < price:
+                return Sizing(
+                    view.name, have, None, busy_now, Reason.WITHIN_TARGET,
+                    f"{text}; {cores} core(s) once {have - cores} idle core(s) cost a rescale ({waste / 60:.0f} of {price / 60:.0f} core-min, pressure {pressure:.2f})",
+                )
+            return Sizing(view.name, cores, _changed(new_partitions, partitions), busy_now, Reason.SCALE_DOWN_FOR_LOAD, f"{text} -> {cores} core(s)")
+        aligned = plan_partitions(view, have, p.align_partitions)
+        if p.align_partitions and view.rescalable and not (aligned / 2 <= partitions <= 2 * aligned):
+            # far more (or fewer) tasks than the cores need: every batch pays for extra waves
+            # of task overhead (or leaves cores idle); realign the partitions alone
+            return Sizing(view.name, have, aligned, busy_now, Reason.POLICY_PARALLELISM, f"{text}; partitions {partitions} -> {aligned}")
+        return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, text)
+
+
+def last_needed(inp: PolicyInput, view: QueryView, rate: float, horizon: datetime) -> datetime:
+    """When the query last received more than ``rate`` (at most back to ``horizon``).
+
+    The batches tell the last minutes, the remembered step rates the hours before.
+    """
+    for s in reversed(view.samples):
+        if s.started_at < horizon:
+            return horizon
+        if (s.input_rate or 0.0) > rate:
+            return s.started_at
+    oldest = view.samples[0].started_at if view.samples else inp.now
+    for at, r in reversed(inp.history.rate_series(view.name, since=horizon)):
+        if at + RATE_STEP <= oldest and r > rate:
+            return at + RATE_STEP
+    return horizon
+
+
+def smallest_proven_size(inp: PolicyInput, view: QueryView, arrival: float, window: timedelta) -> int:
+    """The fewest executors the load has not outgrown within ``window`` at about today's rate (0: no limit).
+
+    A scale-up for load (or backlog) from ``n`` executors proves ``n`` too small for the rate of
+    that moment, whatever the cost model predicted (it extrapolates, and at a constant load it
+    cannot tell per-row from per-task cost). When that scale-up undid a scale-down, the size
+    before the scale-down is the one proven to work and the sizes between are unproven. While
+    the rate is at least ``RETURN_RATE`` of the rate then, a scale-down stays at or above that
+    size: without it sizes flipped back and forth on a constant load.
+    """
+    floor = 0
+    since = inp.now - window
+    series = inp.history.rate_series(view.name, since=since - RATE_STEP)
+    previous: ScalingEvent | None = None
+    for e in inp.history.events:
+        if e.subject != EXECUTORS:
+            continue
+        up = e.to_value > e.from_value and e.reason in (Reason.SCALE_UP_FOR_LOAD, Reason.SCALE_UP_FOR_BACKLOG)
+        if up and e.at >= since:
+            then = rate_at(view, series, e.at)
+            if then is not None and arrival >= RETURN_RATE * then:
+                undid = previous is not None and previous.to_value == e.from_value < previous.from_value
+                floor = max(floor, e.to_value if undid else e.from_value + 1)
+        previous = e
+    return floor
+
+
+def rate_at(view: QueryView, series: list[tuple[datetime, float]], at: datetime) -> float | None:
+    """The arrival rate around ``at``: the batch running then, else the remembered step, else None."""
+    for s in reversed(view.samples):
+        if s.started_at <= at and s.input_rate:
+            return s.input_rate if at - s.started_at <= RATE_STEP else None
+    return next((r for start, r in series if start <= at < start + RATE_STEP), None)
+
+
+def _last_scale_up(inp: PolicyInput) -> datetime | None:
+    for e in reversed(inp.history.events):
+        if e.subject == EXECUTORS and e.to_value > e.from_value:
+            return e.at
+    return None
+
+
+def _changed(new: int, old: int) -> int | None:
+    return new if new != old else None

@@ -1,0 +1,120 @@
+"""``spark-autoscaler simulate``: the JSON contract, the comparison table, plots and bad input."""
+
+import json
+from datetime import datetime, timedelta
+
+import pytest
+
+from autoscaler.cli import main
+
+CONTRACT = {
+    "policy",
+    "trace",
+    "executor_seconds",
+    "oracle_executor_seconds",
+    "cost_ratio",
+    "slo_violation_fraction",
+    "p95_lag_seconds",
+    "max_lag_seconds",
+    "rescales",
+    "rescales_per_day",
+    "simulated_seconds",
+}
+
+
+@pytest.fixture
+def trace(tmp_path):
+    """Two hours at a 5 minute step: quiet, a burst, quiet."""
+    path = tmp_path / "small.csv"
+    t0 = datetime(2024, 3, 1)
+    values = [10, 12, 11, 10, 40, 42, 12, 10, 11, 10, 12, 11, 10, 11, 10, 12, 11, 10, 12, 11, 10, 11, 12, 10]
+    rows = [f"{(t0 + timedelta(minutes=5 * i)).isoformat(sep=' ')},{v}" for i, v in enumerate(values)]
+    path.write_text("timestamp,value\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def test_json_output_holds_the_contract_fields(trace, capsys):
+    assert main(["simulate", "--trace", str(trace), "--json", "--peak-executors", "8"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert CONTRACT <= set(out)
+    assert out["policy"] == "default" and out["trace"] == "small"
+    assert out["simulated_seconds"] == 2 * 3600
+    assert out["cost_ratio"] == pytest.approx(out["executor_seconds"] / out["oracle_executor_seconds"], rel=1e-5)
+    assert out["rescales_per_day"] == pytest.approx(out["rescales"] / (2 / 24))
+    assert 0.0 <= out["slo_violation_fraction"] <= 1.0
+    assert out["max_lag_seconds"] >= out["p95_lag_seconds"] > 0
+
+
+def test_options_reach_the_simulation(trace, capsys):
+    args = ["simulate", "--trace", str(trace), "--json", "--policy", "static", "--peak-executors", "4"]
+    args += ["--slo-lag-seconds", "30", "--days", "0.05", "--seed", "3"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["policy"], out["peak_executors"], out["slo_lag_seconds"], out["seed"]) == ("static", 4, 30, 3)
+    assert out["simulated_seconds"] == pytest.approx(0.05 * 86400)
+
+
+def test_compare_runs_every_policy_and_prints_a_table(trace, capsys, tmp_path):
+    png = tmp_path / "compare.png"
+    assert main(["simulate", "--trace", str(trace), "--compare", "--days", "0.04", "--plot", str(png)]) == 0
+    table = capsys.readouterr().out
+    for name in ("default", "flink-autoscaler", "spark-dra", "dstream-dra", "amadeus", "static", "reactive"):
+        assert f"| {name} " in table
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_writes_a_png(trace, tmp_path, capsys):
+    png = tmp_path / "run.png"
+    assert main(["simulate", "--trace", str(trace), "--plot", str(png)]) == 0
+    assert png.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        pytest.param(None, "does not exist", id="missing-file"),
+        pytest.param("", "is empty", id="empty-file"),
+        pytest.param("timestamp,value\n", "has no data rows", id="no-rows"),
+        pytest.param("timestamp,value\n2024-01-01 00:00:00,lots\n", "'lots' is not a number", id="non-numeric"),
+        pytest.param("time,count\n2024-01-01 00:00:00,1\n", "header 'timestamp,value'", id="wrong-header"),
+        pytest.param("timestamp,value\n2024-01-01 00:00:00,-3\n", "must be a finite number >= 0", id="negative-value"),
+    ],
+)
+def test_bad_traces_end_with_a_message_and_a_non_zero_exit(tmp_path, capsys, content, message):
+    path = tmp_path / "bad.csv"
+    if content is not None:
+        path.write_text(content)
+    assert main(["simulate", "--trace", str(path)]) != 0
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        pytest.param(["--policy", "nope"], "unknown policy 'nope'", id="unknown-policy"),
+        pytest.param(["--param", "target_utilization=3"], "params.target_utilization", id="bad-policy-parameter"),
+        pytest.param(["--set", "executor_startup=-5"], "executor_startup must be a finite number >= 0", id="negative-sim-parameter"),
+        pytest.param(["--set", "nope=1"], "unknown simulator parameter 'nope'", id="unknown-sim-parameter"),
+    ],
+)
+def test_bad_options_end_with_a_message_and_a_non_zero_exit(trace, capsys, args, message):
+    assert main(["simulate", "--trace", str(trace), *args]) != 0
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["--peak-executors", "-2"], id="negative-peak"),
+        pytest.param(["--peak-executors", "0"], id="zero-peak"),
+        pytest.param(["--slo-lag-seconds", "-1"], id="negative-slo"),
+        pytest.param(["--days", "-1"], id="negative-days"),
+        pytest.param(["--seed", "-1"], id="negative-seed"),
+        pytest.param(["--days", "soon"], id="non-numeric-days"),
+    ],
+)
+def test_negative_or_malformed_numbers_are_refused(trace, capsys, args):
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--trace", str(trace), *args])
+    assert exc.value.code != 0
+    assert "error: argument" in capsys.readouterr().err

@@ -1,0 +1,236 @@
+"""The simulator: the Spark application model behind the ports, its KPIs, and scenarios where the
+real reconciler drives it."""
+
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from autoscaler.model import QueryChange, QueryParams, QueryStatus, Reason
+from autoscaler.sim import SimCluster, SimConfig, Workload, simulate
+from autoscaler.sim.metrics import lag_percentile, max_lag, oracle_executor_seconds, time_above
+from autoscaler.sim.workload import workload_from_trace
+from autoscaler.traces import Trace
+
+QUIET = SimConfig(duration_noise=0.0, slow_batch_probability=0.0, executor_startup_jitter=0.0)
+START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def at(seconds: float) -> datetime:
+    return START + timedelta(seconds=seconds)
+
+
+def cluster(rate=2000.0, executors=4, partitions=8, config=QUIET, duration=3600.0, **kw) -> SimCluster:
+    return SimCluster(config=config, workload=Workload.constant(rate, duration), executors=executors, partitions=partitions, **kw)
+
+
+def steps(*phases: tuple[float, float]) -> Workload:
+    """(minutes, rows/s) phases."""
+    starts, rates, t = [], [], 0.0
+    for minutes, rate in phases:
+        starts.append(t)
+        rates.append(rate)
+        t += minutes * 60
+    return Workload.from_steps("steps", START, starts, rates, t)
+
+
+# --- the application model --------------------------------------------------------------------
+
+
+def test_batches_take_as_long_as_the_cost_model_says():
+    c = cluster(rate=2000.0, executors=4, partitions=8)
+    c.observe(at(65))
+    # a 10 s trigger holds 20000 rows; 8 tasks on 4 cores: 0.2 + 2 x (0.07 + 20000 / (8 x 900)) s
+    warm = [s for s in c.samples if s.batch_id > 0]
+    assert warm and all(s.duration.total_seconds() == pytest.approx(0.2 + 2 * (0.07 + 20000 / 7200)) for s in warm)
+    assert all(s.input_rows == 20000 and s.backlog_rows == 0 and s.cores == 4 and s.parallelism == 8 for s in warm)
+    # no rows at second 0; then one batch per 10 s trigger
+    assert [s.started_at for s in c.samples[:3]] == [at(10), at(20), at(30)]
+
+
+def test_batches_grow_when_behind():
+    # 4 cores process at most about 3000 rows/s: at 5000 rows/s every batch is longer than the last
+    c = cluster(rate=5000.0, executors=4, partitions=8)
+    c.observe(at(300))
+    durations = [s.duration.total_seconds() for s in c.samples[1:]]
+    assert all(b > a for a, b in zip(durations, durations[1:]))
+    assert c.lag_now() > 60
+
+
+def test_the_listener_marks_the_first_batches_of_a_run_and_those_after_a_core_change_cold():
+    c = cluster()
+    c.observe(at(55))
+    assert [s.cold for s in c.samples] == [True, True, False, False]
+    c.set_target(6, at(55))
+    c.observe(at(200))
+    flags = [(s.cores, s.cold) for s in c.samples if s.started_at > at(55)]
+    first_at_six = next(i for i, (cores, _) in enumerate(flags) if cores == 6)
+    assert flags[first_at_six][1] and flags[first_at_six + 1][1] and not flags[first_at_six + 2][1]
+
+
+def test_requested_executors_register_after_the_start_up_latency():
+    c = cluster(executors=2)
+    c.set_target(5, at(10))
+    assert c.observe(at(39)).executors.count == 2
+    view = c.observe(at(41)).executors
+    assert view.count == 5 and view.requested_total == 5 and view.waiting_since is None
+
+
+def test_a_lower_target_cancels_pending_requests():
+    c = cluster(executors=2)
+    c.set_target(6, at(10))
+    c.set_target(3, at(15))
+    assert c.observe(at(60)).executors.count == 3
+
+
+def test_removed_executors_take_no_new_task_and_leave_after_the_removal_delay():
+    c = cluster(executors=4)
+    c.remove(["3"], at(20))
+    view = c.observe(at(24)).executors
+    assert view.count == 4 and view.pending_removal == ("3",) and c.free_slots() == 3
+    assert c.observe(at(26)).executors.count == 3
+    assert c.observe(at(26)).executors.lost == ()  # removed by us, not lost
+
+
+def test_requests_beyond_what_the_cluster_grants_stay_pending():
+    c = cluster(executors=2, config=replace(QUIET, max_grantable_executors=3))
+    c.set_target(6, at(10))
+    view = c.observe(at(200)).executors
+    assert view.count == 3 and view.requested_total == 6 and view.waiting_since == at(10)
+
+
+def test_lost_executors_are_reported_once():
+    c = cluster(executors=8, config=replace(QUIET, executor_loss_per_hour=5.0), seed=3)
+    lost = [c.observe(at(60 * m)).executors.lost for m in range(1, 61)]
+    assert sum(len(x) for x in lost) == c.executors_lost > 0
+
+
+def test_a_rescale_stops_at_a_batch_boundary_and_reports_its_pause():
+    c = cluster(rate=2000.0, executors=4, partitions=8)
+    c.observe(at(61))
+    old = c.params
+    change = QueryChange("q", old, replace(old, parallelism=4), Reason.POLICY_PARALLELISM)
+    assert c.rescale(change, at(61))
+    assert c.query_view().status == QueryStatus.RESCALING
+    assert not c.rescale(change, at(61))  # busy
+    outcomes = []
+    for s in range(62, 120):
+        outcomes += c.observe(at(s)).outcomes
+    [outcome] = outcomes
+    assert outcome.ok and outcome.to_params.parallelism == 4 and c.params.parallelism == 4
+    # stopped when the batch in flight ended; 1.5 s restart; a cold first batch of ~11.5 s of rows
+    assert timedelta(seconds=1.5) < outcome.pause < timedelta(seconds=8)
+    assert c.restarts == 1 and c.query_view().run_started_at > at(61)
+
+
+def test_no_trigger_without_new_rows():
+    c = SimCluster(config=QUIET, workload=steps((1, 1000.0), (2, 0.0), (1, 1000.0)), executors=2, partitions=4)
+    c.observe(at(240))
+    starts = [s.started_at for s in c.samples]
+    assert not any(at(70) < t < at(180) for t in starts)
+
+
+# --- workload and metrics ---------------------------------------------------------------------
+
+
+def test_a_trace_is_replayed_in_real_time_scaled_to_its_peak():
+    trace = Trace("t", tuple(START + timedelta(minutes=5 * i) for i in range(4)), (10.0, 40.0, 20.0, 0.0))
+    w = workload_from_trace(trace, peak_rate=8000.0)
+    assert w.duration == 1200 and [w.rate_at(t) for t in (0, 300, 600, 900)] == [2000, 8000, 4000, 0]
+    assert w.rows_before(450) == pytest.approx(2000 * 300 + 8000 * 150)
+    assert w.time_of(2000 * 300 + 8000 * 150) == pytest.approx(450)
+    assert workload_from_trace(trace, peak_rate=8000.0, days=600 / 86400).duration == 600
+
+
+@pytest.mark.parametrize(
+    "completions, end, threshold, above, worst",
+    [
+        # commits at 10 s (oldest waiting row from 10 s) and 20 s: lag t - 0, t - 10, t - 10
+        pytest.param([(0, 0), (10, 10), (20, 10)], 30, 15, 5.0, 20.0, id="sawtooth"),
+        # nothing processed for 100 s: lag above 60 s from 60 s to 100 s
+        pytest.param([(0, 0)], 100, 60, 40.0, 100.0, id="stalled"),
+        # no row waiting until 50 s (the source was idle)
+        pytest.param([(0, 50)], 100, 30, 20.0, 50.0, id="idle-source"),
+    ],
+)
+def test_lag_is_integrated_exactly(completions, end, threshold, above, worst):
+    assert time_above(completions, end, threshold) == pytest.approx(above)
+    assert max_lag(completions, end) == pytest.approx(worst)
+
+
+def test_lag_percentile_is_time_weighted():
+    # lag rises linearly 0 -> 100 s over 100 s: the 95th percentile is 95 s
+    assert lag_percentile([(0, 0)], 100, 0.95) == pytest.approx(95, abs=0.01)
+
+
+def test_the_oracle_needs_ceil_rate_over_capacity_per_second():
+    w = Workload.from_steps("w", START, [0, 100], [1000.0, 2500.0], 200)
+    # 1000 / 876 -> 2 executors for 100 s, 2500 / 876 -> 3 for 100 s
+    assert oracle_executor_seconds(w, SimConfig().executor_capacity(), 1) == pytest.approx(500)
+    assert SimConfig().executor_capacity() == pytest.approx(900 * (10 - 0.2 - 0.07) / 10)
+
+
+def test_bad_simulator_parameters_are_refused_by_name():
+    with pytest.raises(ValueError, match="executor_startup must be a finite number >= 0"):
+        SimConfig(executor_startup=-1)
+    with pytest.raises(ValueError, match="unknown simulator parameter 'nope'"):
+        SimConfig().with_changes({"nope": "1"})
+    assert SimConfig().with_changes({"executor_startup": "10", "partitions": "none"}).executor_startup == 10
+
+
+# --- scenarios: the real reconciler drives the simulator ---------------------------------------
+
+
+def run(workload: Workload, policy: str = "default", **kw):
+    records = []
+    result = simulate(
+        workload, policy=policy, peak_executors=8, config=kw.pop("config", QUIET), on_tick=lambda r, c: records.append((r, c.lag_now(), c.t)), **kw
+    )
+    return result, records
+
+
+def test_step_up_converges_within_two_decisions():
+    # 3 -> 7 executors' worth of load; the default policy reaches a size that keeps up in at most two
+    result, records = run(steps((20, 2500.0), (25, 6000.0)))
+    after = [r for r, _, t in records if t > 20 * 60]
+    ups = [r for r in after if r.decision.changes and r.decision.target > r.decision.current]
+    assert 1 <= len(ups) <= 2
+    last, lag, _ = records[-1]
+    assert lag < 30 and result.slo_violation_fraction == 0.0
+    # no further scale-up (a later trim of the overshoot that drained the backlog is allowed)
+    assert not any(r.decision.changes and r.decision.target > r.decision.current for r in after if r.at > ups[-1].at)
+
+
+def test_step_down_waits_for_the_scale_down_delay():
+    result, records = run(steps((20, 6000.0), (20, 1500.0)))
+    after = [r for r, _, t in records if t > 20 * 60]
+    wanted = next(r.at for r in after if r.decision.proposed is not None and r.decision.proposed < r.decision.current)
+    first_down = next(r for r in after if r.decision.changes and r.decision.target < r.decision.current)
+    assert first_down.at - wanted >= timedelta(seconds=60)  # normalize.scale_down_delay
+    assert any(r.decision.reason == Reason.SCALE_DOWN_DELAYED for r in after if r.at < first_down.at)
+
+
+def test_a_spike_backlog_drains_within_the_catch_up_time():
+    # 3 executors' worth, then 5x for 5 minutes, then back
+    result, records = run(steps((20, 2500.0), (5, 12500.0), (20, 2500.0)))
+    spike = 20 * 60
+    late = [t for _, lag, t in records if t > spike and lag > 60]
+    # detection and executor start-up (about a minute), then the backlog drains within the
+    # policy's 3 min catch-up time
+    assert late and max(late) - spike <= 60 + 180
+    assert result.max_lag_seconds < 180
+
+
+def test_static_policy_keeps_its_executors_and_reactive_uses_the_pool():
+    static, _ = run(steps((30, 2000.0)), policy="static")
+    reactive, _ = run(steps((30, 2000.0)), policy="reactive")
+    assert static.mean_executors == pytest.approx(8, abs=0.3) and static.executor_changes <= 1
+    assert reactive.mean_executors == pytest.approx(8) and reactive.executor_changes == 0
+
+
+def test_the_same_seed_gives_the_same_result():
+    w = steps((15, 2000.0), (15, 5000.0))
+    a = simulate(w, peak_executors=8, seed=7).to_json()
+    b = simulate(w, peak_executors=8, seed=7).to_json()
+    a.pop("wall_seconds"), b.pop("wall_seconds")
+    assert a == b
