@@ -293,6 +293,9 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
         return _fail(f"--recording: {exc}")
     render_dashboard(recording, args.output, dashboard=dashboard, title=args.title)
     print(f"wrote {args.output}")
+    return 0
+
+
 def _cmd_simulate(args: argparse.Namespace) -> int:
     import yaml
 

@@ -77,6 +77,8 @@ def build(
         {
             "executors.min": 1,
             "executors.max": 6,
+            # the harness follows quick steps up and down: this policy turns within a minute
+            "policy.name": "target-utilization",
             "reconcile_interval": "5s",
             "request_timeout": "30s",
             "normalize.scale_down_delay": "30s",

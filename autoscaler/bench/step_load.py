@@ -168,6 +168,9 @@ def run_one(kind: str, profile: StepProfile, workdir: Path, log: Callable[[str],
                     "window.metrics_window": "30s",
                     "normalize.scale_down_delay": "30s",
                     "normalize.stabilization": "10s",
+                    # minute-scale load steps: the policy that turns within a minute (the default,
+                    # predictive, keeps capacity it bought for ten minutes and more; see docs/policies.md)
+                    "policy.name": "target-utilization",
                     "policy.params": {"target_utilization": 0.8, "utilization_band": 0.15},
                     "pipelines.checkpoint_root": str(workdir / kind),
                     "http.enabled": False,  # a benchmark needs no API, and must not collide with a running demo

@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import structlog
 
+from autoscaler.audit import AuditTrail
 from autoscaler.clock import FakeClock
 from autoscaler.reconciler import Reconciler, TickRecord
 from autoscaler.settings import load_settings
@@ -164,7 +165,7 @@ def simulate(
         max_parallelism=4 * max_exec * cores,
     )
     clock = FakeClock(workload.start)
-    rec = Reconciler(settings=s, observer=cluster, executors=cluster, queries=cluster, clock=clock, audit_size=1)
+    rec = Reconciler(settings=s, observer=cluster, executors=cluster, queries=cluster, clock=clock, audit=AuditTrail(max_count=1))
     out = Series() if series else None
     step = timedelta(seconds=tick)
     ticks = int(math.floor(workload.duration / tick + 1e-9))

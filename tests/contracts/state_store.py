@@ -107,7 +107,7 @@ class StateStoreContract:
         clock = FakeClock()
         settings = load_settings(
             None,
-            {"executors.max": 6, "normalize.scale_down_delay": "60s", "normalize.stabilization": "0s", "window.metrics_window": "30s"},
+            {"executors.max": 6, "policy.name": "target-utilization", "normalize.scale_down_delay": "60s", "normalize.stabilization": "0s", "window.metrics_window": "30s"},
             environ={},
         )
         cluster = FakeCluster(clock.now(), executors=1)

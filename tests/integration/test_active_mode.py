@@ -56,6 +56,9 @@ def test_active_mode_scales_executors_up_and_down_with_the_load(spark_session_fa
             "resource_wait_timeout": "20s",
             "normalize.scale_down_delay": "15s",
             "normalize.stabilization": "5s",
+            # minute-scale load steps: the policy that turns within a minute (the default,
+            # predictive, keeps capacity it bought for ten minutes and more; see docs/policies.md)
+            "policy.name": "target-utilization",
             "policy.params": {"target_utilization": 0.8, "utilization_band": 0.15},
             "pipelines.checkpoint_root": str(tmp_path / "ckpt"),
             "http.port": 0,  # any free port: never collide with a daemon or demo on 8090

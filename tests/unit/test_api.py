@@ -69,7 +69,7 @@ def test_status_shows_mode_and_why_policy_bounds_executors_queries_and_the_last_
     assert s["application"] == APP
     assert s["mode"] == {"configured": "auto", "effective": "active", "reason": "CanRequestExecutors", "fallback": False,
                          "message": "requesting executors from the cluster manager"}
-    assert s["policy"]["name"] == "default" and s["policy"]["params"]["target_utilization"] == 0.7
+    assert s["policy"]["name"] == "target-utilization" and s["policy"]["params"]["target_utilization"] == 0.7
     assert s["bounds"] == {"min": 1, "max": 6, "configured_min": 1, "configured_max": 6}
     assert s["executors"]["alive"] == 4 and s["executors"]["target"] == 4
     [q] = s["queries"]

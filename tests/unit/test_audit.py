@@ -11,7 +11,13 @@ from autoscaler.audit import DECISION, EVENT, OPERATOR, AuditTrail
 from autoscaler.history import EXECUTORS
 from autoscaler.model import ActionOutcome, QueryParams, Reason
 from tests.fakes import LoadFeeder, query_view
-from tests.unit.test_reconciler import TICK, make, run_for
+from tests.unit.test_reconciler import TICK, run_for
+from tests.unit.test_reconciler import make as make_default
+
+
+def make(overrides=None, **cluster_kw):
+    """These tests follow a quick step up and down: the target-utilization policy turns within a minute."""
+    return make_default({"policy.name": "target-utilization", **(overrides or {})}, **cluster_kw)
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

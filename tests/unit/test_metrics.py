@@ -8,7 +8,13 @@ from prometheus_client import CollectorRegistry, generate_latest
 from autoscaler.loop import ReconcileLoop
 from autoscaler.metrics import PREFIX, Metrics
 from tests.fakes import LoadFeeder, query_view
-from tests.unit.test_reconciler import TICK, make, run_for
+from tests.unit.test_reconciler import TICK, run_for
+from tests.unit.test_reconciler import make as make_default
+
+
+def make(overrides=None, **cluster_kw):
+    """These tests follow a quick step up and down: the target-utilization policy turns within a minute."""
+    return make_default({"policy.name": "target-utilization", **(overrides or {})}, **cluster_kw)
 
 APP = "app"
 ALLOWED_LABELS = {"application", "query", "mode", "direction", "reason", "phase", "action", "result", "status", "change",
@@ -120,7 +126,7 @@ def test_operator_changes_and_configuration_values():
     assert value(reg, f"{PREFIX}operator_changes_total", change="pause") == 1
     assert value(reg, f"{PREFIX}slo_target_lag_seconds") == rec.settings.slo.target_lag.total_seconds()
     assert value(reg, f"{PREFIX}reconcile_interval_seconds") == 5
-    assert reg.get_sample_value(f"{PREFIX}build_info", {"application": APP, "version": "0.1.0", "policy": "default"}) == 1
+    assert reg.get_sample_value(f"{PREFIX}build_info", {"application": APP, "version": "0.1.0", "policy": "target-utilization"}) == 1
 
 
 def test_names_units_and_labels_follow_the_conventions():
