@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
@@ -39,6 +39,7 @@ class BatchCostModel:
     fixed: float = 0.0  # o: seconds per batch for planning, offset log and commit
     contention: float = 0.0  # k: extra seconds per task for each concurrent task
     points: int = 0  # warm batches the fit used
+    cold: bool = False  # fitted on cold batches only (a new run, new executors): too pessimistic
 
     def task_overhead(self, partitions: int, cores: int) -> float:
         return self.per_task + self.contention * min(partitions, max(1, cores))
@@ -216,7 +217,11 @@ def _fit(rows: np.ndarray) -> BatchCostModel | None:
     # nothing else (a query whose first batches are huge must still be sized): they err
     # towards more capacity, and the first warm batches replace them.
     warm = rows[rows[:, 5] == 1.0]
-    arr = warm if len(warm) else rows[rows[:, 5] > 0]
+    model = _fit_points(warm if len(warm) else rows[rows[:, 5] > 0])
+    return replace(model, cold=True) if model is not None and not len(warm) else model
+
+
+def _fit_points(arr: np.ndarray) -> BatchCostModel | None:
     if not len(arr):
         return None
     own = arr[:, 4]

@@ -57,6 +57,22 @@ class ExecutorPosition:
     not_granted: bool  # requested more than registered for longer than the request timeout
 
 
+def request_waiting_since(
+    since: datetime | None, *, registered: int, requested: int | None, arrived: bool, asked_at: datetime | None, now: datetime
+) -> datetime | None:
+    """Since when an executor request has waited without progress (None: nothing outstanding).
+
+    A request counts as not granted once no requested executor has registered for the request
+    timeout: executors that keep arriving, however slowly (a loaded node, image pulls), mean
+    the cluster manager is granting it.
+    """
+    if requested is None or registered >= requested:
+        return None
+    if arrived:
+        return now
+    return since if since is not None else (asked_at or now)
+
+
 def executor_position(view: ExecutorView, now: datetime, request_timeout: timedelta, mode: Mode) -> ExecutorPosition:
     alive = view.count - len(view.pending_removal)
     if mode != Mode.ACTIVE or view.requested_total is None:

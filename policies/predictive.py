@@ -237,6 +237,10 @@ class PredictivePolicy:
             sized = (math.ceil(most / math.ceil(most / max_cores)), most)
         cores, new_partitions = sized
         text = f"{view.name}: {arrival:.0f} rows/s now, {peak:.0f} planned ({method}), busy {busy_now:.2f}"
+        if model.cold and not late:
+            # only cold batches so far (a new run, executors just started): they are slow for
+            # reasons other than the load; wait for a warm one unless the SLO is at risk
+            return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, f"{text}; {cores} core(s) once a warm batch confirms it")
         if (lagging or busy_soon > p.scale_up_utilization) and cores > have:
             last_change = inp.history.last_change_at(EXECUTORS)
             settling = inp.resizing or (last_change is not None and inp.now - last_change < p.catch_up_duration)
@@ -299,14 +303,15 @@ def last_needed(inp: PolicyInput, view: QueryView, rate: float, horizon: datetim
 
 
 def smallest_proven_size(inp: PolicyInput, view: QueryView, arrival: float, window: timedelta) -> int:
-    """The fewest executors the load has not outgrown within ``window`` at about today's rate (0: no limit).
+    """The fewest executors a failed scale-down left proven at about today's rate (0: no limit).
 
-    A scale-up for load (or backlog) from ``n`` executors proves ``n`` too small for the rate of
-    that moment, whatever the cost model predicted (it extrapolates, and at a constant load it
-    cannot tell per-row from per-task cost). When that scale-up undid a scale-down, the size
-    before the scale-down is the one proven to work and the sizes between are unproven. While
-    the rate is at least ``RETURN_RATE`` of the rate then, a scale-down stays at or above that
-    size: without it sizes flipped back and forth on a constant load.
+    A scale-up for load (or backlog) that undoes a scale-down proves the smaller size too small
+    for the rate of that moment, whatever the cost model predicted (it extrapolates, and at a
+    constant load it cannot tell per-row from per-task cost); the size before the scale-down is
+    the one proven to work and the sizes between are unproven. While the rate is at least
+    ``RETURN_RATE`` of the rate then, a scale-down stays at or above that size: without it sizes
+    flipped back and forth on a constant load. (A scale-up alone proves little: on a new run
+    the first batches are slow for reasons other than the load.)
     """
     floor = 0
     since = inp.now - window
@@ -317,10 +322,10 @@ def smallest_proven_size(inp: PolicyInput, view: QueryView, arrival: float, wind
             continue
         up = e.to_value > e.from_value and e.reason in (Reason.SCALE_UP_FOR_LOAD, Reason.SCALE_UP_FOR_BACKLOG)
         if up and e.at >= since:
-            then = rate_at(view, series, e.at)
+            undid = previous is not None and previous.to_value == e.from_value < previous.from_value
+            then = rate_at(view, series, e.at) if undid else None
             if then is not None and arrival >= RETURN_RATE * then:
-                undid = previous is not None and previous.to_value == e.from_value < previous.from_value
-                floor = max(floor, e.to_value if undid else e.from_value + 1)
+                floor = max(floor, e.to_value)
         previous = e
     return floor
 

@@ -12,6 +12,8 @@ from policies.base import PolicyInput, PolicyParams, register
 
 @register("static")
 class StaticPolicy:
+    """A fixed executor count (default: the maximum): the over-provisioned baseline."""
+
     needs_cost_model: ClassVar[bool] = False
 
     class Params(PolicyParams):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Sequence
 
+from autoscaler.planner import request_waiting_since
 from autoscaler.model import (
     ActionOutcome,
     BatchSample,
@@ -55,6 +56,7 @@ class FakeCluster:
             self._add(now)
         self.requested_total: int | None = None
         self.waiting_since: datetime | None = None
+        self._seen_ids: set[str] = set(self.alive)
         self.last_set_target_at: datetime | None = None
         self.pending: list[_Pending] = []
         self.removing: dict[str, datetime] = {}
@@ -106,11 +108,16 @@ class FakeCluster:
             exc, self.fail_next_observe = self.fail_next_observe, None
             raise exc
         self._advance(now)
-        registered = len(self.alive) - len(self.removing)
-        if self.requested_total is None or registered >= self.requested_total:
-            self.waiting_since = None
-        elif self.waiting_since is None:
-            self.waiting_since = self.last_set_target_at or now
+        ids = set(self.alive)
+        self.waiting_since = request_waiting_since(
+            self.waiting_since,
+            registered=len(self.alive) - len(self.removing),
+            requested=self.requested_total,
+            arrived=bool(ids - self._seen_ids),
+            asked_at=self.last_set_target_at,
+            now=now,
+        )
+        self._seen_ids = ids
         lost, self.lost_since_observe = tuple(self.lost_since_observe), []
         outcomes, self.outcomes = tuple(self.outcomes), []
         view = ExecutorView(

@@ -40,7 +40,7 @@ from autoscaler.logs import configure_logging
 from autoscaler.pipelines import PipelineContext, PipelineSpec
 from autoscaler.reconciler import TickRecord
 from autoscaler.recording import MetricsRecorder
-from autoscaler.settings import SparkSettings, load_settings
+from autoscaler.settings import Settings, SparkSettings, load_settings
 from autoscaler.spark.session import build_session, stop_session
 from autoscaler.spark.standalone import LocalStandaloneCluster
 from autoscaler.traces import RateProfile, compress_trace, load_trace, prefixed
@@ -78,7 +78,7 @@ COMPRESSED_TIME_PARAMS: dict[str, Any] = {
     "horizon": "30s",
     "lead_time": "10s",
     "startup_time": "15s",
-    "budget_window": "5min",
+    "budget_window": "5m",
     "rescale_budget": 5000,  # per (real) day: about 17 executor changes per 5 minutes
     "forecast": False,
 }
@@ -123,11 +123,11 @@ class LiveView:
         t = time.time() - self.start
         load = next((x for x in r.loads if x.name == PIPELINE), None)
         d = r.decision
-        if r.notable and (d.proposed is not None and d.proposed != d.current or r.plan.query_changes or r.executors_lost):
-            what = r.plan.query_changes[0].message if r.plan.query_changes else (d.message or r.proposal.message)
-            if r.executors_lost:
-                what = f"lost executor(s) {', '.join(r.executors_lost)}; " + what
-            self.last_decision = f"{d.reason.value}: {what}"[:90]
+        # this tick's decision and why (the policy's reasoning while nothing changes)
+        what = r.plan.query_changes[0].message if r.plan.query_changes else (d.message or r.proposal.message)
+        if r.executors_lost:
+            what = f"lost executor(s) {', '.join(r.executors_lost)}; " + what
+        self.last_decision = f"{d.reason.value}: {what}"[:110]
 
         def num(v: float | None, fmt: str) -> str:
             return "-" if v is None else format(v, fmt)
@@ -177,13 +177,9 @@ def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> dict[str, Any]:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _run(
-    options: DemoOptions, profile: RateProfile, workdir: Path, cluster: LocalStandaloneCluster, spark: Any, out: TextIO
-) -> dict[str, Any]:
-    from autoscaler.driver import DriverDaemon
-
-    output = workdir / "output"
-    settings = load_settings(
+def demo_settings(options: DemoOptions, workdir: Path) -> Settings:
+    """The daemon's configuration for the demo (validated like any user's)."""
+    return load_settings(
         None,
         {
             "mode": options.mode,
@@ -192,7 +188,7 @@ def _run(
             "executors.initial": 1,
             "reconcile_interval": "2s",
             "resource_wait_timeout": "30s",
-            "request_timeout": "30s",
+            "request_timeout": "45s",  # an executor takes 25-30 s to register on a loaded 2-core box
             "window.metrics_window": "20s",
             "normalize.scale_down_delay": "20s",
             "normalize.stabilization": "10s",
@@ -205,6 +201,15 @@ def _run(
         },
         environ={},
     )
+
+
+def _run(
+    options: DemoOptions, profile: RateProfile, workdir: Path, cluster: LocalStandaloneCluster, spark: Any, out: TextIO
+) -> dict[str, Any]:
+    from autoscaler.driver import DriverDaemon
+
+    output = workdir / "output"
+    settings = demo_settings(options, workdir)
     # The first batches of a new query (and of new executors) are slow because cold: the source
     # runs `warmup` seconds at the trace's first rate before the trace itself starts at `start`.
     source_profile = prefixed(profile, options.warmup, profile.rate_at(0))

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import structlog
 
 from autoscaler.model import Executor, ExecutorView, Reason
+from autoscaler.planner import request_waiting_since
 from autoscaler.ports import NotReady
 
 log = structlog.get_logger("autoscaler.spark.executors")
@@ -124,11 +125,14 @@ class SparkExecutors:
             lost = tuple(sorted(gone - self._removed_by_us, key=_id_order))
             self._removed_by_us -= gone
             self._previous = ids
-            registered = len(ids) - len(self._removing)
-            if self.requested_total is None or registered >= self.requested_total:
-                self._waiting_since = None
-            elif self._waiting_since is None:
-                self._waiting_since = self._last_set_at or now
+            self._waiting_since = request_waiting_since(
+                self._waiting_since,
+                registered=len(ids) - len(self._removing),
+                requested=self.requested_total,
+                arrived=bool(ids - previous),
+                asked_at=self._last_set_at,
+                now=now,
+            )
             return ExecutorView(
                 alive=alive,
                 cores_per_executor=self.cores,

@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from autoscaler.demo.workload import verify_output
 
 
@@ -30,3 +32,13 @@ def test_gaps_and_overlaps_are_counted(tmp_path):
 def test_a_record_whose_sum_does_not_match_its_range_is_inconsistent(tmp_path):
     (tmp_path / "batch-0.json").write_text(json.dumps({"batch": 0, "min": 0, "max": 9, "rows": 10, "sum": 7, "done": 1, "lag_seconds": 1}))
     assert not verify_output(tmp_path, 10).consistent
+
+
+@pytest.mark.parametrize("mode", ["active", "reactive"])
+def test_the_demo_configuration_is_valid(mode, tmp_path):
+    from autoscaler.demo.run import DemoOptions, demo_settings
+    from policies import create_policy
+
+    settings = demo_settings(DemoOptions(mode=mode), tmp_path)
+    assert settings.mode.value == mode and settings.executors.max == DemoOptions().max_executors
+    create_policy(settings.policy.name, settings.policy.params)  # the compressed-time parameters are accepted

@@ -14,6 +14,7 @@ from autoscaler.model import (
     Reason,
 )
 from autoscaler.planner import (
+    request_waiting_since,
     QueryPlanInput,
     choose_removals,
     executor_position,
@@ -148,3 +149,22 @@ def test_explicit_request_bypasses_cooldown():
     wanted = {"q": (QueryParams(parallelism=16, trigger_interval=timedelta(seconds=2)), Reason.OPERATOR_REQUEST)}
     changes, _ = plan([query_view()], wanted=wanted, history=history)
     assert changes[0].to_params.parallelism == 16
+
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+LATER = T0 + timedelta(seconds=40)
+
+
+@pytest.mark.parametrize(
+    "since, registered, requested, arrived, expected",
+    [
+        pytest.param(None, 2, None, False, None, id="nothing-requested"),
+        pytest.param(T0, 4, 4, True, None, id="all-registered"),
+        pytest.param(None, 1, 4, False, T0, id="starts-waiting-at-the-request"),
+        pytest.param(T0, 1, 4, False, T0, id="no-progress-keeps-the-start"),
+        pytest.param(T0, 3, 4, True, LATER, id="an-arrival-restarts-the-wait"),
+    ],
+)
+def test_a_request_waits_from_its_last_progress(since, registered, requested, arrived, expected):
+    got = request_waiting_since(since, registered=registered, requested=requested, arrived=arrived, asked_at=T0, now=LATER)
+    assert got == expected
