@@ -156,24 +156,18 @@ class PredictivePolicy:
         if not moving:
             return Proposal(current, Reason.WITHIN_TARGET, message, details=details)
         executors = math.ceil(sum(s.cores for s in sizings) / k)
-        up = [s for s in moving if s.reason not in (Reason.SCALE_DOWN_FOR_LOAD, Reason.POLICY_PARALLELISM)]
-        down = [s for s in moving if s.reason == Reason.SCALE_DOWN_FOR_LOAD]
+        up = [s for s in moving if s.reason != Reason.SCALE_DOWN_FOR_LOAD]
         if up:
             executors = max(executors, current)  # a scale-up never shrinks another query's share
             reason = next(
                 (r for r in (Reason.SCALE_UP_FOR_BACKLOG, Reason.SCALE_UP_FOR_LOAD, Reason.SCALE_UP_FOR_FORECAST) if any(s.reason == r for s in up)),
                 Reason.SCALE_UP_FOR_LOAD,
             )
-        elif down:
-            reason = Reason.SCALE_DOWN_FOR_LOAD
         else:
-            reason = Reason.POLICY_PARALLELISM
-        parallelism = {s.name: s.partitions for s in sizings if s.partitions is not None}
+            reason = Reason.SCALE_DOWN_FOR_LOAD
         if executors == current:
-            realign = {s.name: s.partitions for s in sizings if s.reason == Reason.POLICY_PARALLELISM and s.partitions is not None}
-            if realign:
-                return Proposal(current, Reason.POLICY_PARALLELISM, message, realign, details)
             return Proposal(current, Reason.WITHIN_TARGET, message, details=details)
+        parallelism = {s.name: s.partitions for s in sizings if s.partitions is not None}
         return Proposal(executors, reason, message, parallelism, details)
 
     def _restart_seconds(self, inp: PolicyInput) -> float:
@@ -277,11 +271,6 @@ class PredictivePolicy:
                     f"{text}; {cores} core(s) once {have - cores} idle core(s) cost a rescale ({waste / 60:.0f} of {price / 60:.0f} core-min, pressure {pressure:.2f})",
                 )
             return Sizing(view.name, cores, _changed(new_partitions, partitions), busy_now, Reason.SCALE_DOWN_FOR_LOAD, f"{text} -> {cores} core(s)")
-        aligned = plan_partitions(view, have, p.align_partitions)
-        if p.align_partitions and view.rescalable and not (aligned / 2 <= partitions <= 2 * aligned):
-            # far more (or fewer) tasks than the cores need: every batch pays for extra waves
-            # of task overhead (or leaves cores idle); realign the partitions alone
-            return Sizing(view.name, have, aligned, busy_now, Reason.POLICY_PARALLELISM, f"{text}; partitions {partitions} -> {aligned}")
         return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, text)
 
 

@@ -73,8 +73,8 @@ class DemoOptions:
 # The seasonal forecast needs 5-minute steps of history, which a compressed day does not have.
 COMPRESSED_TIME_PARAMS: dict[str, Any] = {
     "catch_up_duration": "60s",
-    "min_dwell": "20s",
-    "rescale_price": "10s",
+    "min_dwell": "15s",
+    "rescale_price": "3s",
     "horizon": "30s",
     "lead_time": "10s",
     "startup_time": "15s",
@@ -190,7 +190,7 @@ def demo_settings(options: DemoOptions, workdir: Path) -> Settings:
             "resource_wait_timeout": "30s",
             "request_timeout": "45s",  # an executor takes 25-30 s to register on a loaded 2-core box
             "window.metrics_window": "20s",
-            "normalize.scale_down_delay": "20s",
+            "normalize.scale_down_delay": "10s",
             "normalize.stabilization": "10s",
             "normalize.query_rescale_cooldown": "10s",
             "policy.params": COMPRESSED_TIME_PARAMS,
