@@ -30,14 +30,14 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 from autoscaler.audit import explain_event
 from autoscaler.bench.step_load import ExecutorSampler
-from autoscaler.demo.workload import trace_pipeline, verify_output
+from autoscaler.demo.workload import drain, trace_pipeline, verify_output
 from autoscaler.history import EXECUTORS
 from autoscaler.logs import configure_logging
-from autoscaler.pipelines import PipelineContext, PipelineSpec
+from autoscaler.pipelines import PipelineSpec
 from autoscaler.reconciler import TickRecord
 from autoscaler.recording import MetricsRecorder
 from autoscaler.settings import Settings, SparkSettings, load_settings
@@ -262,7 +262,7 @@ def _run(
     if recorder is not None:
         recorder.close()
     print("stopped at a batch boundary; draining the rest of the input from the checkpoint ...", file=out, flush=True)
-    _drain(spark, build, workdir / "checkpoints" / PIPELINE, daemon.host.views()[0].params.parallelism)
+    drain(spark, build, PIPELINE, workdir / "checkpoints" / PIPELINE, daemon.host.views()[0].params.parallelism)
     try:
         return _summary(options, source_profile, source_start, start, end, sampler, daemon, output, out)
     finally:
@@ -282,12 +282,6 @@ def _schedule_workers(cluster: LocalStandaloneCluster, start: float, plan: list[
         timer = threading.Timer(max(0.0, start + at - time.time()), act, args=(action, count))
         timer.daemon = True
         timer.start()
-
-
-def _drain(spark: Any, build: Callable[[Any, PipelineContext], Any], checkpoint: Path, parallelism: int) -> None:
-    writer = build(spark, PipelineContext(PIPELINE, parallelism, str(checkpoint)))
-    query = writer.queryName(f"{PIPELINE}-drain").option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
-    query.awaitTermination(600)
 
 
 def _summary(

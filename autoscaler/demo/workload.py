@@ -121,3 +121,21 @@ def verify_output(out_dir: Path, expected: int, lag_until: float | None = None, 
         max_lag_seconds=max(lags) if lags else None,
         batches=len(records),
     )
+
+
+def drain(spark: Any, build: Callable[[Any, PipelineContext], Any], name: str, checkpoint: Path, parallelism: int) -> None:
+    """Process every row the source has from ``checkpoint`` on, then stop.
+
+    Spark runs a source without availableNow support (like this Python source) as a single
+    batch, and a checkpoint whose last batch was interrupted (a stop mid-batch) first replays
+    exactly that batch: so passes repeat until one starts from a clean checkpoint.
+    """
+    from autoscaler.spark.checkpoint import read_checkpoint
+
+    for _ in range(5):
+        was_clean = read_checkpoint(checkpoint).clean
+        writer = build(spark, PipelineContext(name, parallelism, str(checkpoint)))
+        query = writer.queryName(f"{name}-drain").option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+        query.awaitTermination(600)
+        if was_clean:
+            return

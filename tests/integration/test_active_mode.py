@@ -8,21 +8,15 @@ from datetime import timedelta
 
 import pytest
 
-from autoscaler.demo.workload import trace_pipeline, verify_output
+from autoscaler.demo.workload import drain, trace_pipeline, verify_output
 from autoscaler.driver import DriverDaemon
 from autoscaler.history import EXECUTORS
-from autoscaler.pipelines import PipelineContext, PipelineSpec
+from autoscaler.pipelines import PipelineSpec
 from autoscaler.settings import load_settings
 from autoscaler.traces import RateProfile
 from tests.integration.conftest import wait_until
 
 pytestmark = pytest.mark.spark
-
-
-def drain(spark, build, checkpoint, parallelism):
-    writer = build(spark, PipelineContext("drain", parallelism, str(checkpoint)))
-    q = writer.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
-    q.awaitTermination(300)
 
 
 def trail(records, last=40):
@@ -91,7 +85,7 @@ def test_active_mode_scales_executors_up_and_down_with_the_load(spark_session_fa
     assert any(e.to_value > e.from_value for e in events) and any(e.to_value < e.from_value for e in events)
     removals = [r for r in records for res in r.results if res.action == "remove" and res.ok]
     assert removals, "scale-down removes named executors"
-    drain(spark, build, tmp_path / "ckpt" / "steps", 8)
+    drain(spark, build, "steps", tmp_path / "ckpt" / "steps", 8)
     committed = max(__import__("json").loads(p.read_text())["max"] or -1 for p in (tmp_path / "out").glob("batch-*.json"))
     check = verify_output(tmp_path / "out", committed + 1)
     assert (check.lost_rows, check.duplicate_rows, check.consistent) == (0, 0, True)

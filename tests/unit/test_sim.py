@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from autoscaler.model import QueryChange, QueryParams, QueryStatus, Reason
+from autoscaler.model import QueryChange, QueryStatus, Reason
 from autoscaler.sim import SimCluster, SimConfig, Workload, simulate
 from autoscaler.sim.metrics import lag_percentile, max_lag, oracle_executor_seconds, time_above
 from autoscaler.sim.workload import workload_from_trace
