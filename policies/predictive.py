@@ -193,8 +193,10 @@ class PredictivePolicy:
         # too large for a straggler (a GC pause, a slow task) or the query lags
         arrival = load.recent_rate if load.recent_rate is not None else (load.input_rate or 0.0)
         last = view.samples[-1] if view.samples else None
-        if last is not None and last.input_rate:
-            arrival = max(arrival, last.input_rate)  # the latest batch shows a step at once
+        if last is not None and last.input_rate and not last.cold:
+            # the latest batch shows a step at once (not the first batches of a run: they
+            # hold the rows that arrived during the restart pause)
+            arrival = max(arrival, last.input_rate)
         late = load.lag is not None and load.lag > inp.target_lag
         if load.live_rate is not None and (late or load.live_rate >= STEP_FACTOR * arrival):
             arrival = max(arrival, load.live_rate)
