@@ -251,8 +251,8 @@ class Settings(_Model):
     )
     request_timeout: Duration = Field(
         timedelta(seconds=60),
-        description="Executors requested but not registered within this time are reported as not granted "
-        "and the daemon falls back to reactive behaviour.",
+        description="An executor request during which no requested executor registered for this long is reported "
+        "as not granted and the daemon falls back to reactive behaviour.",
     )
     executors: ExecutorSettings = Field(default_factory=ExecutorSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)

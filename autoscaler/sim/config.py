@@ -141,3 +141,14 @@ def calibration_rows() -> list[tuple[str, str, str, str]]:
     """(parameter, default, meaning, source) for the documentation."""
     default = SimConfig()
     return [(f.name, repr(getattr(default, f.name)), f.metadata["doc"], f.metadata["source"]) for f in fields(SimConfig)]
+
+
+def render_calibration_table() -> str:
+    """The Markdown table of :func:`calibration_rows` that ``docs/benchmarks.md`` carries."""
+    lines = ["| parameter | default | meaning | source |", "| --- | --- | --- | --- |"]
+    lines += [f"| `{name}` | {default} | {doc} | {source} |" for name, default, doc, source in calibration_rows()]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(render_calibration_table(), end="")

@@ -27,3 +27,16 @@ def test_the_metrics_table_in_the_operations_guide_is_current():
     assert table.group(1) == render_metrics_table(), (
         "docs/operations.md's metrics table is stale: paste the output of `python -m autoscaler.metrics`"
     )
+
+
+def test_the_simulator_calibration_table_in_the_benchmarks_is_current():
+    import re
+
+    from autoscaler.sim.config import render_calibration_table
+
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    table = re.search(r"<!-- calibration-table:[^>]*-->\n(.*?)<!-- /calibration-table -->", text, re.S)
+    assert table is not None
+    assert table.group(1) == render_calibration_table(), (
+        "docs/benchmarks.md's calibration table is stale: paste the output of `python -m autoscaler.sim.config`"
+    )
