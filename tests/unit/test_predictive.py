@@ -239,3 +239,22 @@ def test_without_a_day_of_history_the_forecast_is_the_current_rate():
     now = datetime(2026, 1, 7, 9, 0, tzinfo=timezone.utc)
     fc = forecast_rate(history_of(daily, 0.5, now), "q", now, 5000.0, step=timedelta(minutes=5), horizon=timedelta(hours=1))
     assert (fc.method, fc.peak) == ("persistence", 5000.0)
+
+
+@pytest.mark.parametrize(
+    "lag, executors, reason",
+    [
+        # 10000 rows/s on 4 cores is far too much, but only cold batches say so: wait for a warm one
+        pytest.param(20.0, 4, Reason.WITHIN_TARGET, id="cold-evidence-waits-for-a-warm-batch"),
+        # ... unless the query is already later than the SLO (60 s): 10000 x (90 - 20) rows drained
+        # in 180 s plus the restart's 10 s: 14444 rows/s -> 22 cores at the 0.85 target
+        pytest.param(90.0, 22, Reason.SCALE_UP_FOR_BACKLOG, id="late-acts-on-cold-evidence"),
+    ],
+)
+def test_a_model_fitted_on_cold_batches_only_acts_only_when_late(lag, executors, reason):
+    from dataclasses import replace as copy
+
+    i = inp(cores=4, rate=10_000, lag=lag)
+    i = copy(i, loads={"q": copy(i.loads["q"], model=copy(MODEL, cold=True))})
+    proposal = create_policy("default").propose(i)
+    assert (proposal.executors, proposal.reason) == (executors, reason)
