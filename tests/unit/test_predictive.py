@@ -246,8 +246,8 @@ def test_without_a_day_of_history_the_forecast_is_the_current_rate():
     [
         # 10000 rows/s on 4 cores is far too much, but only cold batches say so: wait for a warm one
         pytest.param(20.0, 4, Reason.WITHIN_TARGET, id="cold-evidence-waits-for-a-warm-batch"),
-        # ... unless the query is already later than the SLO (60 s): 10000 x (90 - 20) rows drained
-        # in 180 s plus the restart's 10 s: 14444 rows/s -> 22 cores at the 0.85 target
+        # ... unless the query is already later than the SLO (60 s): sized for the rate plus the
+        # backlog (lag and the start-up shortfall) drained in 180 s plus the restart's rows
         pytest.param(90.0, 22, Reason.SCALE_UP_FOR_BACKLOG, id="late-acts-on-cold-evidence"),
     ],
 )
