@@ -227,9 +227,11 @@ class Reconciler:
                 )
             )
         set_target, remove = plan_executors(decision, snap.executors, mode.mode)
-        if proposal.parallelism and proposal.executors is not None and decision.target != proposal.executors:
+        requesting = mode.mode == Mode.ACTIVE and not mode.fallback
+        if proposal.parallelism and (not requesting or proposal.executors is not None and decision.target != proposal.executors):
             # partitions were proposed for an executor count that normalization held or
-            # changed: they would not fit; the planner keeps partitions aligned instead
+            # changed, or that reactive mode will not request: they would not fit; the planner
+            # keeps partitions aligned to the cores instead
             proposal = replace(proposal, parallelism={})
         wanted = self._wanted_params(snap, proposal, control)
         changes, refusals = plan_queries(

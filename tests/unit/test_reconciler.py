@@ -232,3 +232,15 @@ def test_a_dry_run_recommendation_is_recorded_in_the_audit_trail():
     assert record.notable
     [entry] = rec.audit.entries(limit=1, kind="decision")
     assert entry.what == "executors 1 -> 2 (ManualTarget) [dry run: not applied]"
+
+
+def test_reactive_mode_keeps_partitions_on_the_cores_that_exist_whatever_the_policy_wants():
+    # the default policy wants more executors (and partitions for them) under this load;
+    # reactive mode will not request them, so the query keeps partitions fitting 2 cores
+    clock, cluster, rec = make(overrides={"mode": "reactive"}, executors=2)
+    cluster.add_query(query_view(parallelism=2, max_parallelism=64))
+    feeder = LoadFeeder(cluster, "q", clock.now())
+    records = run_for(clock, rec, feeder, 120, rate=2500)
+    assert any(r.proposal.executors is not None and r.proposal.executors > 2 for r in records)
+    assert not [c for r in records for c in r.plan.query_changes]
+    assert all(c[0] != "set_target" for c in cluster.calls)
