@@ -314,22 +314,21 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _fail(f"--set: {exc}")
     params = {k: yaml.safe_load(v) if v else v for k, v in args.param}
+    options = dict(
+        peak_executors=args.peak_executors,
+        max_executors=args.max_executors,
+        slo_lag_seconds=args.slo_lag_seconds,
+        days=args.days,
+        seed=args.seed,
+        config=config,
+        tick=args.tick,
+        series=args.plot is not None,
+    )
     if args.compare:
         if args.param:
             return _fail("--param applies to one policy; it cannot be combined with --compare")
         try:
-            results = compare_policies(
-                trace,
-                peak_executors=args.peak_executors,
-                max_executors=args.max_executors,
-                slo_lag_seconds=args.slo_lag_seconds,
-                days=args.days,
-                seed=args.seed,
-                config=config,
-                tick=args.tick,
-                series=args.plot is not None,
-                jobs=args.jobs,
-            )
+            results = compare_policies(trace, jobs=args.jobs, **options)
         except (ValueError, SettingsError) as exc:
             return _fail(str(exc))
         if args.plot:
@@ -343,19 +342,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         return 0
     try:
         policy_class(args.policy)
-        result = simulate(
-            trace,
-            policy=args.policy,
-            params=params,
-            peak_executors=args.peak_executors,
-            max_executors=args.max_executors,
-            slo_lag_seconds=args.slo_lag_seconds,
-            days=args.days,
-            seed=args.seed,
-            config=config,
-            tick=args.tick,
-            series=args.plot is not None,
-        )
+        result = simulate(trace, policy=args.policy, params=params, **options)
     except (PolicyError, SettingsError, ValueError) as exc:
         return _fail(str(exc))
     if args.plot:

@@ -17,7 +17,7 @@ from typing import Any, Callable, ClassVar, Mapping, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from autoscaler.history import ScalingHistory
-from autoscaler.model import Proposal, QueryLoad, Snapshot
+from autoscaler.model import Proposal, QueryLoad, QueryStatus, QueryView, Snapshot
 
 
 class PolicyParams(BaseModel):
@@ -49,6 +49,17 @@ class PolicyInput:
         """Executors asked for (the asserted target), else those registered."""
         view = self.snapshot.executors
         return view.requested_total if view.requested_total is not None else view.count
+
+    def modelled_queries(self) -> list[tuple[QueryView, QueryLoad]]:
+        """Running queries whose batches gave a load estimate and a cost model (what sizing needs)."""
+        return [
+            (view, load)
+            for view in self.snapshot.queries
+            if view.status == QueryStatus.RUNNING
+            and (load := self.loads.get(view.name)) is not None
+            and load.known
+            and load.model is not None
+        ]
 
     @property
     def resizing(self) -> bool:

@@ -33,7 +33,7 @@ from autoscaler.capacity import aligned_parallelism
 from autoscaler.costmodel import BatchCostModel
 from autoscaler.forecast import forecast_rate
 from autoscaler.history import EXECUTORS, ScalingEvent
-from autoscaler.model import Proposal, QueryLoad, QueryStatus, QueryView, Reason
+from autoscaler.model import Proposal, QueryLoad, QueryView, Reason
 from autoscaler.settings import Duration
 from policies.base import PolicyInput, PolicyParams, register
 from policies.target_utilization import utilization, waiting_rows
@@ -138,14 +138,7 @@ class PredictivePolicy:
         self.p = params
 
     def propose(self, inp: PolicyInput) -> Proposal:
-        sizings = [
-            self._size(view, load, inp)
-            for view in inp.snapshot.queries
-            if view.status == QueryStatus.RUNNING
-            and (load := inp.loads.get(view.name)) is not None
-            and load.known
-            and load.model is not None
-        ]
+        sizings = [self._size(view, load, inp) for view, load in inp.modelled_queries()]
         if not sizings:
             return Proposal(executors=None, reason=Reason.NO_METRICS, message="no query has evaluated batches yet")
         k = max(1, inp.cores_per_executor)

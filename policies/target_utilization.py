@@ -26,7 +26,7 @@ from pydantic import Field
 
 from autoscaler.capacity import aligned_parallelism
 from autoscaler.costmodel import BatchCostModel
-from autoscaler.model import Proposal, QueryLoad, QueryStatus, QueryView, Reason
+from autoscaler.model import Proposal, QueryLoad, QueryView, Reason
 from autoscaler.settings import Duration
 from policies.base import PolicyInput, PolicyParams, register
 
@@ -95,14 +95,7 @@ class TargetUtilizationPolicy:
         self.p = params
 
     def propose(self, inp: PolicyInput) -> Proposal:
-        needs = [
-            self._need(view, load, inp)
-            for view in inp.snapshot.queries
-            if view.status == QueryStatus.RUNNING
-            and (load := inp.loads.get(view.name)) is not None
-            and load.known
-            and load.model is not None
-        ]
+        needs = [self._need(view, load, inp) for view, load in inp.modelled_queries()]
         if not needs:
             return Proposal(executors=None, reason=Reason.NO_METRICS, message="no query has evaluated batches yet")
         details = {f"{n.name}.busy": round(n.busy, 3) for n in needs}
