@@ -26,14 +26,13 @@ from datetime import timedelta
 import httpx
 import pytest
 
-from autoscaler.demo.workload import trace_pipeline, verify_output
+from autoscaler.demo.workload import drain, trace_pipeline, verify_output
 from autoscaler.driver import DriverDaemon
 from autoscaler.model import Mode, QueryStatus, Reason
 from autoscaler.pipelines import PipelineSpec
 from autoscaler.settings import load_settings
 from autoscaler.traces import RateProfile
 from tests.integration.conftest import wait_until
-from tests.integration.test_active_mode import drain
 
 pytestmark = pytest.mark.spark
 
@@ -227,7 +226,7 @@ def test_every_row_came_out_exactly_once_and_a_restarted_daemon_keeps_the_overri
     running.change("PATCH", "/api/v1/control", {"max_executors": 1})
     running.daemon.shutdown()  # stops the query at a batch boundary, then the HTTP server
     running.thread.join(30)
-    drain(running.daemon.spark, running.build, running.ckpt, 2)
+    drain(running.daemon.spark, running.build, QUERY, running.ckpt, 2)
     committed = max(json.loads(p.read_text())["max"] or -1 for p in running.out.glob("batch-*.json"))
     check = verify_output(running.out, committed + 1)
     assert committed > 1000

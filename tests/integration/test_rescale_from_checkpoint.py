@@ -13,7 +13,7 @@ import pytest
 
 from autoscaler.clock import SystemClock
 from autoscaler.demo.source import NAME, register
-from autoscaler.demo.workload import trace_pipeline, verify_output
+from autoscaler.demo.workload import drain, trace_pipeline, verify_output
 from autoscaler.model import QueryChange, QueryStatus, Reason
 from autoscaler.pipelines import PipelineContext, PipelineSpec
 from autoscaler.reconciler import Reconciler
@@ -24,7 +24,6 @@ from autoscaler.spark.host import QueryHost
 from autoscaler.spark.observer import SparkObserver
 from autoscaler.traces import RateProfile
 from tests.integration.conftest import wait_until
-from tests.integration.test_active_mode import drain
 
 pytestmark = pytest.mark.spark
 
@@ -79,7 +78,7 @@ def test_query_rescaled_several_times_from_its_checkpoint_loses_and_duplicates_n
     finally:
         host.stop_all()
     assert len(pauses) == 4
-    drain(spark, build, tmp_path / "ckpt" / "multi", 2)
+    drain(spark, build, "multi", tmp_path / "ckpt" / "multi", 2)
     committed = max(json.loads(p.read_text())["max"] or -1 for p in (tmp_path / "out").glob("batch-*.json"))
     check = verify_output(tmp_path / "out", committed + 1)
     assert committed > 1000
