@@ -258,3 +258,24 @@ def test_a_model_fitted_on_cold_batches_only_acts_only_when_late(lag, executors,
     i = copy(i, loads={"q": copy(i.loads["q"], model=copy(MODEL, cold=True))})
     proposal = create_policy("default").propose(i)
     assert (proposal.executors, proposal.reason) == (executors, reason)
+
+
+@pytest.mark.parametrize(
+    "rate, executors",
+    [
+        # 14 -> 7 was undone by the load at 5000 rows/s 15 minutes ago: 7 stays out at that rate
+        pytest.param(5000, 14, id="a-failed-scale-down-is-not-repeated-at-the-same-rate"),
+        # at 3000 rows/s (< 0.95 x 5000) that proof no longer applies: 3000 / 7344 -> 5 cores
+        pytest.param(3000, 5, id="a-lower-rate-is-free-to-scale-down"),
+    ],
+)
+def test_a_scale_down_the_load_undid_floors_the_size_while_the_rate_holds(rate, executors):
+    history = ScalingHistory(
+        events=(
+            ScalingEvent(NOW - timedelta(minutes=20), EXECUTORS, 14, 7, Reason.SCALE_DOWN_FOR_LOAD),
+            ScalingEvent(NOW - timedelta(minutes=15), EXECUTORS, 7, 14, Reason.SCALE_UP_FOR_LOAD),
+        ),
+        rates=rates_before(12, 5000.0),  # the 5-minute step holding the scale-up
+    )
+    proposal = create_policy("default").propose(inp(cores=14, rate=rate, history=history))
+    assert proposal.executors == executors
