@@ -194,7 +194,10 @@ def test_a_rate_limit_and_trigger_change_restarts_the_query_at_a_batch_boundary(
         return [s for s in v.samples if v.run_started_at is not None and s.started_at >= v.run_started_at]
 
     batches = wait_until(lambda: (b := limited_batches()) and len(b) >= 3 and b, 90, "batches under the rate limit")
-    assert all(b.input_rows <= 100 for b in batches), [b.input_rows for b in batches]
+    # the first batch of the new run may be the replay of a batch the stop interrupted: its
+    # offsets are pinned in the offset log (replaying them exactly is what keeps an idempotent
+    # sink exactly-once), so the limit applies from the first batch planned by the new run
+    assert all(b.input_rows <= 100 for b in batches[1:]), [b.input_rows for b in batches]
     assert max(b.input_rows for b in batches) == 100  # 600 rows arrive per 2 s trigger: the limit binds
 
     def explained():
