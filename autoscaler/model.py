@@ -270,6 +270,11 @@ class EffectiveMode:
     fallback: bool = False  # active requested but running reactively on what exists
     message: str = ""
 
+    @property
+    def requesting(self) -> bool:
+        """Executors are being requested (active mode, not fallen back to reactive behaviour)."""
+        return self.mode == Mode.ACTIVE and not self.fallback
+
 
 @dataclass(frozen=True)
 class QueryChange:

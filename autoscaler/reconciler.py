@@ -227,8 +227,7 @@ class Reconciler:
                 )
             )
         set_target, remove = plan_executors(decision, snap.executors, mode.mode)
-        requesting = mode.mode == Mode.ACTIVE and not mode.fallback
-        if proposal.parallelism and (not requesting or proposal.executors is not None and decision.target != proposal.executors):
+        if proposal.parallelism and (not mode.requesting or proposal.executors is not None and decision.target != proposal.executors):
             # partitions were proposed for an executor count that normalization held or
             # changed, or that reactive mode will not request: they would not fit; the planner
             # keeps partitions aligned to the cores instead
@@ -286,7 +285,7 @@ class Reconciler:
         Aligning to the executors still arriving would restart a query twice (once for the
         cores that exist, once more when the rest register).
         """
-        if mode.mode == Mode.ACTIVE and not mode.fallback and decision.target is not None:
+        if mode.requesting and decision.target is not None:
             return decision.target * max(1, snap.executors.cores_per_executor)
         return snap.executors.cores
 
