@@ -147,12 +147,9 @@ def _fast_median(values: np.ndarray) -> float:
     return float((part[mid - 1] + part[mid]) / 2)
 
 
-# Per-sample values of the fit. A query's buffered batches change by about one batch per tick
-# while the fit looks at up to FIT_SAMPLES of them, so the rows of the previous call are reused
-# where the new batches are the same objects (checked by identity), and only new ones computed.
+REFIT_EVERY = 6  # new batches in an unchanged regime before the model is fitted again
+REFIT_ERROR = 0.15  # ... or sooner, when a new batch's duration is mispredicted by over 15 %
 _NO_POINT = (math.nan, math.nan, math.nan, math.nan, math.nan, 0.0)
-_LAST_ROWS: tuple[tuple["BatchSample", ...], np.ndarray] = ((), np.empty((0, 6)))
-_LAST_FIT: tuple[tuple["BatchSample", ...], BatchCostModel | None] = ((), None)
 
 
 def _point(s: "BatchSample") -> tuple[float, float, float, float, float, float]:
@@ -171,24 +168,8 @@ def _point(s: "BatchSample") -> tuple[float, float, float, float, float, float]:
     )
 
 
-def _rows_of(recent: tuple["BatchSample", ...]) -> np.ndarray:
-    global _LAST_ROWS
-    previous, rows = _LAST_ROWS
-    reuse = 0
-    if previous and recent:
-        # the new window usually starts a little later in the previous one
-        for offset in range(len(previous)):
-            if previous[offset] is recent[0]:
-                overlap = min(len(previous) - offset, len(recent))
-                if all(map(operator.is_, previous[offset : offset + overlap], recent[:overlap])):
-                    reuse = overlap
-                    rows = rows[offset : offset + overlap]
-                break
-    if reuse < len(recent):
-        fresh = np.array([_point(s) for s in recent[reuse:]], dtype=float).reshape(-1, 6)
-        rows = np.concatenate((rows[:reuse], fresh)) if reuse else fresh
-    _LAST_ROWS = (recent, rows)
-    return rows
+def _rows(samples: Sequence["BatchSample"]) -> np.ndarray:
+    return np.array([_point(s) for s in samples], dtype=float).reshape(-1, 6)
 
 
 def fit_cost_model(samples: Sequence["BatchSample"]) -> BatchCostModel | None:
@@ -202,14 +183,85 @@ def fit_cost_model(samples: Sequence["BatchSample"]) -> BatchCostModel | None:
     ``k``) are 0 and ``mu`` the median ratio over the latest batches, which counts overhead as
     work (exact at the current batch size, cautious for larger ones).
     """
-    global _LAST_FIT
-    recent = tuple(samples[-FIT_SAMPLES:])
-    previous, result = _LAST_FIT
-    if len(previous) == len(recent) and all(map(operator.is_, previous, recent)):
-        return result  # the same batches as the last call (a tick without a new batch)
-    result = _fit(_rows_of(recent))
-    _LAST_FIT = (recent, result)
-    return result
+    return _fit(_rows(samples[-FIT_SAMPLES:]))
+
+
+class CostModelCache:
+    """One query's cost model, kept between ticks and fitted again only when it may have changed.
+
+    A query's buffered batches change by about one per tick while a fit looks at up to
+    FIT_SAMPLES of them. The per-batch rows of the previous call are reused where the batches
+    are the same objects (checked by identity), and the fit itself is reused until REFIT_EVERY
+    new batches arrived, unless a new batch's duration is mispredicted by more than
+    REFIT_ERROR (a burst of larger batches, a slower node), the regime of the newest batch
+    (cores, partitions, cold) changed, or the last fit had only cold batches: right after a
+    rescale the model follows every batch. Not thread-safe on its own: the reconciler calls it under its lock.
+    """
+
+    def __init__(self) -> None:
+        self._samples: tuple["BatchSample", ...] = ()
+        self._rows = np.empty((0, 6))
+        self._model: BatchCostModel | None = None
+        self._regime: tuple[object, ...] | None = None
+
+    def fit(self, samples: Sequence["BatchSample"]) -> BatchCostModel | None:
+        recent = tuple(samples[-FIT_SAMPLES:])
+        if not recent:
+            return None
+        newest = recent[-1]
+        regime = (newest.cores, newest.parallelism, newest.cold)
+        fresh = self._new_batches(recent)
+        if (
+            self._model is not None
+            and not self._model.cold
+            and regime == self._regime
+            and fresh < REFIT_EVERY
+            and self._explains(recent[len(recent) - fresh :])
+        ):
+            return self._model
+        self._rows = self._rows_of(recent)
+        self._samples, self._regime = recent, regime
+        self._model = _fit(self._rows)
+        return self._model
+
+    def _explains(self, batches: Sequence["BatchSample"]) -> bool:
+        """Whether the current model predicts each warm batch's duration within REFIT_ERROR."""
+        model = self._model
+        assert model is not None
+        for b in batches:
+            seconds = b.duration.total_seconds()
+            if b.cold or seconds <= 0 or not b.parallelism or not b.cores:
+                continue
+            if abs(model.duration(b.parallelism, b.cores, b.input_rows) - seconds) > REFIT_ERROR * seconds:
+                return False
+        return True
+
+    def _new_batches(self, recent: tuple["BatchSample", ...]) -> int:
+        """Batches at the end of ``recent`` that the last fit did not see (all when unknown)."""
+        if not self._samples:
+            return len(recent)
+        last_seen = self._samples[-1]
+        for back, sample in enumerate(reversed(recent)):
+            if sample is last_seen:
+                return back
+        return len(recent)
+
+    def _rows_of(self, recent: tuple["BatchSample", ...]) -> np.ndarray:
+        previous, rows = self._samples, self._rows
+        reuse = 0
+        if previous:
+            # the new window usually starts a little later in the previous one
+            for offset in range(len(previous)):
+                if previous[offset] is recent[0]:
+                    overlap = min(len(previous) - offset, len(recent))
+                    if all(map(operator.is_, previous[offset : offset + overlap], recent[:overlap])):
+                        reuse = overlap
+                        rows = rows[offset : offset + overlap]
+                    break
+        if reuse == len(recent):
+            return rows
+        fresh = _rows(recent[reuse:])
+        return np.concatenate((rows[:reuse], fresh)) if reuse else fresh
 
 
 def _fit(rows: np.ndarray) -> BatchCostModel | None:

@@ -16,6 +16,7 @@ import structlog
 from autoscaler.audit import EVENT, AuditEntry, AuditTrail
 from autoscaler.clock import Clock
 from autoscaler.control import ControlState, control_problems
+from autoscaler.costmodel import CostModelCache
 from autoscaler.history import EXECUTORS, ScalingEvent, ScalingHistory
 from autoscaler.model import (
     ActionOutcome,
@@ -32,10 +33,20 @@ from autoscaler.model import (
 )
 from autoscaler.modes import resolve_mode
 from autoscaler.normalize import NormalizeInput, normalize
-from autoscaler.planner import QueryPlanInput, executor_position, plan_executors, plan_queries
-from autoscaler.ports import ClusterObserver, ExecutorActuator, QueryActuator, StateStore
+from autoscaler.planner import (
+    QueryPlanInput,
+    executor_position,
+    plan_executors,
+    plan_queries,
+)
+from autoscaler.ports import (
+    ClusterObserver,
+    ExecutorActuator,
+    QueryActuator,
+    StateStore,
+)
 from autoscaler.settings import Settings
-from autoscaler.window import evaluate_query, record_rates
+from autoscaler.window import Fitter, evaluate_query, record_rates
 from policies import Policy, PolicyInput, create_policy
 
 log = structlog.get_logger("autoscaler.reconciler")
@@ -129,6 +140,7 @@ class Reconciler:
         self.audit = audit if audit is not None else AuditTrail(settings.audit.max_count, settings.audit.max_age)
         self.last: TickRecord | None = None
         self.last_snapshot: Snapshot | None = None
+        self._cost_models: dict[str, CostModelCache] = {}
         self._restore()
         self.policy: Policy = self._make_policy()
 
@@ -192,8 +204,8 @@ class Reconciler:
         position = executor_position(snap.executors, now, s.request_timeout, first.mode)
         mode = resolve_mode(configured, snap.executors, position.not_granted)
         lo, hi = self.bounds()
-        fit = getattr(self.policy, "needs_cost_model", True)
-        loads = {q.name: evaluate_query(q, now, s.window.metrics_window, snap.executors.cores, fit) for q in snap.queries}
+        loads = {q.name: evaluate_query(q, now, s.window.metrics_window, snap.executors.cores, self._fitter(q.name)) for q in snap.queries}
+        self._forget_cost_models(snap)
         history = record_rates(history, snap.queries, now, s.history.rate_step)
         cores_per_executor = snap.executors.cores_per_executor
         policy_input = PolicyInput(
@@ -288,6 +300,16 @@ class Reconciler:
         if mode.requesting and decision.target is not None:
             return decision.target * max(1, snap.executors.cores_per_executor)
         return snap.executors.cores
+
+    def _fitter(self, query: str) -> Fitter | None:
+        """The query's cost-model cache, or None when the policy does not use a cost model."""
+        if not getattr(self.policy, "needs_cost_model", True):
+            return None
+        return self._cost_models.setdefault(query, CostModelCache()).fit
+
+    def _forget_cost_models(self, snap: Snapshot) -> None:
+        for name in self._cost_models.keys() - {q.name for q in snap.queries}:
+            del self._cost_models[name]
 
     def _propose(self, inp: PolicyInput, control: ControlState) -> Proposal:
         try:

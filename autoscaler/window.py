@@ -11,12 +11,11 @@ import operator
 import threading
 from collections import deque
 from datetime import datetime, timedelta, timezone
-from typing import Sequence
+from typing import Callable, Optional, Sequence
 
-from autoscaler.costmodel import fit_cost_model
+from autoscaler.costmodel import BatchCostModel, fit_cost_model
 from autoscaler.history import RatePoint, ScalingHistory
 from autoscaler.model import BatchSample, QueryLoad, QueryStatus, QueryView
-
 
 MIN_SAMPLES = 2
 _STARTED = operator.attrgetter("started_at")
@@ -93,12 +92,18 @@ def live_rate_bound(view: QueryView, last: BatchSample, cores: int, now: datetim
     return last.input_rows * factor / interval
 
 
-def evaluate_query(view: QueryView, now: datetime, window: timedelta, cores: int = 0, fit: bool = True) -> QueryLoad:
+Fitter = Callable[[Sequence[BatchSample]], Optional[BatchCostModel]]
+
+
+def evaluate_query(
+    view: QueryView, now: datetime, window: timedelta, cores: int = 0, fit: Fitter | None = fit_cost_model
+) -> QueryLoad:
     """Evaluate a query's recent batches at ``now``.
 
     The arrival rate comes from the latest batches (and a batch still running), the busy
     share from the batches that ended within ``window``, the cost model from all buffered warm
-    batches (only with ``fit``: a policy that does not use it does not pay for it). Cold
+    batches by ``fit`` (None: a policy that does not use it does not pay for it; the
+    reconciler passes a per-query :class:`~autoscaler.costmodel.CostModelCache`). Cold
     batches count for the arrival rate but not for the cost model.
     """
     ordered = sorted([s for s in view.samples if s.ended_at <= now], key=_STARTED)
@@ -111,7 +116,7 @@ def evaluate_query(view: QueryView, now: datetime, window: timedelta, cores: int
         return QueryLoad(name=view.name, samples=0, parallelism=view.params.parallelism)
     # Capacity is a property of the job, not of the current load: fit it on the buffered
     # batches, whose sizes vary more than those of one window (needed to separate overheads).
-    model = fit_cost_model(view.samples) if fit else None
+    model = fit(view.samples) if fit is not None else None
     last = samples[-1]
     # The rate over the latest batches, or the bound from a batch still running when that is
     # higher: a step up is seen within seconds. Smoothing a drop is the job of the delayed

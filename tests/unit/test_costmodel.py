@@ -2,7 +2,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from autoscaler.costmodel import BatchCostModel, fit_cost_model
+from autoscaler.costmodel import REFIT_EVERY, BatchCostModel, CostModelCache, fit_cost_model
 from autoscaler.model import BatchSample
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -90,3 +90,38 @@ def test_fit_learns_per_task_cost_growing_with_concurrent_tasks():
     assert fit.per_task == pytest.approx(0.05, abs=1e-6)
     # so a scale-down from 4 to 1 core is predicted right: 8 waves of (0.15 + 100/900) s, not of (0.45 + ...)
     assert fit.duration(8, 1, 800) == pytest.approx(0.2 + 8 * (0.15 + 100 / 900))
+
+
+def _window(n, rows=lambda i: 400 + 300 * (i % 5), **kw):
+    return [batch(i, rows(i), **kw) for i in range(n)]
+
+
+def test_cache_reuses_the_fit_while_new_batches_follow_it():
+    cache = CostModelCache()
+    samples = _window(40)
+    first = cache.fit(samples)
+    samples += [batch(40 + i, 400 + 300 * (i % 5)) for i in range(REFIT_EVERY - 1)]
+    assert cache.fit(samples) is first  # the new batches are predicted well: no refit
+    samples.append(batch(40 + REFIT_EVERY, 700))
+    assert cache.fit(samples) is not first  # REFIT_EVERY new batches: fitted again
+    assert cache.fit(samples) == fit_cost_model(samples)
+
+
+def test_cache_refits_at_once_when_a_batch_is_mispredicted_or_the_regime_changes():
+    cache = CostModelCache()
+    samples = _window(40)
+    first = cache.fit(samples)
+    slow = samples + [batch(40, 700, seconds=2 * TRUE.duration(8, 4, 700))]
+    assert cache.fit(slow) is not first and cache.fit(slow) == fit_cost_model(slow)
+    cache = CostModelCache()
+    first = cache.fit(samples)
+    rescaled = samples + [batch(40, 700, cores=6)]
+    assert cache.fit(rescaled) is not first and cache.fit(rescaled) == fit_cost_model(rescaled)
+
+
+def test_caches_of_two_queries_do_not_share_state():
+    a, b = CostModelCache(), CostModelCache()
+    fast, slow = _window(30), _window(30, cores=2)
+    fit_a, fit_b = a.fit(fast), b.fit(slow)
+    assert a.fit(fast) is fit_a and b.fit(slow) is fit_b
+    assert fit_a == fit_cost_model(fast) and fit_b == fit_cost_model(slow)
