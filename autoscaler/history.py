@@ -75,6 +75,18 @@ class ScalingHistory:
     def with_rate(self, point: RatePoint) -> ScalingHistory:
         return self._with(rates=self.rates + (point,))
 
+    def events_since(self, subject: str, since: datetime, *, previous: bool = False) -> list[ScalingEvent]:
+        """``subject``'s events at or after ``since``, oldest first; with ``previous`` the last
+        one before ``since`` leads (what a change undid)."""
+        events = self.events
+        i = bisect.bisect_left(events, since, key=_event_at)
+        found = [e for e in events[i:] if e.subject == subject]
+        if previous:
+            before = next((e for e in reversed(events[:i]) if e.subject == subject), None)
+            if before is not None:
+                found.insert(0, before)
+        return found
+
     def last_change_at(self, subject: str | None = None) -> datetime | None:
         times = [e.at for e in self.events if subject is None or e.subject == subject]
         return max(times) if times else None

@@ -245,8 +245,10 @@ class PredictivePolicy:
                 else Reason.SCALE_UP_FOR_LOAD
             )
             return Sizing(view.name, cores, _changed(new_partitions, partitions), busy_now, reason, f"{text} -> {cores} core(s)")
-        floor = smallest_proven_size(inp, view, arrival, p.budget_window) * k if cores < have else 0
+        shrinks = cores <= math.floor(have * (1 - p.scale_down_margin)) and cores < have and not lagging
+        floor = smallest_proven_size(inp, view, arrival, p.budget_window) * k if shrinks else 0
         if cores < floor <= have:
+            # (raising the size can only cancel a scale-down, so it is looked up only for one)
             cores, new_partitions = floor, plan_partitions(view, floor, p.align_partitions)
         if cores <= math.floor(have * (1 - p.scale_down_margin)) and cores < have and not lagging:
             last_up = _last_scale_up(inp)
@@ -299,15 +301,15 @@ def smallest_proven_size(inp: PolicyInput, view: QueryView, arrival: float, wind
     """
     floor = 0
     since = inp.now - window
-    series = inp.history.rate_series(view.name, since=since - RATE_STEP)
+    series: list[tuple[datetime, float]] | None = None
     previous: ScalingEvent | None = None
-    for e in inp.history.events:
-        if e.subject != EXECUTORS:
-            continue
+    for e in inp.history.events_since(EXECUTORS, since, previous=True):
         up = e.to_value > e.from_value and e.reason in (Reason.SCALE_UP_FOR_LOAD, Reason.SCALE_UP_FOR_BACKLOG)
-        if up and e.at >= since:
-            undid = previous is not None and previous.to_value == e.from_value < previous.from_value
-            then = rate_at(view, series, e.at) if undid else None
+        undid = up and e.at >= since and previous is not None and previous.to_value == e.from_value < previous.from_value
+        if undid:
+            if series is None:
+                series = inp.history.rate_series(view.name, since=since - RATE_STEP)
+            then = rate_at(view, series, e.at)
             if then is not None and arrival >= RETURN_RATE * then:
                 floor = max(floor, e.to_value)
         previous = e
