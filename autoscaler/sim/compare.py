@@ -46,7 +46,12 @@ def format_table(results: Sequence[SimResult]) -> str:
     """A Markdown table (readable in a terminal too)."""
     if not results:
         return ""
-    head = f"trace {results[0].trace}: {results[0].simulated_seconds / 86400:.1f} days, oracle {results[0].oracle_mean_executors:.2f} executors on average, SLO lag {results[0].slo_lag_seconds:g} s"
+    r = results[0]
+    head = (
+        f"trace {r.trace}: {r.simulated_seconds / 86400:.1f} days, oracle {r.oracle_mean_executors:.2f} executors on average, "
+        f"SLO lag {r.slo_lag_seconds:g} s; with at most {r.budget_rescales_per_day:g} changes a day even perfect foresight "
+        f"costs {r.budget_oracle_cost_ratio:.2f}x the oracle"
+    )
     rows = [[fmt.format(getattr(r, key)) for key, _, fmt in COLUMNS] for r in results]
     titles = [title for _, title, _ in COLUMNS]
     widths = [max(len(t), *(len(row[i]) for row in rows)) for i, t in enumerate(titles)]

@@ -25,6 +25,8 @@ from autoscaler.settings import load_settings
 from autoscaler.sim.cluster import SimCluster
 from autoscaler.sim.config import SimConfig
 from autoscaler.sim.metrics import (
+    BUDGET_RESCALES_PER_DAY,
+    budget_oracle_executor_seconds,
     executors_for_rate,
     lag_percentile,
     max_lag,
@@ -56,6 +58,10 @@ class SimResult:
     executor_seconds: float
     oracle_executor_seconds: float
     cost_ratio: float
+    # the cheapest clairvoyant schedule within the rescale target (a lower bound, see metrics)
+    budget_oracle_executor_seconds: float
+    budget_oracle_cost_ratio: float
+    budget_rescales_per_day: float
     slo_violation_fraction: float
     p95_lag_seconds: float
     max_lag_seconds: float
@@ -203,6 +209,7 @@ def simulate(
 
     duration = workload.duration
     oracle = oracle_executor_seconds(workload, capacity, s.executors.min)
+    budget_oracle = budget_oracle_executor_seconds(workload, capacity, s.executors.min, BUDGET_RESCALES_PER_DAY)
     completions = cluster.completions
     days_simulated = duration / 86400.0
     return SimResult(
@@ -211,6 +218,9 @@ def simulate(
         executor_seconds=cluster.executor_seconds,
         oracle_executor_seconds=oracle,
         cost_ratio=cluster.executor_seconds / oracle if oracle > 0 else math.inf,
+        budget_oracle_executor_seconds=budget_oracle,
+        budget_oracle_cost_ratio=budget_oracle / oracle if oracle > 0 else math.inf,
+        budget_rescales_per_day=BUDGET_RESCALES_PER_DAY,
         slo_violation_fraction=time_above(completions, duration, slo_lag_seconds) / duration,
         p95_lag_seconds=lag_percentile(completions, duration, 0.95),
         max_lag_seconds=max_lag(completions, duration),

@@ -1,14 +1,18 @@
 """The simulator: the Spark application model behind the ports, its KPIs, and scenarios where the
 real reconciler drives it."""
 
+import math
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autoscaler.model import QueryChange, QueryStatus, Reason
 from autoscaler.sim import SimCluster, SimConfig, Workload, simulate
-from autoscaler.sim.metrics import lag_percentile, max_lag, oracle_executor_seconds, time_above
+from autoscaler.sim.metrics import lag_percentile, limited_oracle_executor_seconds, max_lag, oracle_executor_seconds, time_above
 from autoscaler.sim.workload import workload_from_trace
 from autoscaler.traces import Trace
 
@@ -234,3 +238,37 @@ def test_the_same_seed_gives_the_same_result():
     b = simulate(w, peak_executors=8, seed=7).to_json()
     a.pop("wall_seconds"), b.pop("wall_seconds")
     assert a == b
+
+
+def _fewest_with_segments(lengths, need, max_changes):
+    """Exact optimum by brute force: best[j][k] = cheapest cover of the first j steps in k segments."""
+    n = len(need)
+    best = [[math.inf] * (max_changes + 2) for _ in range(n + 1)]
+    best[0][0] = 0.0
+    for j in range(1, n + 1):
+        for k in range(1, max_changes + 2):
+            for i in range(j):
+                segment = max(need[i:j]) * sum(lengths[i:j])
+                best[j][k] = min(best[j][k], best[i][k - 1] + segment)
+    return min(best[n][1:])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    need=st.lists(st.integers(1, 5), min_size=1, max_size=8),
+    lengths=st.lists(st.integers(1, 4), min_size=8, max_size=8),
+    max_changes=st.integers(0, 4),
+)
+def test_budget_oracle_brackets_the_cheapest_schedule_within_the_budget(need, lengths, max_changes):
+    lengths = lengths[: len(need)]
+    exact = _fewest_with_segments(lengths, need, max_changes)
+    lower, achieved = limited_oracle_executor_seconds(np.array(lengths, float), np.array(need, float), max_changes)
+    assert lower <= exact + 1e-6 and achieved >= exact - 1e-6
+
+
+def test_budget_oracle_holds_a_spike_it_cannot_afford_to_leave():
+    need = np.array([1, 1, 5, 1, 5, 1, 1], float)
+    ones = np.ones(len(need))
+    assert limited_oracle_executor_seconds(ones, need, 6) == (15.0, 15.0)  # follows every change
+    lower, achieved = limited_oracle_executor_seconds(ones, need, 2)
+    assert lower == pytest.approx(19.0, abs=0.01) and achieved == 19.0  # 1, 1, 5, 5, 5, 1, 1
