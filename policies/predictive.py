@@ -39,9 +39,19 @@ from policies.base import PolicyInput, PolicyParams, register
 from policies.target_utilization import utilization, waiting_rows
 
 STEP_FACTOR = 4.0  # a running batch implying this many times the recent rate is a step up, not a straggler
-PRICE_EXPONENT = 4  # the price of a rescale grows with the 4th power of the pressure above the budget
 RETURN_RATE = 0.95  # a size the load outgrew stays too small while the rate is at least this share of it
 RATE_STEP = timedelta(minutes=5)  # must match history.rate_step for forecasts (checked at run time)
+
+
+@dataclass(frozen=True)
+class Demand:
+    arrival: float  # rows/s arriving now
+    backlog: float  # rows/s that drain the waiting rows within the catch-up time
+    soon: float  # highest rate expected within the lead time
+    peak: float  # highest rate expected within the horizon
+    method: str  # how the peak was forecast
+    late: bool  # the lag exceeds the SLO
+    lagging: bool  # the lag exceeds lag_fraction of the SLO
 
 
 @dataclass(frozen=True)
@@ -115,7 +125,10 @@ class PredictivePolicy:
         rescale_price: Duration = Field(
             timedelta(minutes=3),
             description="A rescale is worth this long of the current executors: a scale-down waits until the capacity it "
-            "removes has idled that much since the load last needed it (times the rescale pressure above 1 to the 4th power).",
+            "removes has idled that much since the load last needed it (times the rescale pressure above 1 to the power price_exponent).",
+        )
+        price_exponent: float = Field(
+            4.0, ge=0, description="Above the budget the rescale price grows with this power of the pressure."
         )
         min_dwell: Duration = Field(timedelta(minutes=10), description="No scale-down within this time after a scale-up.")
         startup_time: Duration = Field(
@@ -174,14 +187,83 @@ class PredictivePolicy:
         allowed = self.p.rescale_budget * window.total_seconds() / 86400.0
         return used / allowed if allowed > 0 else math.inf
 
+    def _release(
+        self, view: QueryView, model: BatchCostModel, inp: PolicyInput, cores: int, have: int, price: float
+    ) -> tuple[int, int] | None:
+        """The fewest cores (from ``cores`` up) whose idle capacity has cost ``price``, with their
+        partitions; None while none has.
+
+        Releasing only what the load has not needed for a while (rather than all the current
+        rate does not need) keeps the size the last bursts needed: the next burst then finds it
+        instead of costing a scale-up and another scale-down.
+        """
+        p, trigger = self.p, view.params.trigger_interval
+        horizon = inp.now - timedelta(seconds=price)
+        records = demand_records(inp, view, horizon)
+        for size in range(cores, math.floor(have * (1 - p.scale_down_margin)) + 1):
+            size_partitions = plan_partitions(view, size, p.align_partitions)
+            if trigger:
+                limit = model.rows_in(size_partitions, size, p.target_utilization * trigger.total_seconds()) / trigger.total_seconds()
+            else:
+                limit = p.target_utilization * model.throughput(size_partitions, size)
+            idle = (inp.now - last_needed(records, limit, horizon)).total_seconds()
+            if (have - size) * idle >= price:
+                return size, size_partitions
+        return None
+
     def _size(self, view: QueryView, load: QueryLoad, inp: PolicyInput) -> Sizing:
         assert load.model is not None
         p, model = self.p, load.model
-        trigger = view.params.trigger_interval
+        trigger, partitions = view.params.trigger_interval, view.params.parallelism
         k = max(1, inp.cores_per_executor)
-        max_cores = inp.max_executors * k
         have = max(1, inp.target_executors * k)  # cores we have or are heading to
-        lagging = load.lag is not None and load.lag > inp.target_lag * p.lag_fraction
+        demand = self._demand(view, load, inp, have)
+        cores, new_partitions = self._target_size(view, load, inp, demand)
+        busy_now = utilization(model, partitions, max(1, inp.current_cores), demand.arrival, trigger)
+        busy_soon = utilization(model, partitions, have, demand.soon + demand.backlog, trigger)
+        text = f"{view.name}: {demand.arrival:.0f} rows/s now, {demand.peak:.0f} planned ({demand.method}), busy {busy_now:.2f}"
+
+        def hold(note: str = "") -> Sizing:
+            return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, f"{text}; {note}" if note else text)
+
+        if model.cold and not demand.late:
+            # only cold batches so far (a new run, executors just started): they are slow for
+            # reasons other than the load; wait for a warm one unless the SLO is at risk
+            return hold(f"{cores} core(s) once a warm batch confirms it")
+        if (demand.lagging or busy_soon > p.scale_up_utilization) and cores > have:
+            last_change = inp.history.last_change_at(EXECUTORS)
+            settling = inp.resizing or (last_change is not None and inp.now - last_change < p.catch_up_duration)
+            if settling and cores <= have * (1 + p.follow_up_margin) and not busy_soon > 1.0:
+                # executors are still coming or the backlog still draining: a small correction
+                # waits for them (unless even the rate alone no longer fits)
+                return hold(f"{cores} core(s) once settled")
+            reason = self._scale_up_reason(model, view, have, demand, busy_soon)
+            return Sizing(view.name, cores, _changed(new_partitions, partitions), busy_now, reason, f"{text} -> {cores} core(s)")
+        if demand.lagging or cores > math.floor(have * (1 - p.scale_down_margin)) or cores >= have:
+            return hold()
+        floor = smallest_proven_size(inp, view, demand.arrival, p.budget_window) * k
+        if cores < floor <= have:
+            cores = floor  # a smaller size failed at about this rate (looked up only for a scale-down)
+            if cores > math.floor(have * (1 - p.scale_down_margin)):
+                return hold()
+        last_up = _last_scale_up(inp)
+        if last_up is not None and inp.now - last_up < p.min_dwell:
+            return hold(f"{cores} core(s) after the dwell")
+        # ski rental: keep capacity until what it has cost since the load last needed it
+        # reaches the price of a rescale (a rescale is worth ``rescale_price`` of the current
+        # cluster, more as rescales exceed the budget); then release what has paid for it
+        pressure = self.pressure(inp)
+        price = p.rescale_price.total_seconds() * have * max(1.0, pressure) ** p.price_exponent
+        release = self._release(view, model, inp, cores, have, price)
+        if release is None:
+            return hold(f"{cores} core(s) once idle cores cost a rescale ({price / 60:.0f} core-min, pressure {pressure:.2f})")
+        size, size_partitions = release
+        return Sizing(view.name, size, _changed(size_partitions, partitions), busy_now, Reason.SCALE_DOWN_FOR_LOAD, f"{text} -> {size} core(s)")
+
+    def _demand(self, view: QueryView, load: QueryLoad, inp: PolicyInput, have: int) -> Demand:
+        """The rates to provision for: now, within ``lead_time``, within ``horizon``, and the backlog's."""
+        assert load.model is not None
+        p, trigger = self.p, view.params.trigger_interval
         # the rate of completed batches; a batch running long counts once it implies a step
         # too large for a straggler (a GC pause, a slow task) or the query lags
         arrival = load.recent_rate if load.recent_rate is not None else (load.input_rate or 0.0)
@@ -194,98 +276,85 @@ class PredictivePolicy:
         if load.live_rate is not None and (late or load.live_rate >= STEP_FACTOR * arrival):
             arrival = max(arrival, load.live_rate)
         catch_up = p.catch_up_duration.total_seconds()
-        partitions = view.params.parallelism
         # rows waiting once executors asked for now could be working: the backlog now plus what
         # the size we have or are heading to falls behind by until then
-        capacity = model.rows_in(partitions, have, trigger.total_seconds()) / trigger.total_seconds() if trigger else arrival
+        seconds = trigger.total_seconds() if trigger else 0.0
+        capacity = load.model.rows_in(view.params.parallelism, have, seconds) / seconds if seconds else arrival
         waiting = waiting_rows(load, trigger, arrival) + max(0.0, arrival - capacity) * p.startup_time.total_seconds()
-        backlog = waiting / catch_up if catch_up > 0 else 0.0
         soon = peak = arrival
         method = "persistence"
         if p.forecast:
             soon = forecast_rate(inp.history, view.name, inp.now, arrival, step=RATE_STEP, horizon=p.lead_time).peak
             fc = forecast_rate(inp.history, view.name, inp.now, arrival, step=RATE_STEP, horizon=p.horizon)
             peak, method = fc.peak, fc.method
-        busy_now = utilization(model, partitions, max(1, inp.current_cores), arrival, trigger)
-        busy_soon = utilization(model, partitions, have, soon + backlog, trigger)
-        # the size for the whole horizon; a partition change pays for its restart pause
-        plan_rate = peak + backlog
+        return Demand(
+            arrival=arrival,
+            backlog=waiting / catch_up if catch_up > 0 else 0.0,
+            soon=soon,
+            peak=peak,
+            method=method,
+            late=late,
+            lagging=load.lag is not None and load.lag > inp.target_lag * p.lag_fraction,
+        )
+
+    def _target_size(self, view: QueryView, load: QueryLoad, inp: PolicyInput, demand: Demand) -> tuple[int, int]:
+        """(cores, partitions) for the whole horizon's peak and the backlog; a partition change
+        also pays for the rows of its restart pause."""
+        assert load.model is not None
+        p, model, trigger = self.p, load.model, view.params.trigger_interval
+        max_cores = inp.max_executors * max(1, inp.cores_per_executor)
+        catch_up = p.catch_up_duration.total_seconds()
+        plan_rate = demand.peak + demand.backlog
         sized = fewest_cores(model, view, plan_rate, p.target_utilization, max_cores, p.align_partitions)
-        if sized is not None and sized[1] != partitions:
+        if sized is not None and sized[1] != view.params.parallelism:
             # a restart pauses the query: the rows of the pause must be caught up, unless the lag
             # the SLO leaves absorbs them (Flink's restart term, needed only beyond that slack)
             pause = self._restart_seconds(inp)
             slack = (inp.target_lag - (load.lag or timedelta(0))).total_seconds() - (trigger.total_seconds() if trigger else 0.0)
             if pause > slack and catch_up > 0:
-                plan_rate += arrival * pause / catch_up
+                plan_rate += demand.arrival * pause / catch_up
                 sized = fewest_cores(model, view, plan_rate, p.target_utilization, max_cores, p.align_partitions)
         if sized is None:
             # nothing within the bounds reaches the target: the fewest cores that give the
             # fewest task waves the bounds allow (more cores than that would not help)
             most = plan_partitions(view, max_cores, p.align_partitions)
             sized = (math.ceil(most / math.ceil(most / max_cores)), most)
-        cores, new_partitions = sized
-        text = f"{view.name}: {arrival:.0f} rows/s now, {peak:.0f} planned ({method}), busy {busy_now:.2f}"
-        if model.cold and not late:
-            # only cold batches so far (a new run, executors just started): they are slow for
-            # reasons other than the load; wait for a warm one unless the SLO is at risk
-            return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, f"{text}; {cores} core(s) once a warm batch confirms it")
-        if (lagging or busy_soon > p.scale_up_utilization) and cores > have:
-            last_change = inp.history.last_change_at(EXECUTORS)
-            settling = inp.resizing or (last_change is not None and inp.now - last_change < p.catch_up_duration)
-            if settling and cores <= have * (1 + p.follow_up_margin) and not busy_soon > 1.0:
-                # executors are still coming or the backlog still draining: a small correction
-                # waits for them (unless even the rate alone no longer fits)
-                return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, f"{text}; {cores} core(s) once settled")
-            reason = (
-                Reason.SCALE_UP_FOR_BACKLOG
-                if lagging
-                else Reason.SCALE_UP_FOR_FORECAST
-                if busy_soon > p.scale_up_utilization >= utilization(model, partitions, have, arrival + backlog, trigger)
-                else Reason.SCALE_UP_FOR_LOAD
-            )
-            return Sizing(view.name, cores, _changed(new_partitions, partitions), busy_now, reason, f"{text} -> {cores} core(s)")
-        shrinks = cores <= math.floor(have * (1 - p.scale_down_margin)) and cores < have and not lagging
-        floor = smallest_proven_size(inp, view, arrival, p.budget_window) * k if shrinks else 0
-        if cores < floor <= have:
-            # (raising the size can only cancel a scale-down, so it is looked up only for one)
-            cores, new_partitions = floor, plan_partitions(view, floor, p.align_partitions)
-        if cores <= math.floor(have * (1 - p.scale_down_margin)) and cores < have and not lagging:
-            last_up = _last_scale_up(inp)
-            if last_up is not None and inp.now - last_up < p.min_dwell:
-                return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, f"{text}; {cores} core(s) after the dwell")
-            # ski rental: keep the capacity until what it has cost since the load last needed
-            # it reaches the price of a rescale (a rescale is worth ``rescale_price`` of the
-            # current cluster, more as rescales exceed the budget); then release it
-            pressure = self.pressure(inp)
-            price = p.rescale_price.total_seconds() * have * max(1.0, pressure) ** PRICE_EXPONENT
-            limit = model.rows_in(new_partitions, cores, p.target_utilization * trigger.total_seconds()) / trigger.total_seconds() if trigger else plan_rate
-            idle = (inp.now - last_needed(inp, view, limit, inp.now - timedelta(seconds=price))).total_seconds()
-            waste = (have - cores) * idle
-            if waste < price:
-                return Sizing(
-                    view.name, have, None, busy_now, Reason.WITHIN_TARGET,
-                    f"{text}; {cores} core(s) once {have - cores} idle core(s) cost a rescale ({waste / 60:.0f} of {price / 60:.0f} core-min, pressure {pressure:.2f})",
-                )
-            return Sizing(view.name, cores, _changed(new_partitions, partitions), busy_now, Reason.SCALE_DOWN_FOR_LOAD, f"{text} -> {cores} core(s)")
-        return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, text)
+        return sized
+
+    def _scale_up_reason(self, model: BatchCostModel, view: QueryView, have: int, demand: Demand, busy_soon: float) -> Reason:
+        if demand.lagging:
+            return Reason.SCALE_UP_FOR_BACKLOG
+        busy_now = utilization(model, view.params.parallelism, have, demand.arrival + demand.backlog, view.params.trigger_interval)
+        if busy_soon > self.p.scale_up_utilization >= busy_now:
+            return Reason.SCALE_UP_FOR_FORECAST  # only the forecast asks for it
+        return Reason.SCALE_UP_FOR_LOAD
 
 
-def last_needed(inp: PolicyInput, view: QueryView, rate: float, horizon: datetime) -> datetime:
-    """When the query last received more than ``rate`` (at most back to ``horizon``).
+def demand_records(inp: PolicyInput, view: QueryView, horizon: datetime) -> list[tuple[datetime, float]]:
+    """(when, rate) of each arrival rate higher than every later one, newest first, back to ``horizon``.
 
-    The batches tell the last minutes, the remembered step rates the hours before.
+    The load last needed more than a rate at the first record above it. The batches tell the
+    last minutes, the remembered step rates the hours before.
     """
+    records: list[tuple[datetime, float]] = []
+    top = 0.0
     for s in reversed(view.samples):
         if s.started_at < horizon:
-            return horizon
-        if (s.input_rate or 0.0) > rate:
-            return s.started_at
+            return records
+        if (s.input_rate or 0.0) > top:
+            top = s.input_rate or 0.0
+            records.append((s.started_at, top))
     oldest = view.samples[0].started_at if view.samples else inp.now
     for at, r in reversed(inp.history.rate_series(view.name, since=horizon)):
-        if at + RATE_STEP <= oldest and r > rate:
-            return at + RATE_STEP
-    return horizon
+        if at + RATE_STEP <= oldest and r > top:
+            top = r
+            records.append((at + RATE_STEP, r))
+    return records
+
+
+def last_needed(records: list[tuple[datetime, float]], rate: float, horizon: datetime) -> datetime:
+    """When the load last received more than ``rate`` (``horizon`` if not since then)."""
+    return next((at for at, r in records if r > rate), horizon)
 
 
 def smallest_proven_size(inp: PolicyInput, view: QueryView, arrival: float, window: timedelta) -> int:

@@ -139,6 +139,10 @@ def rates_before(minutes_ago: float, rate: float) -> tuple[RatePoint, ...]:
         pytest.param(
             ScalingHistory(events=events(6).events, rates=rates_before(10, 9000.0)), 14, Reason.WITHIN_TARGET, id="over-the-budget-rescales-cost-more"
         ),
+        # a burst 3 min ago needed 6000 rows/s: 7 and 8 cores (5141 and 5875 rows/s) have not
+        # idled long enough (7 x 180 s < 2520), 9 cores (6610 rows/s) never were too few within
+        # the price's 42 min: release the 5 cores the burst did not need
+        pytest.param(ScalingHistory(rates=rates_before(3, 6000.0)), 9, Reason.SCALE_DOWN_FOR_LOAD, id="releases-what-the-last-burst-did-not-need"),
         # a higher rate that 7 cores could carry does not count: 5000 < 5141
         pytest.param(ScalingHistory(rates=rates_before(1, 5000.0)), 7, Reason.SCALE_DOWN_FOR_LOAD, id="rates-the-smaller-size-carries-do-not-count"),
     ],
