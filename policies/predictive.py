@@ -101,7 +101,7 @@ class PredictivePolicy:
             0.95, gt=0, le=2, description="Scale up once the current size would run busier than this."
         )
         scale_down_margin: float = Field(
-            0.1, ge=0, lt=1, description="Scale down only when it saves at least this share of the cores."
+            0.25, ge=0, lt=1, description="Scale down only when it saves at least this share of the cores."
         )
         catch_up_duration: Duration = Field(timedelta(minutes=3), description="Time allowed to drain a backlog.")
         restart_time: Duration = Field(
@@ -117,6 +117,10 @@ class PredictivePolicy:
         lead_time: Duration = Field(
             timedelta(minutes=2), description="Scale up when the rate expected this far ahead needs it (start-up time)."
         )
+        burst_memory: Duration = Field(
+            timedelta(0),
+            description="A new size also covers the highest 5-minute rate of this recent past (bursts recur); 0 turns it off.",
+        )
         forecast: bool = Field(True, description="Use the seasonal forecast when it beats the current rate.")
         rescale_budget: float = Field(
             20.0, gt=0, description="Executor changes per day the policy aims to stay under: rescales cost more above it."
@@ -128,7 +132,7 @@ class PredictivePolicy:
             "removes has idled that much since the load last needed it (times the rescale pressure above 1 to the power price_exponent).",
         )
         price_exponent: float = Field(
-            4.0, ge=0, description="Above the budget the rescale price grows with this power of the pressure."
+            2.0, ge=0, description="Above the budget the rescale price grows with this power of the pressure."
         )
         min_dwell: Duration = Field(timedelta(minutes=10), description="No scale-down within this time after a scale-up.")
         startup_time: Duration = Field(
@@ -287,6 +291,12 @@ class PredictivePolicy:
             soon = forecast_rate(inp.history, view.name, inp.now, arrival, step=RATE_STEP, horizon=p.lead_time).peak
             fc = forecast_rate(inp.history, view.name, inp.now, arrival, step=RATE_STEP, horizon=p.horizon)
             peak, method = fc.peak, fc.method
+        if p.burst_memory > timedelta(0):
+            # bursts that came and went recently are likely to come again: size for them too
+            steps = inp.history.rate_series(view.name, since=inp.now - p.burst_memory)
+            remembered = max((r for _, r in steps), default=0.0)
+            if remembered > peak:
+                peak, method = remembered, "recent peak"
         return Demand(
             arrival=arrival,
             backlog=waiting / catch_up if catch_up > 0 else 0.0,

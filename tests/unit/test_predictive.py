@@ -127,7 +127,7 @@ def rates_before(minutes_ago: float, rate: float) -> tuple[RatePoint, ...]:
 
 # Ski rental. At 5000 rows/s 14 cores want to become 7 (partitions 14). 7 cores carry
 # ((8.5 - 0.2) / 2 - 0.07) x 14 x 900 / 10 = 5141 rows/s at the 0.85 target. The price of a
-# rescale is 3 min of the 14 cores: 2520 core-seconds (x pressure^4 above the budget).
+# rescale is 3 min of the 14 cores: 2520 core-seconds (x pressure^2 above the budget).
 @pytest.mark.parametrize(
     "history, executors, reason",
     [
@@ -135,9 +135,9 @@ def rates_before(minutes_ago: float, rate: float) -> tuple[RatePoint, ...]:
         pytest.param(ScalingHistory(rates=rates_before(5, 9000.0)), 14, Reason.WITHIN_TARGET, id="recently-needed-keeps-the-capacity"),
         # 10 min ago: 7 x 600 = 4200 >= 2520
         pytest.param(ScalingHistory(rates=rates_before(10, 9000.0)), 7, Reason.SCALE_DOWN_FOR_LOAD, id="idle-long-enough-releases-it"),
-        # the same at 6 rescales in 6 hours (pressure 1.2): the price is 2520 x 1.2^4 = 5225 > 4200
+        # the same at 8 rescales in 6 hours (pressure 1.6): the price is 2520 x 1.6^2 = 6451 > 4200
         pytest.param(
-            ScalingHistory(events=events(6).events, rates=rates_before(10, 9000.0)), 14, Reason.WITHIN_TARGET, id="over-the-budget-rescales-cost-more"
+            ScalingHistory(events=events(8).events, rates=rates_before(10, 9000.0)), 14, Reason.WITHIN_TARGET, id="over-the-budget-rescales-cost-more"
         ),
         # a burst 3 min ago needed 6000 rows/s: 7 and 8 cores (5141 and 5875 rows/s) have not
         # idled long enough (7 x 180 s < 2520), 9 cores (6610 rows/s) never were too few within
@@ -283,3 +283,13 @@ def test_a_scale_down_the_load_undid_floors_the_size_while_the_rate_holds(rate, 
     )
     proposal = create_policy("default").propose(inp(cores=14, rate=rate, history=history))
     assert proposal.executors == executors
+
+
+def test_burst_memory_sizes_for_a_recent_burst():
+    # 20 min ago a 5-minute step of 9000 rows/s (13 cores at the 0.85 target); now 5000 (7 cores)
+    history = ScalingHistory(rates=rates_before(20, 9000.0))
+    forgetful = create_policy("default").propose(inp(cores=14, rate=5000, history=history))
+    remembering = create_policy("default", {"burst_memory": "30m"}).propose(inp(cores=14, rate=5000, history=history))
+    assert (forgetful.executors, forgetful.reason) == (7, Reason.SCALE_DOWN_FOR_LOAD)
+    assert (remembering.executors, remembering.reason) == (14, Reason.WITHIN_TARGET)
+    assert "recent peak" in remembering.message
