@@ -194,25 +194,33 @@ class PredictivePolicy:
     def _release(
         self, view: QueryView, model: BatchCostModel, inp: PolicyInput, cores: int, have: int, price: float
     ) -> tuple[int, int] | None:
-        """The fewest cores (from ``cores`` up) whose idle capacity has cost ``price``, with their
-        partitions; None while none has.
+        """The fewest cores (from ``cores`` up, at most ``have`` less the margin) whose idle
+        capacity has cost ``price``, with their partitions; None while none has.
 
         Releasing only what the load has not needed for a while (rather than all the current
         rate does not need) keeps the size the last bursts needed: the next burst then finds it
-        instead of costing a scale-up and another scale-down.
+        instead of costing a scale-up and another scale-down. The load's records (each rate
+        higher than all later ones, newest first) split the sizes: the sizes that carry every
+        rate newer than record ``j`` but not record ``j`` have idled since ``j``; of those the
+        smallest releases the most.
         """
-        p, trigger = self.p, view.params.trigger_interval
+        p = self.p
         horizon = inp.now - timedelta(seconds=price)
-        records = demand_records(inp, view, horizon)
-        for size in range(cores, math.floor(have * (1 - p.scale_down_margin)) + 1):
-            size_partitions = plan_partitions(view, size, p.align_partitions)
-            if trigger:
-                limit = model.rows_in(size_partitions, size, p.target_utilization * trigger.total_seconds()) / trigger.total_seconds()
-            else:
-                limit = p.target_utilization * model.throughput(size_partitions, size)
-            idle = (inp.now - last_needed(records, limit, horizon)).total_seconds()
-            if (have - size) * idle >= price:
-                return size, size_partitions
+        largest = math.floor(have * (1 - p.scale_down_margin))
+        max_cores = inp.max_executors * max(1, inp.cores_per_executor)
+        carried = 0.0  # the highest rate newer than the record at hand
+        for at, rate in [*demand_records(inp, view, horizon), (horizon, math.inf)]:
+            size = cores
+            if carried > 0:
+                sized = fewest_cores(model, view, carried, p.target_utilization, max_cores, p.align_partitions)
+                if sized is None:
+                    return None
+                size = max(cores, sized[0])
+            if size > largest:
+                return None
+            if (have - size) * (inp.now - at).total_seconds() >= price:
+                return size, plan_partitions(view, size, p.align_partitions)
+            carried = rate
         return None
 
     def _size(self, view: QueryView, load: QueryLoad, inp: PolicyInput) -> Sizing:
@@ -245,11 +253,6 @@ class PredictivePolicy:
             return Sizing(view.name, cores, _changed(new_partitions, partitions), busy_now, reason, f"{text} -> {cores} core(s)")
         if demand.lagging or cores > math.floor(have * (1 - p.scale_down_margin)) or cores >= have:
             return hold()
-        floor = smallest_proven_size(inp, view, demand.arrival, p.budget_window) * k
-        if cores < floor <= have:
-            cores = floor  # a smaller size failed at about this rate (looked up only for a scale-down)
-            if cores > math.floor(have * (1 - p.scale_down_margin)):
-                return hold()
         last_up = _last_scale_up(inp)
         if last_up is not None and inp.now - last_up < p.min_dwell:
             return hold(f"{cores} core(s) after the dwell")
@@ -259,6 +262,11 @@ class PredictivePolicy:
         pressure = self.pressure(inp)
         price = p.rescale_price.total_seconds() * have * max(1.0, pressure) ** p.price_exponent
         release = self._release(view, model, inp, cores, have, price)
+        if release is not None:
+            floor = smallest_proven_size(inp, view, demand.arrival, p.budget_window) * k
+            if release[0] < floor <= have:
+                # a smaller size failed at about this rate: release only down to the floor
+                release = self._release(view, model, inp, floor, have, price)
         if release is None:
             return hold(f"{cores} core(s) once idle cores cost a rescale ({price / 60:.0f} core-min, pressure {pressure:.2f})")
         size, size_partitions = release
