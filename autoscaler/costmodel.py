@@ -147,7 +147,7 @@ def _fast_median(values: np.ndarray) -> float:
     return float((part[mid - 1] + part[mid]) / 2)
 
 
-REFIT_EVERY = 6  # new batches in an unchanged regime before the model is fitted again
+REFIT_EVERY = 30  # new batches in an unchanged regime before the model is fitted again
 REFIT_ERROR = 0.15  # ... or sooner, when a new batch's duration is mispredicted by over 15 %
 _NO_POINT = (math.nan, math.nan, math.nan, math.nan, math.nan, 0.0)
 
