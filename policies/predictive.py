@@ -396,19 +396,24 @@ def smallest_proven_size(inp: PolicyInput, view: QueryView, arrival: float, wind
         if undid:
             if series is None:
                 series = inp.history.rate_series(view.name, since=since - RATE_STEP)
-            then = rate_at(view, series, e.at)
+            then = rate_around(view, series, e.at)
             if then is not None and arrival >= RETURN_RATE * then:
                 floor = max(floor, e.to_value)
         previous = e
     return floor
 
 
-def rate_at(view: QueryView, series: list[tuple[datetime, float]], at: datetime) -> float | None:
-    """The arrival rate around ``at``: the batch running then, else the remembered step, else None."""
-    for s in reversed(view.samples):
-        if s.started_at <= at and s.input_rate:
-            return s.input_rate if at - s.started_at <= RATE_STEP else None
-    return next((r for start, r in series if start <= at < start + RATE_STEP), None)
+def rate_around(view: QueryView, series: list[tuple[datetime, float]], at: datetime) -> float | None:
+    """The highest arrival rate around a scale-up at ``at``: of the batches that started from a
+    minute before to two after (they show the load the scale-up answered; the batch running at
+    ``at`` alone may predate a burst), else of the remembered steps then, else None."""
+    lo, hi = at - timedelta(minutes=1), at + timedelta(minutes=2)
+    oldest = view.samples[0].started_at if view.samples else None
+    if oldest is not None and oldest <= lo:
+        rates = [s.input_rate for s in view.samples if lo <= s.started_at <= hi and s.input_rate]
+        return max(rates) if rates else None
+    steps = [r for start, r in series if start <= hi and at < start + RATE_STEP]
+    return max(steps) if steps else None
 
 
 def _last_scale_up(inp: PolicyInput) -> datetime | None:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from autoscaler.costmodel import BatchCostModel
 from autoscaler.forecast import forecast_rate
 from autoscaler.history import EXECUTORS, RatePoint, ScalingEvent, ScalingHistory
-from autoscaler.model import Executor, ExecutorView, QueryLoad, Reason, Snapshot
+from autoscaler.model import BatchSample, Executor, ExecutorView, QueryLoad, Reason, Snapshot
 from autoscaler.sim import SimConfig, Workload, simulate
 from policies import PolicyInput, create_policy, resolve_name
 from tests.fakes import query_view
@@ -19,8 +19,9 @@ NOW = datetime(2026, 1, 7, 12, 0, tzinfo=timezone.utc)
 MODEL = BatchCostModel(per_slot=900.0, per_task=0.07, fixed=0.2)
 
 
-def inp(cores=10, rate=10_000.0, lag=12.0, parallelism=None, history=ScalingHistory(), max_executors=64, rescalable=True, requested=None):
+def inp(cores=10, rate=10_000.0, lag=12.0, parallelism=None, history=ScalingHistory(), max_executors=64, rescalable=True, requested=None, samples=()):
     view = query_view(
+        samples=tuple(samples),
         parallelism=parallelism or 2 * cores,
         rescalable=rescalable,
         partitions_per_core=2,
@@ -293,3 +294,36 @@ def test_burst_memory_sizes_for_a_recent_burst():
     assert (forgetful.executors, forgetful.reason) == (7, Reason.SCALE_DOWN_FOR_LOAD)
     assert (remembering.executors, remembering.reason) == (14, Reason.WITHIN_TARGET)
     assert "recent peak" in remembering.message
+
+
+def batches(rate_at, minutes: float = 25, cores: int = 14):
+    """A batch every 10 s for the last ``minutes``, each at ``rate_at(seconds before now)`` rows/s."""
+    out = []
+    for i in range(int(minutes * 6), 0, -1):
+        rate = rate_at(i * 10)
+        out.append(
+            BatchSample(
+                batch_id=len(out), started_at=NOW - timedelta(seconds=i * 10), duration=timedelta(seconds=5),
+                input_rows=int(rate * 10), input_rate=rate, processing_rate=None, backlog_rows=None,
+                cores=cores, parallelism=2 * cores,
+            )
+        )
+    return out
+
+
+def test_a_scale_up_for_a_burst_does_not_floor_the_size_at_the_quiet_rate():
+    # 14 -> 7 cores 20 min ago, back to 14 five minutes later for a one-minute burst of 20000
+    # rows/s; before and since, 5000 rows/s, which 7 cores carry: the burst, not the rate,
+    # undid the scale-down, so the capacity is released again (the burst idled 7 cores 14 min)
+    history = ScalingHistory(
+        events=(
+            ScalingEvent(NOW - timedelta(minutes=20), EXECUTORS, 14, 7, Reason.SCALE_DOWN_FOR_LOAD),
+            ScalingEvent(NOW - timedelta(minutes=15), EXECUTORS, 7, 14, Reason.SCALE_UP_FOR_LOAD),
+        )
+    )
+    burst = batches(lambda ago: 20000.0 if 14 * 60 <= ago < 15 * 60 else 5000.0)
+    steady = batches(lambda ago: 5000.0)
+    released = create_policy("default").propose(inp(cores=14, rate=5000, history=history, samples=burst))
+    floored = create_policy("default").propose(inp(cores=14, rate=5000, history=history, samples=steady))
+    assert (released.executors, released.reason) == (7, Reason.SCALE_DOWN_FOR_LOAD)
+    assert (floored.executors, floored.reason) == (14, Reason.WITHIN_TARGET)  # the rate itself undid it
