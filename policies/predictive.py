@@ -96,7 +96,7 @@ class PredictivePolicy:
     """Cores for the rate expected within a horizon (seasonal forecast) at a target utilization, partitions aligned."""
 
     class Params(PolicyParams):
-        target_utilization: float = Field(0.85, gt=0, le=1, description="Busy share each query is sized for.")
+        target_utilization: float = Field(0.88, gt=0, le=1, description="Busy share each query is sized for.")
         scale_up_utilization: float = Field(
             0.95, gt=0, le=2, description="Scale up once the current size would run busier than this."
         )
