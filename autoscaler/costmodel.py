@@ -186,6 +186,15 @@ def fit_cost_model(samples: Sequence["BatchSample"]) -> BatchCostModel | None:
     return _fit(_rows(samples[-FIT_SAMPLES:]))
 
 
+def _count_after(recent: tuple["BatchSample", ...], seen: "BatchSample | None") -> int:
+    """Batches at the end of ``recent`` after ``seen`` (all of them when it is not there)."""
+    if seen is not None:
+        for back, sample in enumerate(reversed(recent)):
+            if sample is seen:
+                return back
+    return len(recent)
+
+
 class CostModelCache:
     """One query's cost model, kept between ticks and fitted again only when it may have changed.
 
@@ -203,6 +212,7 @@ class CostModelCache:
         self._rows = np.empty((0, 6))
         self._model: BatchCostModel | None = None
         self._regime: tuple[object, ...] | None = None
+        self._checked: "BatchSample | None" = None  # the newest batch the model was checked against
 
     def fit(self, samples: Sequence["BatchSample"]) -> BatchCostModel | None:
         recent = tuple(samples[-FIT_SAMPLES:])
@@ -210,17 +220,18 @@ class CostModelCache:
             return None
         newest = recent[-1]
         regime = (newest.cores, newest.parallelism, newest.cold)
-        fresh = self._new_batches(recent)
+        fresh = _count_after(recent, self._samples[-1] if self._samples else None)
         if (
             self._model is not None
             and not self._model.cold
             and regime == self._regime
             and fresh < REFIT_EVERY
-            and self._explains(recent[len(recent) - fresh :])
+            and self._explains(recent[len(recent) - _count_after(recent, self._checked) :])
         ):
+            self._checked = newest
             return self._model
         self._rows = self._rows_of(recent)
-        self._samples, self._regime = recent, regime
+        self._samples, self._regime, self._checked = recent, regime, newest
         self._model = _fit(self._rows)
         return self._model
 
@@ -235,16 +246,6 @@ class CostModelCache:
             if abs(model.duration(b.parallelism, b.cores, b.input_rows) - seconds) > REFIT_ERROR * seconds:
                 return False
         return True
-
-    def _new_batches(self, recent: tuple["BatchSample", ...]) -> int:
-        """Batches at the end of ``recent`` that the last fit did not see (all when unknown)."""
-        if not self._samples:
-            return len(recent)
-        last_seen = self._samples[-1]
-        for back, sample in enumerate(reversed(recent)):
-            if sample is last_seen:
-                return back
-        return len(recent)
 
     def _rows_of(self, recent: tuple["BatchSample", ...]) -> np.ndarray:
         previous, rows = self._samples, self._rows
