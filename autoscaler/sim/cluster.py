@@ -341,7 +341,9 @@ class SimCluster:
     def _trigger(self) -> None:
         c, t = self.cfg, self.t
         interval = c.trigger_interval
-        available = int(self.workload.rows_before(t))
+        # row n arrives at workload.time_of(n), when generation passes n: a partly generated
+        # row has arrived (with floor() it would wait, lagging, through a pause in the trace)
+        available = math.ceil(self.workload.rows_before(t) - 1e-9)
         rows = available - self.consumed
         if self.params.max_rows_per_batch is not None:
             rows = min(rows, self.params.max_rows_per_batch)

@@ -272,3 +272,11 @@ def test_budget_oracle_holds_a_spike_it_cannot_afford_to_leave():
     assert limited_oracle_executor_seconds(ones, need, 6) == (15.0, 15.0)  # follows every change
     lower, achieved = limited_oracle_executor_seconds(ones, need, 2)
     assert lower == pytest.approx(19.0, abs=0.01) and achieved == 19.0  # 1, 1, 5, 5, 5, 1, 1
+
+
+def test_no_lag_while_no_rows_arrive():
+    # 600.6 rows in the first minute, then nothing for 20 minutes (the Twitter trace has such
+    # hours): the partly generated 601st row is a row that arrived, not a row waiting forever
+    result, records = run(steps((1, 10.01), (20, 0.0), (1, 10.0)), policy="static", params={"executors": 1})
+    assert result.max_lag_seconds < 30
+    assert result.slo_violation_fraction == 0.0
