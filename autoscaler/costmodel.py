@@ -204,7 +204,8 @@ class CostModelCache:
     new batches arrived, unless a new batch's duration is mispredicted by more than
     REFIT_ERROR (a burst of larger batches, a slower node), the regime of the newest batch
     (cores, partitions, cold) changed, or the last fit had only cold batches: right after a
-    rescale the model follows every batch. Not thread-safe on its own: the reconciler calls it under its lock.
+    rescale the model follows every batch. Not thread-safe on its own: the reconciler calls it
+    under its lock.
     """
 
     def __init__(self) -> None:
