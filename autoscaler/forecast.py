@@ -134,7 +134,7 @@ def seasonal_peak(
     return None, "persistence", None
 
 
-_MEMO: dict[tuple[str, int, float], tuple[object, tuple[float | None, str, float | None]]] = {}
+Memo = dict[tuple[str, int, float], tuple[object, tuple[float | None, str, float | None]]]
 
 
 def forecast_rate(
@@ -145,25 +145,28 @@ def forecast_rate(
     *,
     step: timedelta,
     horizon: timedelta,
+    memo: Memo | None = None,
     **options: float | timedelta,
 ) -> Forecast:
     """The highest rate ``subject`` is expected to receive within ``horizon`` of ``now``.
 
-    The seasonal part changes only when a step of history is added, so it is computed once per
-    step (at the step's start) and remembered while the history's rates are the same object.
+    The seasonal part changes only when a step of history is added, so a caller that passes a
+    ``memo`` (its own, e.g. one per policy instance) gets it computed once per step (at the
+    step's start) and remembered while the history's rates are the same object.
     """
     seconds = step.total_seconds()
     bucket = math.floor(now.timestamp() / seconds)
     key = (subject, bucket, horizon.total_seconds())
-    hit = _MEMO.get(key)
+    hit = memo.get(key) if memo is not None else None
     if hit is not None and hit[0] is history.rates:
         peak, method, skill = hit[1]
     else:
         at = datetime.fromtimestamp(bucket * seconds, tz=now.tzinfo)
         peak, method, skill = seasonal_peak(history.rate_series(subject), at, step=step, horizon=horizon, **options)  # type: ignore[arg-type]
-        if len(_MEMO) > 64:
-            _MEMO.clear()
-        _MEMO[key] = (history.rates, (peak, method, skill))
+        if memo is not None:
+            if len(memo) > 64:
+                memo.clear()
+            memo[key] = (history.rates, (peak, method, skill))
     if peak is None:
         return Forecast(current, current, method, skill)
     return Forecast(current, max(current, peak), method, skill)

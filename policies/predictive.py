@@ -31,7 +31,7 @@ from pydantic import Field, model_validator
 
 from autoscaler.capacity import aligned_parallelism
 from autoscaler.costmodel import BatchCostModel
-from autoscaler.forecast import forecast_rate
+from autoscaler.forecast import Memo, forecast_rate
 from autoscaler.history import EXECUTORS, ScalingEvent
 from autoscaler.model import Proposal, QueryLoad, QueryView, Reason
 from autoscaler.settings import Duration
@@ -153,6 +153,7 @@ class PredictivePolicy:
 
     def __init__(self, params: Params) -> None:
         self.p = params
+        self._forecasts: Memo = {}  # seasonal forecasts per (query, step, horizon); see forecast_rate
 
     def propose(self, inp: PolicyInput) -> Proposal:
         sizings = [self._size(view, load, inp) for view, load in inp.modelled_queries()]
@@ -296,8 +297,8 @@ class PredictivePolicy:
         soon = peak = arrival
         method = "persistence"
         if p.forecast:
-            soon = forecast_rate(inp.history, view.name, inp.now, arrival, step=RATE_STEP, horizon=p.lead_time).peak
-            fc = forecast_rate(inp.history, view.name, inp.now, arrival, step=RATE_STEP, horizon=p.horizon)
+            soon = forecast_rate(inp.history, view.name, inp.now, arrival, step=RATE_STEP, horizon=p.lead_time, memo=self._forecasts).peak
+            fc = forecast_rate(inp.history, view.name, inp.now, arrival, step=RATE_STEP, horizon=p.horizon, memo=self._forecasts)
             peak, method = fc.peak, fc.method
         if p.burst_memory > timedelta(0):
             # bursts that came and went recently are likely to come again: size for them too
