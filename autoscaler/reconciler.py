@@ -33,18 +33,8 @@ from autoscaler.model import (
 )
 from autoscaler.modes import resolve_mode
 from autoscaler.normalize import NormalizeInput, normalize
-from autoscaler.planner import (
-    QueryPlanInput,
-    executor_position,
-    plan_executors,
-    plan_queries,
-)
-from autoscaler.ports import (
-    ClusterObserver,
-    ExecutorActuator,
-    QueryActuator,
-    StateStore,
-)
+from autoscaler.planner import QueryPlanInput, executor_position, plan_executors, plan_queries
+from autoscaler.ports import ClusterObserver, ExecutorActuator, QueryActuator, StateStore
 from autoscaler.settings import Settings
 from autoscaler.window import Fitter, evaluate_query, record_rates
 from policies import Policy, PolicyInput, create_policy

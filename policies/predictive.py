@@ -371,11 +371,6 @@ def demand_records(inp: PolicyInput, view: QueryView, horizon: datetime) -> list
     return records
 
 
-def last_needed(records: list[tuple[datetime, float]], rate: float, horizon: datetime) -> datetime:
-    """When the load last received more than ``rate`` (``horizon`` if not since then)."""
-    return next((at for at, r in records if r > rate), horizon)
-
-
 def smallest_proven_size(inp: PolicyInput, view: QueryView, arrival: float, window: timedelta) -> int:
     """The fewest executors a failed scale-down left proven at about today's rate (0: no limit).
 
