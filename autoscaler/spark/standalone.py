@@ -120,12 +120,15 @@ class LocalStandaloneCluster:
         return worker
 
     def state(self) -> dict[str, object] | None:
+        """The master's JSON status, or None while it gives none (not listening yet, or still
+        starting: a CI run once got the HTML status page from ``/json/`` right after start-up).
+        Callers wait for a usable answer and time out with their own message."""
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.webui_port}/json/", timeout=2) as resp:
-                data: dict[str, object] = json.load(resp)
-                return data
-        except OSError:
+                data = json.load(resp)
+        except (OSError, ValueError):  # ValueError: not JSON
             return None
+        return data if isinstance(data, dict) else None
 
     def alive_workers(self) -> int:
         state = self.state() or {}
