@@ -197,8 +197,11 @@ def test_a_rate_limit_and_trigger_change_restarts_the_query_at_a_batch_boundary(
     # the first batch of the new run may be the replay of a batch the stop interrupted: its
     # offsets are pinned in the offset log (replaying them exactly is what keeps an idempotent
     # sink exactly-once), so the limit applies from the first batch planned by the new run
-    assert all(b.input_rows <= 100 for b in batches[1:]), [b.input_rows for b in batches]
-    assert max(b.input_rows for b in batches) == 100  # 600 rows arrive per 2 s trigger: the limit binds
+    planned = [b.input_rows for b in batches[1:]]
+    assert all(rows <= 100 for rows in planned), [b.input_rows for b in batches]
+    # 600 rows arrive per 2 s trigger: the limit binds (CI once saw a 4576-row replay first, so
+    # the replayed batch is left out here as well)
+    assert max(planned) == 100, [b.input_rows for b in batches]
 
     def explained():
         for e in running.client.get("/api/v1/decisions", params={"kind": "decision"}).json()["entries"]:
