@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -104,6 +105,15 @@ class ScalingHistory:
         rates = self.rates
         start = 0 if since is None else bisect.bisect_left(rates, since, key=_at)
         return [(r.at, r.rate) for r in rates[start:] if r.subject == subject]
+
+    def rates_back(self, subject: str, since: datetime) -> Iterator[tuple[datetime, float]]:
+        """(step start, rows/s) of one query from the newest step back to ``since``, lazily."""
+        rates = self.rates
+        stop = bisect.bisect_left(rates, since, key=_at)
+        for i in range(len(rates) - 1, stop - 1, -1):
+            r = rates[i]
+            if r.subject == subject:
+                yield r.at, r.rate
 
     def last_rate_at(self, subject: str) -> datetime | None:
         for r in reversed(self.rates):

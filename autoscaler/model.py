@@ -168,6 +168,8 @@ class QueryView:
     rescalable: bool = True  # hosted by us (we can rebuild it) vs attached
     stateful: bool = False
     state_store: str | None = None  # "rocksdb", "hdfs" or None when stateless/unknown
+    # oldest first, by start and so by end (a query runs one batch at a time); the evaluation and
+    # the policies rely on it (SampleWindow keeps it, a late event included)
     samples: tuple[BatchSample, ...] = ()
     run_started_at: datetime | None = None
     last_error: str | None = None
@@ -175,6 +177,16 @@ class QueryView:
     batch_running: bool = False  # a trigger is executing right now (``status.isTriggerActive``)
     batch_tasks: tuple[int, int] | None = None  # (completed, total) tasks of the running batch
     warming: bool = False  # a new run or changed executors: batches are slow because cold
+
+    def without_samples(self) -> "QueryView":
+        """This view without its batch samples (what a tick record keeps).
+
+        The same as ``dataclasses.replace(view, samples=())``, which re-runs ``__init__`` over
+        every field: the reconciler calls this for each query on every tick.
+        """
+        copy = object.__new__(QueryView)
+        copy.__dict__.update(self.__dict__, samples=())
+        return copy
 
 
 @dataclass(frozen=True)

@@ -192,7 +192,7 @@ class Reconciler:
         configured = self.configured_mode()
         first = resolve_mode(configured, snap.executors)
         position = executor_position(snap.executors, now, s.request_timeout, first.mode)
-        mode = resolve_mode(configured, snap.executors, position.not_granted)
+        mode = resolve_mode(configured, snap.executors, True) if position.not_granted else first
         lo, hi = self.bounds()
         loads = {q.name: evaluate_query(q, now, s.window.metrics_window, snap.executors.cores, self._fitter(q.name)) for q in snap.queries}
         self._forget_cost_models(snap)
@@ -274,7 +274,7 @@ class Reconciler:
             paused=paused,
             dry_run=dry,
             duration=self.clock.now() - now,
-            queries=tuple(replace(q, samples=()) for q in snap.queries),
+            queries=tuple(q.without_samples() for q in snap.queries),
             outcomes=snap.outcomes,
             min_executors=lo,
             max_executors=hi,
@@ -366,6 +366,8 @@ class Reconciler:
 
     def _absorb_outcomes(self, history: ScalingHistory, snap: Snapshot) -> ScalingHistory:
         """Attach measured pauses of completed rescales to their history events."""
+        if not any(outcome.pause is not None for outcome in snap.outcomes):
+            return history
         events = list(history.events)
         for outcome in snap.outcomes:
             if outcome.pause is None:
@@ -378,6 +380,8 @@ class Reconciler:
 
     def _consume_query_requests(self, snap: Snapshot, plan: Plan, results: tuple[ActionResult, ...]) -> None:
         """Drop operator requests that started, were refused for good, already hold, or whose query is gone."""
+        if not self.control.query_requests:
+            return
         done = {r.subject for r in results if r.ok and r.action == "rescale"}
         refused = {r.name for r in plan.refusals if r.reason not in (Reason.QUERY_BUSY,)}
         views = {q.name: q for q in snap.queries}
@@ -420,6 +424,11 @@ class Reconciler:
             self.state_store.save({"history": self.history.to_json(), "control": self.control.to_json()})
 
     def _log(self, r: TickRecord, entry: AuditEntry | None) -> None:
+        decided = r.notable and (entry is None or entry.repeats == 1)  # a folded repetition is not logged again
+        # the target is re-asserted every tick: logged only when it changed
+        actions = [res for res in r.results if res.action != "set_target" or r.decision.changes]
+        if not (decided or actions or r.outcomes):
+            return  # a quiet tick
         fields = dict(
             audit_id=entry.id if entry else None,
             mode=r.mode.mode.value,
@@ -429,7 +438,7 @@ class Reconciler:
             reason=r.decision.reason.value,
             limits=[x.value for x in r.decision.limits],
         )
-        if r.notable and (entry is None or entry.repeats == 1):  # a folded repetition is not logged again
+        if decided:
             log.info(
                 "decision",
                 summary=entry.what if entry else None,
@@ -440,9 +449,8 @@ class Reconciler:
             )
             for ref in r.plan.refusals:
                 log.info("query_change_held", audit_id=fields["audit_id"], query=ref.name, reason=ref.reason.value, detail=ref.message)
-        for res in r.results:
-            if res.action != "set_target" or r.decision.changes:
-                log.info("action", audit_id=fields["audit_id"], action=res.action, subject=res.subject, ok=res.ok, detail=res.message)
+        for res in actions:
+            log.info("action", audit_id=fields["audit_id"], action=res.action, subject=res.subject, ok=res.ok, detail=res.message)
         for o in r.outcomes:
             log.info(
                 "action_outcome",

@@ -6,6 +6,7 @@ All functions are pure; the shell keeps a bounded deque of :class:`BatchSample` 
 
 from __future__ import annotations
 
+import bisect
 import math
 import operator
 import threading
@@ -19,6 +20,7 @@ from autoscaler.model import BatchSample, QueryLoad, QueryStatus, QueryView
 
 MIN_SAMPLES = 2
 _STARTED = operator.attrgetter("started_at")
+_ENDED = operator.attrgetter("ended_at")
 RECENT_BATCHES = 3
 MIN_DONE_SHARE = 0.25  # extrapolate a running batch only once a quarter of its tasks are done
 MAX_LIVE_FACTOR = 20.0  # a running batch implies at most 20x the rows of the comparable one
@@ -32,8 +34,20 @@ class SampleWindow:
         self._lock = threading.Lock()
 
     def add(self, sample: BatchSample) -> None:
+        """Keep the buffer in time order (what :class:`QueryView` promises): an event that arrives
+        late goes where its batch started."""
         with self._lock:
-            self._samples.append(sample)
+            buf = self._samples
+            if not buf or buf[-1].started_at <= sample.started_at:
+                buf.append(sample)
+                return
+            index = bisect.bisect_right(buf, sample.started_at, key=_STARTED)
+            if len(buf) == buf.maxlen:
+                if index == 0:
+                    return  # older than everything a full buffer keeps
+                buf.popleft()
+                index -= 1
+            buf.insert(index, sample)
 
     def snapshot(self) -> tuple[BatchSample, ...]:
         with self._lock:
@@ -95,6 +109,15 @@ def live_rate_bound(view: QueryView, last: BatchSample, cores: int, now: datetim
 Fitter = Callable[[Sequence[BatchSample]], Optional[BatchCostModel]]
 
 
+def _ended_by(samples: Sequence[BatchSample], now: datetime) -> Sequence[BatchSample]:
+    """The batches that ended by ``now``: the buffer is in time order (a query runs one batch
+    at a time), so only its newest ones can be later (an event stamped ahead of our clock)."""
+    end = len(samples)
+    while end and samples[end - 1].ended_at > now:
+        end -= 1
+    return samples if end == len(samples) else samples[:end]
+
+
 def evaluate_query(
     view: QueryView, now: datetime, window: timedelta, cores: int = 0, fit: Fitter | None = fit_cost_model
 ) -> QueryLoad:
@@ -106,9 +129,8 @@ def evaluate_query(
     reconciler passes a per-query :class:`~autoscaler.costmodel.CostModelCache`). Cold
     batches count for the arrival rate but not for the cost model.
     """
-    ordered = sorted([s for s in view.samples if s.ended_at <= now], key=_STARTED)
-    since = now - window
-    samples = [s for s in ordered if s.ended_at >= since]
+    ordered = _ended_by(view.samples, now)
+    samples = ordered[bisect.bisect_left(ordered, now - window, key=_ENDED) :]
     if len(samples) < MIN_SAMPLES:
         # batches slower than the window: the latest ones are stale but the best evidence there is
         samples = ordered[-MIN_SAMPLES:]

@@ -23,7 +23,9 @@ In the spirit of DS2 and Flink's autoscaler, adapted to micro-batches, with a fo
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -154,6 +156,10 @@ class PredictivePolicy:
     def __init__(self, params: Params) -> None:
         self.p = params
         self._forecasts: Memo = {}  # seasonal forecasts per (query, step, horizon); see forecast_rate
+        # sizes found per query while its cost model is the same object: the release search asks
+        # for the same load records tick after tick (see _fewest_cores)
+        self._sizes: dict[str, tuple[BatchCostModel, dict[tuple[object, ...], tuple[int, int] | None]]] = {}
+        self._pauses: tuple[tuple[ScalingEvent, ...], float] | None = None  # (events, restart seconds)
 
     def propose(self, inp: PolicyInput) -> Proposal:
         sizings = [self._size(view, load, inp) for view, load in inp.modelled_queries()]
@@ -182,13 +188,29 @@ class PredictivePolicy:
         return Proposal(executors, reason, message, parallelism, details)
 
     def _restart_seconds(self, inp: PolicyInput) -> float:
-        return max([self.p.restart_time, *inp.history.restart_pauses()]).total_seconds()
+        events = inp.history.events
+        if self._pauses is None or self._pauses[0] is not events:
+            self._pauses = (events, max([self.p.restart_time, *inp.history.restart_pauses()]).total_seconds())
+        return self._pauses[1]
+
+    def _fewest_cores(self, model: BatchCostModel, view: QueryView, rate: float, max_cores: int) -> tuple[int, int] | None:
+        """:func:`fewest_cores` at this policy's target, remembered while the query's model is the same."""
+        memo = self._sizes.get(view.name)
+        if memo is None or memo[0] is not model:
+            memo = self._sizes[view.name] = (model, {})
+        found = memo[1]
+        key = (rate, max_cores, view.params.trigger_interval, view.partitions_per_core, view.rescalable, view.min_parallelism, view.max_parallelism)
+        if key not in found:
+            if len(found) >= 1024:
+                found.clear()
+            found[key] = fewest_cores(model, view, rate, self.p.target_utilization, max_cores, self.p.align_partitions)
+        return found[key]
 
     def pressure(self, inp: PolicyInput) -> float:
         """Executor changes over the last ``budget_window`` against the rescale budget (1.0 = at budget)."""
         window = self.p.budget_window
         since = inp.now - window
-        used = sum(1 for e in inp.history.events if e.subject == EXECUTORS and e.at >= since)
+        used = len(inp.history.events_since(EXECUTORS, since))
         allowed = self.p.rescale_budget * window.total_seconds() / 86400.0
         return used / allowed if allowed > 0 else math.inf
 
@@ -210,10 +232,10 @@ class PredictivePolicy:
         largest = math.floor(have * (1 - p.scale_down_margin))
         max_cores = inp.max_executors * max(1, inp.cores_per_executor)
         carried = 0.0  # the highest rate newer than the record at hand
-        for at, rate in [*demand_records(inp, view, horizon), (horizon, math.inf)]:
+        for at, rate in itertools.chain(demand_records(inp, view, horizon), [(horizon, math.inf)]):
             size = cores
             if carried > 0:
-                sized = fewest_cores(model, view, carried, p.target_utilization, max_cores, p.align_partitions)
+                sized = self._fewest_cores(model, view, carried, max_cores)
                 if sized is None:
                     return None
                 size = max(cores, sized[0])
@@ -324,7 +346,7 @@ class PredictivePolicy:
         max_cores = inp.max_executors * max(1, inp.cores_per_executor)
         catch_up = p.catch_up_duration.total_seconds()
         plan_rate = demand.peak + demand.backlog
-        sized = fewest_cores(model, view, plan_rate, p.target_utilization, max_cores, p.align_partitions)
+        sized = self._fewest_cores(model, view, plan_rate, max_cores)
         if sized is not None and sized[1] != view.params.parallelism:
             # a restart pauses the query: the rows of the pause must be caught up, unless the lag
             # the SLO leaves absorbs them (Flink's restart term, needed only beyond that slack)
@@ -332,7 +354,7 @@ class PredictivePolicy:
             slack = (inp.target_lag - (load.lag or timedelta(0))).total_seconds() - (trigger.total_seconds() if trigger else 0.0)
             if pause > slack and catch_up > 0:
                 plan_rate += demand.arrival * pause / catch_up
-                sized = fewest_cores(model, view, plan_rate, p.target_utilization, max_cores, p.align_partitions)
+                sized = self._fewest_cores(model, view, plan_rate, max_cores)
         if sized is None:
             # nothing within the bounds reaches the target: the fewest cores that give the
             # fewest task waves the bounds allow (more cores than that would not help)
@@ -349,26 +371,25 @@ class PredictivePolicy:
         return Reason.SCALE_UP_FOR_LOAD
 
 
-def demand_records(inp: PolicyInput, view: QueryView, horizon: datetime) -> list[tuple[datetime, float]]:
+def demand_records(inp: PolicyInput, view: QueryView, horizon: datetime) -> Iterator[tuple[datetime, float]]:
     """(when, rate) of each arrival rate higher than every later one, newest first, back to ``horizon``.
 
     The load last needed more than a rate at the first record above it. The batches tell the
-    last minutes, the remembered step rates the hours before.
+    last minutes, the remembered step rates the hours before. Lazy: a caller that has found
+    what it looks for stops the scan.
     """
-    records: list[tuple[datetime, float]] = []
     top = 0.0
     for s in reversed(view.samples):
         if s.started_at < horizon:
-            return records
+            return
         if (s.input_rate or 0.0) > top:
             top = s.input_rate or 0.0
-            records.append((s.started_at, top))
+            yield s.started_at, top
     oldest = view.samples[0].started_at if view.samples else inp.now
-    for at, r in reversed(inp.history.rate_series(view.name, since=horizon)):
+    for at, r in inp.history.rates_back(view.name, since=horizon):
         if at + RATE_STEP <= oldest and r > top:
             top = r
-            records.append((at + RATE_STEP, r))
-    return records
+            yield at + RATE_STEP, r
 
 
 def smallest_proven_size(inp: PolicyInput, view: QueryView, arrival: float, window: timedelta) -> int:

@@ -90,3 +90,24 @@ def test_sample_window_is_bounded():
     assert [s.batch_id for s in w.snapshot()] == [2, 3, 4]
 
 
+
+
+def test_sample_window_keeps_time_order_when_an_event_arrives_late():
+    # the evaluation relies on the buffer being in time order (QueryView.samples)
+    w = SampleWindow(max_samples=4)
+    for i, start in ((0, 0), (1, 2), (3, 6), (2, 4)):  # batch 2's event comes after batch 3's
+        w.add(batch(i, start, 1, 1))
+    assert [s.batch_id for s in w.snapshot()] == [0, 1, 2, 3]
+    w.add(batch(5, 10, 1, 1))  # full: the oldest goes
+    w.add(batch(4, 8, 1, 1))  # late again, into a full buffer
+    assert [s.batch_id for s in w.snapshot()] == [2, 3, 4, 5]
+    w.add(batch(9, -5, 1, 1))  # older than all a full buffer keeps: dropped
+    assert [s.batch_id for s in w.snapshot()] == [2, 3, 4, 5]
+
+
+def test_batches_stamped_ahead_of_the_clock_are_not_evaluated_yet():
+    samples = steady_batches(start=T0, count=10, rate=1000, per_slot=900, cores=4)
+    view = query_view(samples=tuple(samples))
+    now = samples[-3].ended_at  # the last two ended after now (clock skew)
+    load = evaluate_query(view, now, timedelta(minutes=5))
+    assert load.samples == 8 and load.batch_duration == samples[-3].duration
