@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Sequence
 
-from autoscaler.history import ScalingHistory
+from autoscaler.history import RatePoint, ScalingHistory
 
 DAY = timedelta(days=1)
 WEEK = timedelta(days=7)
@@ -44,6 +44,36 @@ class Series:
         self.times = [p[0].timestamp() for p in points]
         self.rates = [p[1] for p in points]
         self.step = step.total_seconds()
+
+    @classmethod
+    def of(cls, rates: Sequence[RatePoint], subject: str, step: timedelta) -> Series:
+        """``subject``'s series in a rate history."""
+        return cls([(r.at, r.rate) for r in rates if r.subject == subject], step)
+
+    def moved(self, old: Sequence[RatePoint], new: Sequence[RatePoint], subject: str) -> Series | None:
+        """This series (of history ``old``) for history ``new``, or None when ``new`` is not ``old``
+        trimmed at the front and extended at the end (the only ways a rate history changes).
+
+        Reading only the points that came and went keeps a week of 5-minute rates from being
+        read again at every step.
+        """
+        if not old or not new:
+            return None
+        # where the old newest point is now (looking back a few steps' worth of points)
+        last = old[-1]
+        q = next((i for i in range(len(new) - 1, max(-1, len(new) - 65), -1) if new[i] is last), None)
+        if q is None:
+            return None
+        dropped = len(old) - 1 - q  # points trimmed from the front
+        if dropped < 0 or new[0] is not old[dropped]:
+            return None
+        gone = sum(1 for r in old[:dropped] if r.subject == subject)
+        added = [r for r in new[q + 1 :] if r.subject == subject]
+        series = object.__new__(Series)
+        series.times = self.times[gone:] + [r.at.timestamp() for r in added]
+        series.rates = self.rates[gone:] + [r.rate for r in added]
+        series.step = self.step
+        return series
 
     def at(self, when: float) -> float | None:
         """The rate of the step that contains ``when`` (seconds), None if not remembered."""
@@ -68,29 +98,63 @@ class Series:
         return max(self.rates[i:j]) if j > i else None
 
 
+Term = tuple[float, float] | None  # (seasonal error, persistence error) at one forecast time; None: unknown
+
+
+def skill_term(series: Series, t: float, period: float, level_window: float, horizon: float) -> Term:
+    """Both predictions' absolute errors of the peak within ``horizon`` made at ``t``, or None
+    when a rate they need is not remembered."""
+    actual = series.peak(t, t + horizon)
+    current = series.at(t)
+    past = series.peak(t - period, t - period + horizon)
+    level_now = series.mean(t - level_window, t)
+    level_then = series.mean(t - period - level_window, t - period)
+    if actual is None or current is None or past is None or level_now is None or not level_then:
+        return None
+    return abs(max(current, past * level_now / level_then) - actual), abs(current - actual)
+
+
 def seasonal_error(
-    series: Series, period: float, end: float, window: float, level_window: float, horizon: float
+    series: Series,
+    period: float,
+    end: float,
+    window: float,
+    level_window: float,
+    horizon: float,
+    terms: dict[float, Term] | None = None,
 ) -> tuple[float, float] | None:
     """Mean absolute error of two predictions of the highest rate within ``horizon``, over the
     forecast times in ``[end - horizon - window, end - horizon)`` (their outcome is known):
-    the level-adjusted seasonal one and persistence (the rate at the forecast time)."""
+    the level-adjusted seasonal one and persistence (the rate at the forecast time).
+
+    ``terms`` remembers each forecast time's errors between calls: the window moves one step
+    at a time, so all but one are known. A term is kept only while every rate it reads is
+    final: it ends before the newest remembered step (rates are only appended after it) and
+    starts at or after the oldest (rates are only dropped before it).
+    """
     seasonal = persistence = 0.0
     n = 0
     step = series.step
     t = end - horizon - window
     stop = end - horizon
+    first = series.times[0] if series.times else math.inf
+    newest = series.times[-1] if series.times else -math.inf
     while t < stop:
-        actual = series.peak(t, t + horizon)
-        current = series.at(t)
-        past = series.peak(t - period, t - period + horizon)
-        level_now = series.mean(t - level_window, t)
-        level_then = series.mean(t - period - level_window, t - period)
-        if None not in (actual, current, past, level_now, level_then) and level_then:
-            assert actual is not None and current is not None and past is not None and level_now is not None
-            seasonal += abs(max(current, past * level_now / level_then) - actual)
-            persistence += abs(current - actual)
+        final = terms is not None and t - period - level_window >= first and t + horizon <= newest
+        if final and t in terms:  # type: ignore[operator]
+            term = terms[t]  # type: ignore[index]
+        else:
+            term = skill_term(series, t, period, level_window, horizon)
+            if final:
+                terms[t] = term  # type: ignore[index]
+        if term is not None:
+            seasonal += term[0]
+            persistence += term[1]
             n += 1
         t += step
+    if terms is not None and len(terms) > 4 * window / step:
+        for old in [k for k in terms if k < end - horizon - window]:
+            del terms[old]
     if n < window / step / 2:
         return None
     return seasonal / n, persistence / n
@@ -106,18 +170,26 @@ def seasonal_peak(
     skill_window: timedelta = timedelta(hours=6),
     max_skill: float = 0.8,
     max_level_ratio: float = 3.0,
+    series: Series | None = None,
+    terms: dict[tuple[float, ...], dict[float, Term]] | None = None,
 ) -> tuple[float | None, str, float | None]:
-    """(expected peak within ``horizon`` or None, method, skill) from the seasonal predictor."""
-    if not points or horizon.total_seconds() <= 0:
+    """(expected peak within ``horizon`` or None, method, skill) from the seasonal predictor.
+
+    A caller that keeps the rates as a :class:`Series` passes it instead of ``points``, and
+    ``terms`` to remember the skill's terms between calls (see :func:`seasonal_error`).
+    """
+    if series is None:
+        series = Series(points, step)
+    if not series.times or horizon.total_seconds() <= 0:
         return None, "persistence", None
-    series = Series(points, step)
     end = now.timestamp()
     lw = level_window.total_seconds()
     for period, name in ((WEEK, "seasonal-7d"), (DAY, "seasonal-1d")):
         p = period.total_seconds()
         if series.times[0] > end - p - lw:
             continue  # not a full period of history yet
-        errors = seasonal_error(series, p, end, skill_window.total_seconds(), lw, horizon.total_seconds())
+        known = None if terms is None else terms.setdefault((series.step, p, lw, horizon.total_seconds()), {})
+        errors = seasonal_error(series, p, end, skill_window.total_seconds(), lw, horizon.total_seconds(), known)
         if errors is None:
             continue
         seasonal_err, persistence_err = errors
@@ -134,7 +206,28 @@ def seasonal_peak(
     return None, "persistence", None
 
 
-Memo = dict[tuple[str, int, float], tuple[object, tuple[float | None, str, float | None]]]
+class Memo:
+    """What :func:`forecast_rate` remembers between calls for one caller (e.g. a policy instance):
+    each subject's series (moved along as the history changes), the skill terms, and the
+    forecast of the current step. It assumes one evolving history, as a reconciler keeps."""
+
+    def __init__(self) -> None:
+        self.forecasts: dict[tuple[str, int, float], tuple[object, tuple[float | None, str, float | None]]] = {}
+        self.series: dict[str, tuple[tuple[RatePoint, ...], Series]] = {}
+        self.terms: dict[str, dict[tuple[float, ...], dict[float, Term]]] = {}
+
+    def series_of(self, history: ScalingHistory, subject: str, step: timedelta) -> Series:
+        rates = history.rates
+        kept = self.series.get(subject)
+        if kept is not None and kept[0] is rates:
+            return kept[1]
+        series = None
+        if kept is not None and kept[1].step == step.total_seconds():
+            series = kept[1].moved(kept[0], rates, subject)
+        if series is None:
+            series = Series.of(rates, subject, step)
+        self.series[subject] = (rates, series)
+        return series
 
 
 def forecast_rate(
@@ -152,21 +245,26 @@ def forecast_rate(
 
     The seasonal part changes only when a step of history is added, so a caller that passes a
     ``memo`` (its own, e.g. one per policy instance) gets it computed once per step (at the
-    step's start) and remembered while the history's rates are the same object.
+    step's start) and remembered while the history's rates are the same object; a new step
+    reuses the series and skill terms of the previous one.
     """
     seconds = step.total_seconds()
     bucket = math.floor(now.timestamp() / seconds)
-    key = (subject, bucket, horizon.total_seconds())
-    hit = memo.get(key) if memo is not None else None
-    if hit is not None and hit[0] is history.rates:
-        peak, method, skill = hit[1]
-    else:
-        at = datetime.fromtimestamp(bucket * seconds, tz=now.tzinfo)
+    at = datetime.fromtimestamp(bucket * seconds, tz=now.tzinfo)
+    if memo is None:
         peak, method, skill = seasonal_peak(history.rate_series(subject), at, step=step, horizon=horizon, **options)  # type: ignore[arg-type]
-        if memo is not None:
-            if len(memo) > 64:
-                memo.clear()
-            memo[key] = (history.rates, (peak, method, skill))
+    else:
+        key = (subject, bucket, horizon.total_seconds())
+        hit = memo.forecasts.get(key)
+        if hit is not None and hit[0] is history.rates:
+            peak, method, skill = hit[1]
+        else:
+            series = memo.series_of(history, subject, step)
+            terms = memo.terms.setdefault(subject, {})
+            peak, method, skill = seasonal_peak((), at, step=step, horizon=horizon, series=series, terms=terms, **options)  # type: ignore[arg-type]
+            if len(memo.forecasts) > 64:
+                memo.forecasts.clear()
+            memo.forecasts[key] = (history.rates, (peak, method, skill))
     if peak is None:
         return Forecast(current, current, method, skill)
     return Forecast(current, max(current, peak), method, skill)

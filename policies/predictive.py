@@ -23,8 +23,10 @@ In the spirit of DS2 and Flink's autoscaler, adapted to micro-batches, with a fo
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
+import operator
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -42,6 +44,7 @@ from policies.target_utilization import utilization, waiting_rows
 
 STEP_FACTOR = 4.0  # a running batch implying this many times the recent rate is a step up, not a straggler
 RETURN_RATE = 0.95  # a size the load outgrew stays too small while the rate is at least this share of it
+_STARTED = operator.attrgetter("started_at")
 RATE_STEP = timedelta(minutes=5)  # must match history.rate_step for forecasts (checked at run time)
 
 
@@ -155,7 +158,7 @@ class PredictivePolicy:
 
     def __init__(self, params: Params) -> None:
         self.p = params
-        self._forecasts: Memo = {}  # seasonal forecasts per (query, step, horizon); see forecast_rate
+        self._forecasts = Memo()  # seasonal forecasts, their series and skill terms; see forecast_rate
         # sizes found per query while its cost model is the same object: the release search asks
         # for the same load records tick after tick (see _fewest_cores)
         self._sizes: dict[str, tuple[BatchCostModel, dict[tuple[object, ...], tuple[int, int] | None]]] = {}
@@ -378,14 +381,20 @@ def demand_records(inp: PolicyInput, view: QueryView, horizon: datetime) -> Iter
     last minutes, the remembered step rates the hours before. Lazy: a caller that has found
     what it looks for stops the scan.
     """
-    top = 0.0
-    for s in reversed(view.samples):
-        if s.started_at < horizon:
-            return
-        if (s.input_rate or 0.0) > top:
-            top = s.input_rate or 0.0
-            yield s.started_at, top
-    oldest = view.samples[0].started_at if view.samples else inp.now
+    samples = view.samples
+    first = bisect.bisect_left(samples, horizon, key=_STARTED)  # samples are in time order
+    newest_first = samples[first:][::-1]
+    # running maximum from the newest batch back (in C); a record is where it rises, found
+    # by bisection: the release search runs every tick and reads only a few records
+    tops = list(itertools.accumulate([s.input_rate or 0.0 for s in newest_first], max))
+    i = bisect.bisect_right(tops, 0.0)
+    while i < len(tops):
+        yield newest_first[i].started_at, tops[i]
+        i = bisect.bisect_right(tops, tops[i], lo=i)
+    if first > 0:
+        return  # the batches reach back past the horizon
+    top = tops[-1] if tops else 0.0
+    oldest = samples[0].started_at if samples else inp.now
     for at, r in inp.history.rates_back(view.name, since=horizon):
         if at + RATE_STEP <= oldest and r > top:
             top = r

@@ -332,3 +332,65 @@ def test_a_scale_up_for_a_burst_does_not_floor_the_size_at_the_quiet_rate():
     floored = policy().propose(inp(cores=14, rate=5000, history=history, samples=steady))
     assert (released.executors, released.reason) == (7, Reason.SCALE_DOWN_FOR_LOAD)
     assert (floored.executors, floored.reason) == (14, Reason.WITHIN_TARGET)  # the rate itself undid it
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rates=st.lists(st.one_of(st.none(), st.sampled_from([0.0, 50.0, 100.0, 150.0, 200.0])), max_size=30),
+    steps=st.lists(st.sampled_from([0.0, 120.0, 180.0, 250.0]), max_size=12),
+    back=st.integers(0, 400),
+)
+def test_demand_records_are_the_rates_higher_than_every_later_one(rates, steps, back):
+    # batches every 10 s up to NOW, remembered 5-minute steps before them
+    from policies.predictive import demand_records
+
+    start = NOW - timedelta(seconds=10 * len(rates))
+    samples = [
+        BatchSample(i, start + timedelta(seconds=10 * i), timedelta(seconds=5), 1, r, None, None) for i, r in enumerate(rates)
+    ]
+    oldest = samples[0].started_at if samples else NOW
+    points = [RatePoint(oldest - timedelta(minutes=5) * (len(steps) - j), "q", r) for j, r in enumerate(steps)]
+    horizon = NOW - timedelta(seconds=10 * back)
+    view = query_view(samples=tuple(samples))
+    got = list(demand_records(inp(history=ScalingHistory(rates=tuple(points))), view, horizon))
+    # the definition, spelled out: newest first, each rate above every newer one (and above 0)
+    expected, top = [], 0.0
+    newest_first = [(s.started_at, s.input_rate or 0.0) for s in reversed(samples)]
+    if not samples or samples[0].started_at >= horizon:
+        newest_first += [(p.at + timedelta(minutes=5), p.rate) for p in reversed(points) if p.at >= horizon]
+    for at, r in newest_first:
+        if at < horizon and at in [s.started_at for s in samples]:
+            break
+        if r > top:
+            expected.append((at, r))
+            top = r
+    assert got == expected
+
+
+def test_a_memo_carried_through_an_evolving_history_forecasts_exactly_as_without_one():
+    # two queries' rates step by step (a daily pattern with noise, a few steps missing), trimmed
+    # at the front as the reconciler does (by age to 30 hours, by count within a step), read one
+    # or two steps late; the memo moves its series and reuses skill terms from step to step, and
+    # must change no forecast
+    from autoscaler.forecast import Memo
+
+    step, start = timedelta(minutes=5), datetime(2026, 1, 1, tzinfo=timezone.utc)
+    rng = __import__("random").Random(7)
+    memo, history, methods = Memo(), ScalingHistory(), set()
+    for i in range(3 * 288):
+        at = start + step * i
+        for subject, scale in (("q", 1.0), ("r", 0.5)):
+            if rng.random() > 0.03:  # a step the daemon did not see stays missing
+                history = history.with_rate(RatePoint(at, subject, scale * daily(at) * rng.uniform(0.9, 1.1)))
+        history = history.trimmed(at, timedelta(days=30), 10_000, timedelta(hours=30), 700)
+        if i < 288 + 12:
+            continue
+        now = at + rng.choice((1, 2)) * step + timedelta(seconds=rng.uniform(0, 299))
+        for subject in ("q", "r"):
+            for horizon in (timedelta(minutes=2), timedelta(minutes=30)):
+                kw = dict(step=step, horizon=horizon)
+                with_memo = forecast_rate(history, subject, now, 1000.0, memo=memo, **kw)
+                assert with_memo == forecast_rate(history, subject, now, 1000.0, **kw), (i, subject, horizon)
+                methods.add(with_memo.method)
+    assert methods == {"persistence", "seasonal-1d"}  # both predictors were exercised
+    assert memo.terms["q"]  # and terms were reused
