@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -100,20 +99,14 @@ class ScalingHistory:
     def restart_pauses(self) -> list[timedelta]:
         return [e.pause for e in self.events if e.pause is not None]
 
-    def rate_series(self, subject: str, since: datetime | None = None) -> list[tuple[datetime, float]]:
-        """(step start, rows/s) of one query, oldest first."""
+    def rate_series(
+        self, subject: str, since: datetime | None = None, until: datetime | None = None
+    ) -> list[tuple[datetime, float]]:
+        """(step start, rows/s) of one query, oldest first; steps starting in [since, until]."""
         rates = self.rates
         start = 0 if since is None else bisect.bisect_left(rates, since, key=_at)
-        return [(r.at, r.rate) for r in rates[start:] if r.subject == subject]
-
-    def rates_back(self, subject: str, since: datetime) -> Iterator[tuple[datetime, float]]:
-        """(step start, rows/s) of one query from the newest step back to ``since``, lazily."""
-        rates = self.rates
-        stop = bisect.bisect_left(rates, since, key=_at)
-        for i in range(len(rates) - 1, stop - 1, -1):
-            r = rates[i]
-            if r.subject == subject:
-                yield r.at, r.rate
+        end = len(rates) if until is None else bisect.bisect_right(rates, until, key=_at)
+        return [(r.at, r.rate) for r in rates[start:end] if r.subject == subject]
 
     def last_rate_at(self, subject: str) -> datetime | None:
         for r in reversed(self.rates):

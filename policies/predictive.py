@@ -45,6 +45,7 @@ from policies.target_utilization import utilization, waiting_rows
 STEP_FACTOR = 4.0  # a running batch implying this many times the recent rate is a step up, not a straggler
 RETURN_RATE = 0.95  # a size the load outgrew stays too small while the rate is at least this share of it
 _STARTED = operator.attrgetter("started_at")
+_RATE = operator.attrgetter("input_rate")
 RATE_STEP = timedelta(minutes=5)  # must match history.rate_step for forecasts (checked at run time)
 
 
@@ -384,21 +385,33 @@ def demand_records(inp: PolicyInput, view: QueryView, horizon: datetime) -> Iter
     samples = view.samples
     first = bisect.bisect_left(samples, horizon, key=_STARTED)  # samples are in time order
     newest_first = samples[first:][::-1]
-    # running maximum from the newest batch back (in C); a record is where it rises, found
-    # by bisection: the release search runs every tick and reads only a few records
-    tops = list(itertools.accumulate([s.input_rate or 0.0 for s in newest_first], max))
-    i = bisect.bisect_right(tops, 0.0)
-    while i < len(tops):
-        yield newest_first[i].started_at, tops[i]
-        i = bisect.bisect_right(tops, tops[i], lo=i)
+    rates = list(map(_RATE, newest_first))
+    if None in rates:
+        rates = [r or 0.0 for r in rates]
+    top = 0.0
+    for i in _rises(rates, top):
+        top = rates[i]
+        yield newest_first[i].started_at, top
     if first > 0:
         return  # the batches reach back past the horizon
-    top = tops[-1] if tops else 0.0
     oldest = samples[0].started_at if samples else inp.now
-    for at, r in inp.history.rates_back(view.name, since=horizon):
-        if at + RATE_STEP <= oldest and r > top:
-            top = r
-            yield at + RATE_STEP, r
+    # the steps before the oldest batch (the step that holds it is told by the batches)
+    steps = inp.history.rate_series(view.name, since=horizon, until=oldest - RATE_STEP)[::-1]
+    for i in _rises([r for _, r in steps], top):
+        yield steps[i][0] + RATE_STEP, steps[i][1]
+
+
+def _rises(values: list[float], floor: float) -> Iterator[int]:
+    """Indices of the values higher than ``floor`` and every value before them.
+
+    The running maximum is built in C and its rises found by bisection: the release search
+    runs on every tick and usually reads only the first few.
+    """
+    tops = list(itertools.accumulate(values, max))
+    i = bisect.bisect_right(tops, floor)
+    while i < len(tops):
+        yield i
+        i = bisect.bisect_right(tops, tops[i], lo=i)
 
 
 def smallest_proven_size(inp: PolicyInput, view: QueryView, arrival: float, window: timedelta) -> int:

@@ -8,12 +8,14 @@ every ``tick`` seconds over the workload and returns a :class:`SimResult`.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import math
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 import structlog
@@ -102,6 +104,24 @@ def build_workload(trace: Trace, *, config: SimConfig, peak_executors: int, days
     return workload_from_trace(trace, peak_rate=peak_executors * config.executor_capacity(), days=days)
 
 
+@contextlib.contextmanager
+def _without_cycle_collection() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for the tick loop.
+
+    A tick allocates a few hundred short-lived objects, which start a young-generation
+    collection every few ticks; the loop makes no reference cycles (a day of ELB leaves none
+    for the collector), so reference counting frees everything and the pauses only cost time
+    (about a tenth of the loop, measured on this 2-core machine).
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def simulate(
     source: Trace | Workload,
     *,
@@ -177,33 +197,34 @@ def simulate(
     ticks = int(math.floor(workload.duration / tick + 1e-9))
     executor_changes = restarts = rescales = 0
     started = time.perf_counter()
-    for _ in range(ticks):
-        clock.advance(step)
-        record = rec.tick()
-        changed = False
-        for r in record.results:
-            if not r.ok:
-                continue
-            if r.action == "rescale":
-                restarts += 1
-                changed = True
-            elif r.action == "remove" or (r.action == "set_target" and record.decision.changes):
-                changed = True
-        if record.decision.changes and any(r.ok and r.action in ("set_target", "remove") for r in record.results):
-            executor_changes += 1
-        rescales += changed
-        if on_tick is not None:
-            on_tick(record, cluster)
-        if out is not None:
-            t = cluster.t
-            rate = workload.rate_at(t)
-            out.t.append(t)
-            out.input_rate.append(rate)
-            out.capacity.append(cluster.capacity_now())
-            out.executors.append(cluster.allocated())
-            out.oracle.append(executors_for_rate(rate, capacity))
-            out.lag.append(cluster.lag_now())
-            out.partitions.append(cluster.params.parallelism)
+    with _without_cycle_collection():
+        for _ in range(ticks):
+            clock.advance(step)
+            record = rec.tick()
+            changed = False
+            for r in record.results:
+                if not r.ok:
+                    continue
+                if r.action == "rescale":
+                    restarts += 1
+                    changed = True
+                elif r.action == "remove" or (r.action == "set_target" and record.decision.changes):
+                    changed = True
+            if record.decision.changes and any(r.ok and r.action in ("set_target", "remove") for r in record.results):
+                executor_changes += 1
+            rescales += changed
+            if on_tick is not None:
+                on_tick(record, cluster)
+            if out is not None:
+                t = cluster.t
+                rate = workload.rate_at(t)
+                out.t.append(t)
+                out.input_rate.append(rate)
+                out.capacity.append(cluster.capacity_now())
+                out.executors.append(cluster.allocated())
+                out.oracle.append(executors_for_rate(rate, capacity))
+                out.lag.append(cluster.lag_now())
+                out.partitions.append(cluster.params.parallelism)
     cluster.advance_to(workload.duration)
     wall = time.perf_counter() - started
 

@@ -240,6 +240,21 @@ def test_the_same_seed_gives_the_same_result():
     assert a == b
 
 
+def test_the_tick_loop_pauses_the_cycle_collector_and_restores_it():
+    import gc
+
+    w = steps((5, 2000.0))
+    seen = []
+    simulate(w, peak_executors=4, on_tick=lambda record, cluster: seen.append(gc.isenabled()))
+    assert seen and not any(seen) and gc.isenabled()
+    gc.disable()
+    try:
+        simulate(w, peak_executors=4)
+        assert not gc.isenabled()  # a caller's choice is left as it was
+    finally:
+        gc.enable()
+
+
 def _fewest_with_segments(lengths, need, max_changes):
     """Exact optimum by brute force: best[j][k] = cheapest cover of the first j steps in k segments."""
     n = len(need)
