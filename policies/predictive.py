@@ -26,8 +26,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-import operator
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -37,15 +36,13 @@ from autoscaler.capacity import aligned_parallelism
 from autoscaler.costmodel import BatchCostModel
 from autoscaler.forecast import Memo, forecast_rate
 from autoscaler.history import EXECUTORS, ScalingEvent
-from autoscaler.model import Proposal, QueryLoad, QueryView, Reason
+from autoscaler.model import BatchSample, Proposal, QueryLoad, QueryView, Reason
 from autoscaler.settings import Duration
 from policies.base import PolicyInput, PolicyParams, register
 from policies.target_utilization import utilization, waiting_rows
 
 STEP_FACTOR = 4.0  # a running batch implying this many times the recent rate is a step up, not a straggler
 RETURN_RATE = 0.95  # a size the load outgrew stays too small while the rate is at least this share of it
-_STARTED = operator.attrgetter("started_at")
-_RATE = operator.attrgetter("input_rate")
 RATE_STEP = timedelta(minutes=5)  # must match history.rate_step for forecasts (checked at run time)
 
 
@@ -164,6 +161,7 @@ class PredictivePolicy:
         # for the same load records tick after tick (see _fewest_cores)
         self._sizes: dict[str, tuple[BatchCostModel, dict[tuple[object, ...], tuple[int, int] | None]]] = {}
         self._pauses: tuple[tuple[ScalingEvent, ...], float] | None = None  # (events, restart seconds)
+        self._records: dict[str, LoadRecords] = {}  # each query's batch records, kept between ticks
 
     def propose(self, inp: PolicyInput) -> Proposal:
         sizings = [self._size(view, load, inp) for view, load in inp.modelled_queries()]
@@ -236,7 +234,8 @@ class PredictivePolicy:
         largest = math.floor(have * (1 - p.scale_down_margin))
         max_cores = inp.max_executors * max(1, inp.cores_per_executor)
         carried = 0.0  # the highest rate newer than the record at hand
-        for at, rate in itertools.chain(demand_records(inp, view, horizon), [(horizon, math.inf)]):
+        kept = self._records.setdefault(view.name, LoadRecords())
+        for at, rate in itertools.chain(demand_records(inp, view, horizon, kept), [(horizon, math.inf)]):
             size = cores
             if carried > 0:
                 sized = self._fewest_cores(model, view, carried, max_cores)
@@ -375,24 +374,67 @@ class PredictivePolicy:
         return Reason.SCALE_UP_FOR_LOAD
 
 
-def demand_records(inp: PolicyInput, view: QueryView, horizon: datetime) -> Iterator[tuple[datetime, float]]:
+class LoadRecords:
+    """One query's batch records (each rate higher than all later ones), kept between ticks.
+
+    A monotonic stack: oldest first, rates falling. A new batch removes the records its rate
+    reaches, a batch leaving the buffer takes its record along, so a tick costs about one push
+    instead of a scan of the whole buffer (the release search runs on every tick).
+    """
+
+    def __init__(self) -> None:
+        self._stack: list[tuple[float, BatchSample]] = []
+        self._newest: BatchSample | None = None
+
+    def update(self, samples: Sequence[BatchSample]) -> list[tuple[float, BatchSample]]:
+        """The records of ``samples`` (in time order), as (rate, batch), oldest first."""
+        start = self._continues(samples)
+        if start is None:
+            self._stack, start = [], 0
+        stack = self._stack
+        for sample in samples[start:]:
+            rate = sample.input_rate or 0.0
+            while stack and stack[-1][0] <= rate:
+                stack.pop()
+            stack.append((rate, sample))
+        if samples:
+            oldest = samples[0].started_at
+            gone = 0
+            while gone < len(stack) and stack[gone][1].started_at < oldest:
+                gone += 1
+            del stack[:gone]
+        self._newest = samples[-1] if samples else None
+        return stack
+
+    def _continues(self, samples: Sequence[BatchSample]) -> int | None:
+        """Where the batches new since the last update start, or None when ``samples`` does not
+        continue the last buffer (start again)."""
+        if self._newest is None:
+            return None
+        for back in range(min(len(samples), 64)):
+            if samples[-1 - back] is self._newest:
+                return len(samples) - back
+        return None
+
+
+def demand_records(
+    inp: PolicyInput, view: QueryView, horizon: datetime, kept: LoadRecords | None = None
+) -> Iterator[tuple[datetime, float]]:
     """(when, rate) of each arrival rate higher than every later one, newest first, back to ``horizon``.
 
     The load last needed more than a rate at the first record above it. The batches tell the
     last minutes, the remembered step rates the hours before. Lazy: a caller that has found
-    what it looks for stops the scan.
+    what it looks for stops the scan. ``kept`` carries the batch records from call to call.
     """
     samples = view.samples
-    first = bisect.bisect_left(samples, horizon, key=_STARTED)  # samples are in time order
-    newest_first = samples[first:][::-1]
-    rates = list(map(_RATE, newest_first))
-    if None in rates:
-        rates = [r or 0.0 for r in rates]
     top = 0.0
-    for i in _rises(rates, top):
-        top = rates[i]
-        yield newest_first[i].started_at, top
-    if first > 0:
+    for rate, sample in reversed((kept or LoadRecords()).update(samples)):
+        if sample.started_at < horizon:
+            break
+        if rate > 0:
+            top = rate
+            yield sample.started_at, rate
+    if samples and samples[0].started_at < horizon:
         return  # the batches reach back past the horizon
     oldest = samples[0].started_at if samples else inp.now
     # the steps before the oldest batch (the step that holds it is told by the batches)
@@ -404,8 +446,7 @@ def demand_records(inp: PolicyInput, view: QueryView, horizon: datetime) -> Iter
 def _rises(values: list[float], floor: float) -> Iterator[int]:
     """Indices of the values higher than ``floor`` and every value before them.
 
-    The running maximum is built in C and its rises found by bisection: the release search
-    runs on every tick and usually reads only the first few.
+    The running maximum is built in C and its rises found by bisection.
     """
     tops = list(itertools.accumulate(values, max))
     i = bisect.bisect_right(tops, floor)

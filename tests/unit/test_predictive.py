@@ -334,37 +334,50 @@ def test_a_scale_up_for_a_burst_does_not_floor_the_size_at_the_quiet_rate():
     assert (floored.executors, floored.reason) == (14, Reason.WITHIN_TARGET)  # the rate itself undid it
 
 
+def _records_by_definition(samples, points, horizon):
+    """Newest first, each rate above every newer one (and above 0); the remembered steps only
+    when the batches do not reach back past the horizon, and only those before the oldest batch."""
+    expected, top = [], 0.0
+    for s in reversed(samples):
+        if s.started_at < horizon:
+            return expected
+        if (s.input_rate or 0.0) > top:
+            top = s.input_rate or 0.0
+            expected.append((s.started_at, top))
+    oldest = samples[0].started_at if samples else NOW
+    for p in reversed(points):
+        if p.at >= horizon and p.at + timedelta(minutes=5) <= oldest and p.rate > top:
+            top = p.rate
+            expected.append((p.at + timedelta(minutes=5), p.rate))
+    return expected
+
+
 @settings(max_examples=200, deadline=None)
 @given(
-    rates=st.lists(st.one_of(st.none(), st.sampled_from([0.0, 50.0, 100.0, 150.0, 200.0])), max_size=30),
+    rates=st.lists(st.one_of(st.none(), st.sampled_from([0.0, 50.0, 100.0, 150.0, 200.0])), max_size=40),
+    width=st.integers(1, 15),
+    jumps=st.sets(st.integers(0, 40), max_size=3),
     steps=st.lists(st.sampled_from([0.0, 120.0, 180.0, 250.0]), max_size=12),
     back=st.integers(0, 400),
 )
-def test_demand_records_are_the_rates_higher_than_every_later_one(rates, steps, back):
-    # batches every 10 s up to NOW, remembered 5-minute steps before them
-    from policies.predictive import demand_records
+def test_demand_records_are_the_rates_higher_than_every_later_one(rates, width, jumps, steps, back):
+    # a buffer of batches 10 s apart slides along (sometimes jumping, as after a restart);
+    # the records kept from call to call must always be those of the definition
+    from policies.predictive import LoadRecords, demand_records
 
-    start = NOW - timedelta(seconds=10 * len(rates))
-    samples = [
-        BatchSample(i, start + timedelta(seconds=10 * i), timedelta(seconds=5), 1, r, None, None) for i, r in enumerate(rates)
-    ]
-    oldest = samples[0].started_at if samples else NOW
-    points = [RatePoint(oldest - timedelta(minutes=5) * (len(steps) - j), "q", r) for j, r in enumerate(steps)]
-    horizon = NOW - timedelta(seconds=10 * back)
-    view = query_view(samples=tuple(samples))
-    got = list(demand_records(inp(history=ScalingHistory(rates=tuple(points))), view, horizon))
-    # the definition, spelled out: newest first, each rate above every newer one (and above 0)
-    expected, top = [], 0.0
-    newest_first = [(s.started_at, s.input_rate or 0.0) for s in reversed(samples)]
-    if not samples or samples[0].started_at >= horizon:
-        newest_first += [(p.at + timedelta(minutes=5), p.rate) for p in reversed(points) if p.at >= horizon]
-    for at, r in newest_first:
-        if at < horizon and at in [s.started_at for s in samples]:
-            break
-        if r > top:
-            expected.append((at, r))
-            top = r
-    assert got == expected
+    batches = [BatchSample(i, NOW + timedelta(seconds=10 * i), timedelta(seconds=5), 1, r, None, None) for i, r in enumerate(rates)]
+    kept = LoadRecords()
+    for end in range(len(batches) + 1):
+        samples = batches[max(0, end - width) : end] if end not in jumps else batches[max(0, end - 2 * width) : max(0, end - width)]
+        now = (samples[-1].started_at if samples else NOW) + timedelta(seconds=10)
+        oldest = samples[0].started_at if samples else now
+        points = [RatePoint(oldest - timedelta(minutes=5) * (len(steps) - j), "q", r) for j, r in enumerate(steps)]
+        horizon = now - timedelta(seconds=10 * back)
+        view = query_view(samples=tuple(samples))
+        history = ScalingHistory(rates=tuple(points))
+        expected = _records_by_definition(samples, points, horizon)
+        assert list(demand_records(inp(history=history), view, horizon, kept)) == expected
+        assert list(demand_records(inp(history=history), view, horizon)) == expected
 
 
 def test_a_memo_carried_through_an_evolving_history_forecasts_exactly_as_without_one():
