@@ -19,17 +19,17 @@ from __future__ import annotations
 
 import bisect
 import math
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Sequence
 
 from autoscaler.history import RatePoint, ScalingHistory
+from autoscaler.values import value
 
 DAY = timedelta(days=1)
 WEEK = timedelta(days=7)
 
 
-@dataclass(frozen=True)
+@value
 class Forecast:
     current: float  # rows/s now
     peak: float  # highest rate expected within the horizon (>= current)
@@ -250,8 +250,8 @@ def forecast_rate(
     """
     seconds = step.total_seconds()
     bucket = math.floor(now.timestamp() / seconds)
-    at = datetime.fromtimestamp(bucket * seconds, tz=now.tzinfo)
     if memo is None:
+        at = datetime.fromtimestamp(bucket * seconds, tz=now.tzinfo)
         peak, method, skill = seasonal_peak(history.rate_series(subject), at, step=step, horizon=horizon, **options)  # type: ignore[arg-type]
     else:
         key = (subject, bucket, horizon.total_seconds())
@@ -259,6 +259,7 @@ def forecast_rate(
         if hit is not None and hit[0] is history.rates:
             peak, method, skill = hit[1]
         else:
+            at = datetime.fromtimestamp(bucket * seconds, tz=now.tzinfo)
             series = memo.series_of(history, subject, step)
             terms = memo.terms.setdefault(subject, {})
             peak, method, skill = seasonal_peak((), at, step=step, horizon=horizon, series=series, terms=terms, **options)  # type: ignore[arg-type]

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from autoscaler.model import Reason
+from autoscaler.values import value
 
 EXECUTORS = "executors"
 
@@ -43,7 +44,7 @@ def _event_at(event: ScalingEvent) -> datetime:
     return event.at
 
 
-@dataclass(frozen=True)
+@value
 class ScalingHistory:
     events: tuple[ScalingEvent, ...] = ()  # in time order (appended as they happen)
     # executor counts recommended each tick, for the delayed scale-down (max over the window);

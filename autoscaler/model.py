@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Mapping
 
 from autoscaler.costmodel import BatchCostModel
+from autoscaler.values import value
 
 
 class Mode(StrEnum):
@@ -91,7 +92,7 @@ class Executor:
     added_at: datetime | None = None
 
 
-@dataclass(frozen=True)
+@value
 class ExecutorView:
     """What the driver knows about executors at one instant."""
 
@@ -157,7 +158,7 @@ class QueryParams:
     max_rows_per_batch: int | None = None
 
 
-@dataclass(frozen=True)
+@value
 class QueryView:
     name: str
     status: QueryStatus
@@ -189,7 +190,7 @@ class QueryView:
         return copy
 
 
-@dataclass(frozen=True)
+@value
 class ActionOutcome:
     """Completion of an asynchronous action (e.g. a query rescale), reported by the shell."""
 
@@ -204,7 +205,7 @@ class ActionOutcome:
     to_params: QueryParams | None = None
 
 
-@dataclass(frozen=True)
+@value
 class Snapshot:
     at: datetime
     executors: ExecutorView
@@ -218,7 +219,7 @@ class Snapshot:
 # --- evaluation ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@value
 class QueryLoad:
     """Workload of one query, evaluated over its metric window."""
 
@@ -249,7 +250,7 @@ class QueryLoad:
 # --- decision -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@value
 class Proposal:
     """What a policy wants, before normalization."""
 
@@ -260,7 +261,7 @@ class Proposal:
     details: Mapping[str, float] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@value
 class ExecutorDecision:
     current: int
     proposed: int | None
@@ -274,7 +275,7 @@ class ExecutorDecision:
         return self.target is not None and self.target != self.current
 
 
-@dataclass(frozen=True)
+@value
 class EffectiveMode:
     configured: Mode
     mode: Mode  # active or reactive
@@ -288,7 +289,7 @@ class EffectiveMode:
         return self.mode == Mode.ACTIVE and not self.fallback
 
 
-@dataclass(frozen=True)
+@value
 class QueryChange:
     name: str
     from_params: QueryParams
@@ -297,7 +298,7 @@ class QueryChange:
     message: str = ""
 
 
-@dataclass(frozen=True)
+@value
 class QueryRefusal:
     name: str
     wanted: QueryParams
@@ -305,7 +306,7 @@ class QueryRefusal:
     message: str
 
 
-@dataclass(frozen=True)
+@value
 class Plan:
     set_target: int | None = None  # absolute executor target to assert
     remove: tuple[str, ...] = ()  # executors to remove, chosen by rule

@@ -7,15 +7,15 @@ scale-down (largest recommendation over the delay window) -> step limits. A held
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from datetime import datetime
 
 from autoscaler.history import EXECUTORS, ScalingHistory
 from autoscaler.model import ExecutorDecision, Proposal, Reason
 from autoscaler.settings import NormalizeSettings
+from autoscaler.values import value
 
 
-@dataclass(frozen=True)
+@value
 class NormalizeInput:
     now: datetime
     proposal: Proposal

@@ -5,7 +5,7 @@ Pure functions; the reconciler hands the resulting :class:`Plan` to the actuator
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Mapping, Sequence
 
@@ -24,6 +24,7 @@ from autoscaler.model import (
     Reason,
 )
 from autoscaler.settings import NormalizeSettings
+from autoscaler.values import value
 
 
 def removal_order(alive: Sequence[Executor]) -> list[Executor]:
@@ -50,7 +51,7 @@ def choose_removals(view: ExecutorView, target: int) -> tuple[str, ...]:
     return tuple(e.id for e in removal_order(staying)[:excess])
 
 
-@dataclass(frozen=True)
+@value
 class ExecutorPosition:
     current: int  # where we are, or are heading while a request is outstanding
     in_flight: bool
@@ -92,7 +93,7 @@ def plan_executors(decision: ExecutorDecision, view: ExecutorView, mode: Mode) -
     return decision.target, choose_removals(view, decision.target)
 
 
-@dataclass(frozen=True)
+@value
 class QueryPlanInput:
     now: datetime
     queries: Sequence[QueryView]

@@ -7,7 +7,7 @@ action heals itself on the next tick. Only ``observe`` and ``act`` touch the clu
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
@@ -37,6 +37,7 @@ from autoscaler.planner import QueryPlanInput, executor_position, plan_executors
 from autoscaler.ports import ClusterObserver, ExecutorActuator, QueryActuator, StateStore
 from autoscaler.settings import Settings
 from autoscaler.window import Fitter, evaluate_query, record_rates
+from autoscaler.values import value
 from policies import Policy, PolicyInput, create_policy
 
 log = structlog.get_logger("autoscaler.reconciler")
@@ -51,7 +52,7 @@ class TickError(Exception):
         self.cause = cause
 
 
-@dataclass(frozen=True)
+@value
 class ActionResult:
     action: str  # "set_target", "remove", "rescale"
     subject: str
@@ -59,7 +60,7 @@ class ActionResult:
     message: str = ""
 
 
-@dataclass(frozen=True)
+@value
 class TickRecord:
     """Everything one tick saw, wanted and did: the unit of the audit trail."""
 

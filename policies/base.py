@@ -10,7 +10,6 @@ its parameters as a frozen pydantic model ``Params``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, ClassVar, Mapping, Protocol, TypeVar
 
@@ -18,13 +17,14 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from autoscaler.history import ScalingHistory
 from autoscaler.model import Proposal, QueryLoad, QueryStatus, QueryView, Snapshot
+from autoscaler.values import value
 
 
 class PolicyParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-@dataclass(frozen=True)
+@value
 class PolicyInput:
     now: datetime
     snapshot: Snapshot

@@ -27,7 +27,6 @@ import bisect
 import itertools
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from pydantic import Field, model_validator
@@ -38,6 +37,7 @@ from autoscaler.forecast import Memo, forecast_rate
 from autoscaler.history import EXECUTORS, ScalingEvent
 from autoscaler.model import BatchSample, Proposal, QueryLoad, QueryView, Reason
 from autoscaler.settings import Duration
+from autoscaler.values import value
 from policies.base import PolicyInput, PolicyParams, register
 from policies.target_utilization import utilization, waiting_rows
 
@@ -46,7 +46,7 @@ RETURN_RATE = 0.95  # a size the load outgrew stays too small while the rate is 
 RATE_STEP = timedelta(minutes=5)  # must match history.rate_step for forecasts (checked at run time)
 
 
-@dataclass(frozen=True)
+@value
 class Demand:
     arrival: float  # rows/s arriving now
     backlog: float  # rows/s that drain the waiting rows within the catch-up time
@@ -57,7 +57,7 @@ class Demand:
     lagging: bool  # the lag exceeds lag_fraction of the SLO
 
 
-@dataclass(frozen=True)
+@value
 class Sizing:
     name: str
     cores: int  # cores this query should have

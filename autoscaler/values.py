@@ -1,0 +1,66 @@
+"""``@value``: a frozen dataclass that is cheap to build.
+
+A frozen dataclass sets each field in ``__init__`` through ``object.__setattr__``, about 0.2 us
+a field (measured here: a 10-field instance takes 2.7 us frozen, 0.5 us unfrozen). A tick builds
+some 150 fields of values (snapshot, loads, policy and normalization inputs, decision, record),
+and the simulator runs 260,000 ticks for 30 days. ``@value`` keeps everything ``dataclass(frozen=True)``
+gives (assignment raises ``FrozenInstanceError``, equality, hashing, ``replace``, ``fields``) and
+only swaps ``__init__`` for one that fills the instance dict directly, as ``dataclasses`` would
+generate it: the same parameters, defaults, default factories and ``__post_init__``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, TypeVar
+
+T = TypeVar("T")
+
+_FACTORY = object()  # marks a parameter left to its default factory
+
+
+def value(cls: type[T]) -> type[T]:
+    """``@dataclass(frozen=True)`` with a fast ``__init__`` (not for slots classes)."""
+    cls = dataclasses.dataclass(frozen=True)(cls)
+    cls.__init__ = _dict_init(cls)  # type: ignore[misc]
+    return cls
+
+
+def _dict_init(cls: type) -> Callable[..., None]:
+    names: dict[str, Any] = {"_FACTORY": _FACTORY}
+    params: list[str] = []
+    lines: list[str] = []
+    for f in dataclasses.fields(cls):
+        if f.kw_only or isinstance(f.type, dataclasses.InitVar):
+            raise TypeError(f"@value does not support keyword-only or init-only fields ({cls.__name__}.{f.name})")
+        default, factory = f"_default_{f.name}", f"_factory_{f.name}"
+        if f.default is not dataclasses.MISSING:
+            names[default] = f.default
+        if f.default_factory is not dataclasses.MISSING:
+            names[factory] = f.default_factory
+        if f.init:
+            if f.default is not dataclasses.MISSING:
+                params.append(f"{f.name}={default}")
+                expr = f.name
+            elif f.default_factory is not dataclasses.MISSING:
+                params.append(f"{f.name}=_FACTORY")
+                expr = f"{factory}() if {f.name} is _FACTORY else {f.name}"
+            else:
+                params.append(f.name)
+                expr = f.name
+        elif f.default is not dataclasses.MISSING:
+            expr = default
+        elif f.default_factory is not dataclasses.MISSING:
+            expr = f"{factory}()"
+        else:
+            continue  # set by __post_init__
+        lines.append(f"    __fields[{f.name!r}] = {expr}")
+    if hasattr(cls, "__post_init__"):
+        lines.append("    __self.__post_init__()")
+    source = f"def __init__(__self, {', '.join(params)}):\n    __fields = __self.__dict__\n" + "\n".join(lines or ["    pass"]) + "\n"
+    scope: dict[str, Any] = {}
+    exec(source, names, scope)  # noqa: S102 - generated from the class's own field list, as dataclasses does
+    init = scope["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__module__ = cls.__module__
+    return init

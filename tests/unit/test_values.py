@@ -1,0 +1,70 @@
+"""``@value``: a frozen dataclass with a fast ``__init__`` behaves as ``dataclass(frozen=True)``."""
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import pytest
+
+from autoscaler.values import value
+
+
+@value
+class Point:
+    x: int
+    y: int = 2
+    tags: tuple[str, ...] = field(default_factory=tuple)
+    seen: list[int] = field(default_factory=list)
+    total: int = field(init=False, default=0)
+    label: str = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "label", f"{self.x},{self.y}")
+
+
+@dataclass(frozen=True)
+class Reference:
+    x: int
+    y: int = 2
+    tags: tuple[str, ...] = field(default_factory=tuple)
+    seen: list[int] = field(default_factory=list)
+    total: int = field(init=False, default=0)
+    label: str = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "label", f"{self.x},{self.y}")
+
+
+def as_tuple(obj):
+    return tuple(getattr(obj, f.name) for f in dataclasses.fields(obj)) + (obj.label,)
+
+
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [((1,), {}), ((1, 5), {}), ((1,), {"y": 7, "tags": ("a",)}), ((), {"x": 3, "seen": [1]})],
+)
+def test_fields_defaults_factories_and_post_init_match_a_frozen_dataclass(args, kwargs):
+    assert as_tuple(Point(*args, **kwargs)) == as_tuple(Reference(*args, **kwargs))
+
+
+def test_it_stays_frozen_equal_hashable_and_replaceable():
+    p = Point(1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.x = 2  # type: ignore[misc]
+    assert p == Point(1) and p != Point(2)
+    assert (Point.__hash__ is None) == (Reference.__hash__ is None)  # frozen + eq: hashed by fields
+    q = dataclasses.replace(p, y=9)
+    assert (q.x, q.y, q.label) == (1, 9, "1,9") and p.y == 2
+    assert Point(1).seen is not Point(1).seen  # a fresh default per instance
+    assert repr(Point(1, 2)) == "Point(x=1, y=2, tags=(), seen=[], total=0)"
+
+
+def test_bad_calls_fail_like_any_function():
+    with pytest.raises(TypeError):
+        Point()  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        Point(1, total=3)  # type: ignore[call-arg]  # not an init field
+    with pytest.raises(TypeError, match="keyword-only"):
+
+        @value
+        class KwOnly:
+            a: int = field(kw_only=True)
