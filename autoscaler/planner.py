@@ -44,6 +44,8 @@ def removal_order(alive: Sequence[Executor]) -> list[Executor]:
 
 def choose_removals(view: ExecutorView, target: int) -> tuple[str, ...]:
     """Executors to remove so that ``target`` stay, skipping those already being removed."""
+    if len(view.alive) <= target:
+        return ()  # the usual tick: nothing to remove
     staying = [e for e in view.alive if e.id not in view.pending_removal]
     excess = len(staying) - target
     if excess <= 0:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
+from functools import cached_property
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
@@ -85,13 +86,13 @@ class TickRecord:
     min_executors: int | None = None  # effective bounds this tick (settings or operator override)
     max_executors: int | None = None
 
-    @property
+    @cached_property
     def acted(self) -> bool:
         return any(r.ok and r.action in ("remove", "rescale") for r in self.results) or (
             self.decision.changes and any(r.ok and r.action == "set_target" for r in self.results)
         )
 
-    @property
+    @cached_property
     def notable(self) -> bool:
         """Changed (or, paused or in dry run, would change) something, or held/refused a wanted change."""
         wanted = self.decision.proposed is not None and self.decision.proposed != self.decision.current
@@ -296,10 +297,14 @@ class Reconciler:
         """The query's cost-model cache, or None when the policy does not use a cost model."""
         if not getattr(self.policy, "needs_cost_model", True):
             return None
-        return self._cost_models.setdefault(query, CostModelCache()).fit
+        cache = self._cost_models.get(query)
+        if cache is None:
+            cache = self._cost_models[query] = CostModelCache()
+        return cache.fit
 
     def _forget_cost_models(self, snap: Snapshot) -> None:
-        for name in self._cost_models.keys() - {q.name for q in snap.queries}:
+        names = [q.name for q in snap.queries]
+        for name in [n for n in self._cost_models if n not in names]:
             del self._cost_models[name]
 
     def _propose(self, inp: PolicyInput, control: ControlState) -> Proposal:
