@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from autoscaler.sequences import count_after
+
 if TYPE_CHECKING:
     from autoscaler.model import BatchSample
 
@@ -188,11 +190,8 @@ def fit_cost_model(samples: Sequence["BatchSample"]) -> BatchCostModel | None:
 
 def _count_after(recent: tuple["BatchSample", ...], seen: "BatchSample | None") -> int:
     """Batches at the end of ``recent`` after ``seen`` (all of them when it is not there)."""
-    if seen is not None:
-        for back, sample in enumerate(reversed(recent)):
-            if sample is seen:
-                return back
-    return len(recent)
+    after = None if seen is None else count_after(recent, seen)
+    return len(recent) if after is None else after
 
 
 class CostModelCache:

@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import Sequence
 
 from autoscaler.history import RatePoint, ScalingHistory
+from autoscaler.sequences import count_after
 from autoscaler.values import value
 
 DAY = timedelta(days=1)
@@ -60,19 +61,18 @@ class Series:
         if not old or not new:
             return None
         # where the old newest point is now (looking back a few steps' worth of points)
-        last = old[-1]
-        q = next((i for i in range(len(new) - 1, max(-1, len(new) - 65), -1) if new[i] is last), None)
-        if q is None:
+        after = count_after(new, old[-1], within=64)
+        if after is None:
             return None
+        q = len(new) - 1 - after
         dropped = len(old) - 1 - q  # points trimmed from the front
         if dropped < 0 or new[0] is not old[dropped]:
             return None
         gone = sum(1 for r in old[:dropped] if r.subject == subject)
         added = [r for r in new[q + 1 :] if r.subject == subject]
-        series = object.__new__(Series)
+        series = Series((), timedelta(seconds=self.step))
         series.times = self.times[gone:] + [r.at.timestamp() for r in added]
         series.rates = self.rates[gone:] + [r.rate for r in added]
-        series.step = self.step
         return series
 
     def at(self, when: float) -> float | None:

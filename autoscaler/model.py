@@ -179,16 +179,6 @@ class QueryView:
     batch_tasks: tuple[int, int] | None = None  # (completed, total) tasks of the running batch
     warming: bool = False  # a new run or changed executors: batches are slow because cold
 
-    def without_samples(self) -> "QueryView":
-        """This view without its batch samples (what a tick record keeps).
-
-        The same as ``dataclasses.replace(view, samples=())``, which re-runs ``__init__`` over
-        every field: the reconciler calls this for each query on every tick.
-        """
-        copy = object.__new__(QueryView)
-        copy.__dict__.update(self.__dict__, samples=())
-        return copy
-
 
 @value
 class ActionOutcome:

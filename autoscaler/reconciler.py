@@ -194,7 +194,7 @@ class Reconciler:
         configured = self.configured_mode()
         first = resolve_mode(configured, snap.executors)
         position = executor_position(snap.executors, now, s.request_timeout, first.mode)
-        mode = resolve_mode(configured, snap.executors, True) if position.not_granted else first
+        mode = resolve_mode(configured, snap.executors, position.not_granted)
         lo, hi = self.bounds()
         loads = {q.name: evaluate_query(q, now, s.window.metrics_window, snap.executors.cores, self._fitter(q.name)) for q in snap.queries}
         self._forget_cost_models(snap)
@@ -276,7 +276,7 @@ class Reconciler:
             paused=paused,
             dry_run=dry,
             duration=self.clock.now() - now,
-            queries=tuple(q.without_samples() for q in snap.queries),
+            queries=tuple(replace(q, samples=()) for q in snap.queries),
             outcomes=snap.outcomes,
             min_executors=lo,
             max_executors=hi,

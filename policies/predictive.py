@@ -36,6 +36,7 @@ from autoscaler.costmodel import BatchCostModel
 from autoscaler.forecast import Memo, forecast_rate
 from autoscaler.history import EXECUTORS, ScalingEvent
 from autoscaler.model import BatchSample, Proposal, QueryLoad, QueryView, Reason
+from autoscaler.sequences import count_after
 from autoscaler.settings import Duration
 from autoscaler.values import value
 from policies.base import PolicyInput, PolicyParams, register
@@ -409,12 +410,8 @@ class LoadRecords:
     def _continues(self, samples: Sequence[BatchSample]) -> int | None:
         """Where the batches new since the last update start, or None when ``samples`` does not
         continue the last buffer (start again)."""
-        if self._newest is None:
-            return None
-        for back in range(min(len(samples), 64)):
-            if samples[-1 - back] is self._newest:
-                return len(samples) - back
-        return None
+        after = None if self._newest is None else count_after(samples, self._newest, within=64)
+        return None if after is None else len(samples) - after
 
 
 def demand_records(

@@ -8,30 +8,27 @@ import pytest
 from autoscaler.values import value
 
 
-@value
-class Point:
-    x: int
-    y: int = 2
-    tags: tuple[str, ...] = field(default_factory=tuple)
-    seen: list[int] = field(default_factory=list)
-    total: int = field(init=False, default=0)
-    label: str = field(init=False, repr=False)
+def point_class(decorate):
+    """The same class body under ``decorate``: ``@value`` or the frozen dataclass it must match."""
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "label", f"{self.x},{self.y}")
+    @decorate
+    class Point:
+        x: int
+        y: int = 2
+        tags: tuple[str, ...] = field(default_factory=tuple)
+        seen: list[int] = field(default_factory=list)
+        total: int = field(init=False, default=0)
+        label: str = field(init=False, repr=False)
+
+        def __post_init__(self) -> None:
+            object.__setattr__(self, "label", f"{self.x},{self.y}")
+
+    Point.__qualname__ = "Point"  # as if defined at module level (repr shows it)
+    return Point
 
 
-@dataclass(frozen=True)
-class Reference:
-    x: int
-    y: int = 2
-    tags: tuple[str, ...] = field(default_factory=tuple)
-    seen: list[int] = field(default_factory=list)
-    total: int = field(init=False, default=0)
-    label: str = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "label", f"{self.x},{self.y}")
+Point = point_class(value)
+Reference = point_class(dataclass(frozen=True))
 
 
 def as_tuple(obj):
