@@ -138,7 +138,10 @@ class PredictivePolicy:
         price_exponent: float = Field(
             2.0, ge=0, description="Above the budget the rescale price grows with this power of the pressure."
         )
-        min_dwell: Duration = Field(timedelta(minutes=10), description="No scale-down within this time after a scale-up.")
+        min_dwell: Duration = Field(
+            timedelta(minutes=10),
+            description="No scale-down within this time after a scale-up (unless the latest scale-up was to drain a backlog).",
+        )
         startup_time: Duration = Field(
             timedelta(seconds=45), description="Expected time from an executor request to work on it (sizes the backlog)."
         )
@@ -280,7 +283,7 @@ class PredictivePolicy:
             return Sizing(view.name, cores, _changed(new_partitions, partitions), busy_now, reason, f"{text} -> {cores} core(s)")
         if demand.lagging or cores > math.floor(have * (1 - p.scale_down_margin)) or cores >= have:
             return hold()
-        last_up = _last_scale_up(inp)
+        last_up = _dwell_start(inp)
         if last_up is not None and inp.now - last_up < p.min_dwell:
             return hold(f"{cores} core(s) after the dwell")
         # ski rental: keep capacity until what it has cost since the load last needed it
@@ -493,10 +496,17 @@ def rate_around(view: QueryView, series: list[tuple[datetime, float]], at: datet
     return max(steps) if steps else None
 
 
-def _last_scale_up(inp: PolicyInput) -> datetime | None:
+def _dwell_start(inp: PolicyInput) -> datetime | None:
+    """When the latest executor scale-up happened, or None when there was none or it was to
+    drain a backlog.
+
+    The dwell keeps a size the load asked for against a quick scale-down (a load that rose
+    often bounces). Capacity added to drain a backlog is needed only until the backlog is
+    gone: the ski rental alone releases it, keeping what the recent batches' rates need.
+    """
     for e in reversed(inp.history.events):
         if e.subject == EXECUTORS and e.to_value > e.from_value:
-            return e.at
+            return None if e.reason == Reason.SCALE_UP_FOR_BACKLOG else e.at
     return None
 
 

@@ -158,10 +158,29 @@ def test_scale_down_waits_until_idle_capacity_has_cost_a_rescale(history, execut
     assert (proposal.executors, proposal.reason) == (executors, reason)
 
 
-def test_no_scale_down_right_after_a_scale_up():
-    history = ScalingHistory(events=(ScalingEvent(NOW - timedelta(minutes=5), EXECUTORS, 10, 14, Reason.SCALE_UP_FOR_LOAD),))
-    proposal = policy().propose(inp(cores=14, rate=5000, history=history))
-    assert (proposal.executors, proposal.reason) == (14, Reason.WITHIN_TARGET)  # min_dwell 10 min
+def up(minutes_ago: float, reason: Reason, to: int = 14) -> ScalingEvent:
+    return ScalingEvent(NOW - timedelta(minutes=minutes_ago), EXECUTORS, to - 4, to, reason)
+
+
+@pytest.mark.parametrize(
+    "events, held",
+    [
+        # min_dwell is 10 min: no scale-down 5 min after a scale-up for load (or any limit of one)
+        pytest.param((up(5, Reason.SCALE_UP_FOR_LOAD),), True, id="load-scale-up-starts-the-dwell"),
+        pytest.param((up(5, Reason.MAX_STEP_UP),), True, id="limited-scale-up-starts-the-dwell"),
+        pytest.param((up(11, Reason.SCALE_UP_FOR_LOAD),), False, id="dwell-over"),
+        # capacity added to drain a backlog is released once the ski rental says so (no
+        # records here: at once), even after an earlier scale-up for load
+        pytest.param((up(5, Reason.SCALE_UP_FOR_BACKLOG),), False, id="backlog-scale-up-does-not"),
+        pytest.param((up(8, Reason.SCALE_UP_FOR_LOAD, to=10), up(2, Reason.SCALE_UP_FOR_BACKLOG)), False, id="latest-scale-up-decides"),
+        pytest.param((up(8, Reason.SCALE_UP_FOR_BACKLOG, to=10), up(2, Reason.SCALE_UP_FOR_LOAD)), True, id="latest-for-load-holds"),
+    ],
+)
+def test_no_scale_down_right_after_a_scale_up_for_load(events, held):
+    released = policy().propose(inp(cores=14, rate=3000)).executors  # no scale-up at all
+    assert released is not None and released < 14
+    proposal = policy().propose(inp(cores=14, rate=3000, history=ScalingHistory(events=events)))
+    assert proposal.executors == (14 if held else released)
 
 
 def test_repeated_snapshot_gives_the_same_proposal():
