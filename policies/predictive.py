@@ -502,7 +502,9 @@ def _dwell_start(inp: PolicyInput) -> datetime | None:
 
     The dwell keeps a size the load asked for against a quick scale-down (a load that rose
     often bounces). Capacity added to drain a backlog is needed only until the backlog is
-    gone: the ski rental alone releases it, keeping what the recent batches' rates need.
+    gone: the ski rental alone releases it, keeping what the recent batches' rates need. (A
+    scale-up cut by a normalization limit is recorded with the limit as its reason: it starts
+    the dwell.)
     """
     for e in reversed(inp.history.events):
         if e.subject == EXECUTORS and e.to_value > e.from_value:
