@@ -13,7 +13,10 @@ In the spirit of DS2 and Flink's autoscaler, adapted to micro-batches, with a fo
   pause (Flink's restart term, with the largest measured pause);
 * **size**: the fewest cores whose predicted utilization at that rate is at most
   ``target_utilization``; partitions follow the cores (``partitions_per_core`` per core, one
-  rescale from the checkpoint in the same decision) so every task wave is full;
+  rescale from the checkpoint in the same decision) so every task wave is full, and a query
+  keeps at least ``min_partitions`` (in whole waves): a batch then has tasks for executors
+  that register while it runs (a burst's first batch), and changes among small sizes (1, 2,
+  3, 4, 6 cores with 12 partitions) need no restart;
 * **when**: scale up as soon as the current deployment would run above
   ``scale_up_utilization`` at the rate expected within ``lead_time`` or a query lags beyond
   ``lag_fraction`` of the SLO; scale down only when the size for the whole horizon is at least
@@ -68,14 +71,21 @@ class Sizing:
     message: str
 
 
-def plan_partitions(view: QueryView, cores: int, align: bool) -> int:
+def plan_partitions(view: QueryView, cores: int, align: bool, floor: int = 1) -> int:
+    """Partitions for ``cores``: ``partitions_per_core`` per core within the query's bounds, and at
+    least ``floor`` in whole waves (the smallest multiple of the cores from ``floor`` up)."""
     if not align or not view.rescalable:
         return view.params.parallelism
-    return aligned_parallelism(cores, view.partitions_per_core, view.min_parallelism, view.max_parallelism)
+    partitions = aligned_parallelism(cores, view.partitions_per_core, view.min_parallelism, view.max_parallelism)
+    if partitions < floor:
+        wider = math.ceil(floor / max(1, cores)) * max(1, cores)
+        if wider <= view.max_parallelism:
+            partitions = wider
+    return partitions
 
 
 def fewest_cores(
-    model: BatchCostModel, view: QueryView, rate: float, target: float, max_cores: int, align: bool
+    model: BatchCostModel, view: QueryView, rate: float, target: float, max_cores: int, align: bool, floor: int = 1
 ) -> tuple[int, int] | None:
     """Fewest cores (and their partitions) whose predicted utilization at ``rate`` is <= ``target``."""
     trigger = view.params.trigger_interval
@@ -89,7 +99,7 @@ def fewest_cores(
         if room > 0:
             start = max(1, math.floor(rate * seconds / (model.per_slot * room)))
     for cores in range(min(start, max_cores), max_cores + 1):
-        partitions = plan_partitions(view, cores, align)
+        partitions = plan_partitions(view, cores, align, floor)
         if utilization(model, partitions, cores, rate, trigger) <= target:
             return cores, partitions
     return None
@@ -151,6 +161,12 @@ class PredictivePolicy:
         align_partitions: bool = Field(
             True, description="Rescale a query's partitions with its cores (one full task wave per batch)."
         )
+        min_partitions: int = Field(
+            12,
+            ge=1,
+            description="Give each query at least this many partitions (in whole task waves): executors that arrive "
+            "during a batch then take its tasks, and small executor changes need no restart.",
+        )
 
         @model_validator(mode="after")
         def _ordered(self) -> "PredictivePolicy.Params":
@@ -209,7 +225,7 @@ class PredictivePolicy:
         if key not in found:
             if len(found) >= 1024:
                 found.clear()
-            found[key] = fewest_cores(model, view, rate, self.p.target_utilization, max_cores, self.p.align_partitions)
+            found[key] = fewest_cores(model, view, rate, self.p.target_utilization, max_cores, self.p.align_partitions, self.p.min_partitions)
         return found[key]
 
     def pressure(self, inp: PolicyInput) -> float:
@@ -249,7 +265,7 @@ class PredictivePolicy:
             if size > largest:
                 return None
             if (have - size) * (inp.now - at).total_seconds() >= price:
-                return size, plan_partitions(view, size, p.align_partitions)
+                return size, plan_partitions(view, size, p.align_partitions, p.min_partitions)
             carried = rate
         return None
 
@@ -365,7 +381,7 @@ class PredictivePolicy:
         if sized is None:
             # nothing within the bounds reaches the target: the fewest cores that give the
             # fewest task waves the bounds allow (more cores than that would not help)
-            most = plan_partitions(view, max_cores, p.align_partitions)
+            most = plan_partitions(view, max_cores, p.align_partitions, p.min_partitions)
             sized = (math.ceil(most / math.ceil(most / max_cores)), most)
         return sized
 

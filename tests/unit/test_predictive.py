@@ -12,7 +12,8 @@ from autoscaler.forecast import forecast_rate
 from autoscaler.history import EXECUTORS, RatePoint, ScalingEvent, ScalingHistory
 from autoscaler.model import BatchSample, Executor, ExecutorView, QueryLoad, Reason, Snapshot
 from autoscaler.sim import SimConfig, Workload, simulate
-from policies import PolicyInput, create_policy, resolve_name
+from policies import PolicyError, PolicyInput, create_policy, resolve_name
+from policies.predictive import plan_partitions
 from tests.fakes import query_view
 
 NOW = datetime(2026, 1, 7, 12, 0, tzinfo=timezone.utc)
@@ -426,3 +427,35 @@ def test_a_memo_carried_through_an_evolving_history_forecasts_exactly_as_without
                 methods.add(with_memo.method)
     assert methods == {"persistence", "seasonal-1d"}  # both predictors were exercised
     assert memo.terms["q"]  # and terms were reused
+
+
+@pytest.mark.parametrize(
+    "cores, floor, max_parallelism, expected",
+    [
+        pytest.param(1, 1, 256, 2, id="no-floor-two-per-core"),
+        pytest.param(1, 12, 256, 12, id="floor"),
+        pytest.param(3, 12, 256, 12, id="floor-in-whole-waves"),
+        pytest.param(5, 12, 256, 15, id="next-multiple-of-the-cores"),
+        pytest.param(7, 12, 256, 14, id="next-multiple-of-seven"),
+        pytest.param(8, 12, 256, 16, id="aligned-count-above-the-floor"),
+        pytest.param(5, 12, 14, 10, id="no-multiple-within-the-query-maximum"),
+    ],
+)
+def test_partitions_follow_the_cores_in_whole_waves_from_a_floor(cores, floor, max_parallelism, expected):
+    view = query_view(parallelism=8, partitions_per_core=2, max_parallelism=max_parallelism)
+    assert plan_partitions(view, cores, True, floor) == expected
+    assert plan_partitions(view, cores, False, floor) == 8  # not aligning: the partitions stay
+
+
+@pytest.mark.parametrize("floor", [1, 12])
+def test_a_scale_up_from_one_core_gets_at_least_min_partitions_in_whole_waves(floor):
+    proposal = policy(min_partitions=floor).propose(inp(cores=1, parallelism=max(2, floor), rate=3000))
+    assert proposal.reason == Reason.SCALE_UP_FOR_LOAD and proposal.executors > 1
+    partitions = proposal.parallelism["q"]
+    assert partitions >= floor and partitions % proposal.executors == 0
+    assert partitions == plan_partitions(inp(cores=1).snapshot.queries[0], proposal.executors, True, floor)
+
+
+def test_min_partitions_must_be_positive():
+    with pytest.raises(PolicyError, match="min_partitions"):
+        create_policy("default", {"min_partitions": 0})
