@@ -7,7 +7,6 @@ action heals itself on the next tick. Only ``observe`` and ``act`` touch the clu
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 from functools import cached_property
 from datetime import datetime, timedelta
 from typing import Any, Callable
@@ -38,7 +37,7 @@ from autoscaler.planner import QueryPlanInput, executor_position, plan_executors
 from autoscaler.ports import ClusterObserver, ExecutorActuator, QueryActuator, StateStore
 from autoscaler.settings import Settings
 from autoscaler.window import Fitter, evaluate_query, record_rates
-from autoscaler.values import value
+from autoscaler.values import replace, value
 from policies import Policy, PolicyInput, create_policy
 
 log = structlog.get_logger("autoscaler.reconciler")

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from autoscaler.values import value
+from autoscaler.values import replace, value
 
 
 def point_class(decorate):
@@ -65,3 +65,25 @@ def test_bad_calls_fail_like_any_function():
         @value
         class KwOnly:
             a: int = field(kw_only=True)
+
+
+@pytest.mark.parametrize("changes", [{}, {"y": 9}, {"x": 4, "tags": ("b",)}, {"seen": [5], "y": 0}])
+def test_replace_matches_dataclasses_replace(changes):
+    p, r = Point(1, tags=("a",), seen=[1]), Reference(1, tags=("a",), seen=[1])
+    kept = dict(changes)
+    new = replace(p, **changes)
+    assert type(new) is Point and new is not p
+    assert as_tuple(new) == as_tuple(dataclasses.replace(r, **changes))  # __post_init__ ran again
+    assert changes == kept and as_tuple(p) == as_tuple(Point(1, tags=("a",), seen=[1]))
+    assert new.seen is (changes["seen"] if "seen" in changes else p.seen)  # values carried, not copied
+
+
+def test_replace_refuses_what_dataclasses_replace_refuses():
+    with pytest.raises(ValueError, match="init=False"):
+        replace(Point(1), total=3)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'z'"):
+        replace(Point(1), y=3, z=4)
+
+
+def test_replace_falls_back_to_dataclasses_for_other_classes():
+    assert replace(Reference(1), y=5) == Reference(1, 5)
