@@ -90,7 +90,8 @@ def fewest_cores(
     """Fewest cores (and their partitions) whose predicted utilization at ``rate`` is <= ``target``."""
     trigger = view.params.trigger_interval
     # nothing below this can do: with aligned partitions every batch runs ``ppc`` waves, so the
-    # rows need rate x I / (mu x (u x I - o - ppc x w)) slots (fewer waves only help)
+    # rows need rate x I / (mu x (u x I - o - ppc x w)) slots (fewer waves only help; the
+    # partition floor only adds waves at small sizes, which need more slots, not fewer)
     start = 1
     if trigger and model.per_slot > 0:
         seconds = trigger.total_seconds()
