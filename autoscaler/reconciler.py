@@ -302,8 +302,7 @@ class Reconciler:
         return cache.fit
 
     def _forget_cost_models(self, snap: Snapshot) -> None:
-        names = [q.name for q in snap.queries]
-        for name in [n for n in self._cost_models if n not in names]:
+        for name in self._cost_models.keys() - {q.name for q in snap.queries}:
             del self._cost_models[name]
 
     def _propose(self, inp: PolicyInput, control: ControlState) -> Proposal:

@@ -53,6 +53,34 @@ class Series:
     partitions: list[int] = field(default_factory=list)
 
 
+@dataclass
+class _Tally:
+    """What the actions of the ticks changed, counted for the result."""
+
+    executor_changes: int = 0  # ticks that changed the executor count
+    restarts: int = 0  # query rescales started (each a restart from the checkpoint)
+    rescales: int = 0  # ticks that changed executors or restarted a query
+
+    def add(self, record: TickRecord) -> None:
+        done = [r.action for r in record.results if r.ok]
+        self.restarts += done.count("rescale")
+        self.rescales += record.acted
+        if record.decision.changes and ("set_target" in done or "remove" in done):
+            self.executor_changes += 1
+
+
+def _record_series(out: Series, cluster: SimCluster, capacity: float) -> None:
+    t = cluster.t
+    rate = cluster.workload.rate_at(t)
+    out.t.append(t)
+    out.input_rate.append(rate)
+    out.capacity.append(cluster.capacity_now())
+    out.executors.append(cluster.allocated())
+    out.oracle.append(executors_for_rate(rate, capacity))
+    out.lag.append(cluster.lag_now())
+    out.partitions.append(cluster.params.parallelism)
+
+
 @dataclass(frozen=True)
 class SimResult:
     policy: str
@@ -195,36 +223,17 @@ def simulate(
     out = Series() if series else None
     step = timedelta(seconds=tick)
     ticks = int(math.floor(workload.duration / tick + 1e-9))
-    executor_changes = restarts = rescales = 0
+    tally = _Tally()
     started = time.perf_counter()
     with _without_cycle_collection():
         for _ in range(ticks):
             clock.advance(step)
             record = rec.tick()
-            changed = False
-            for r in record.results:
-                if not r.ok:
-                    continue
-                if r.action == "rescale":
-                    restarts += 1
-                    changed = True
-                elif r.action == "remove" or (r.action == "set_target" and record.decision.changes):
-                    changed = True
-            if record.decision.changes and any(r.ok and r.action in ("set_target", "remove") for r in record.results):
-                executor_changes += 1
-            rescales += changed
+            tally.add(record)
             if on_tick is not None:
                 on_tick(record, cluster)
             if out is not None:
-                t = cluster.t
-                rate = workload.rate_at(t)
-                out.t.append(t)
-                out.input_rate.append(rate)
-                out.capacity.append(cluster.capacity_now())
-                out.executors.append(cluster.allocated())
-                out.oracle.append(executors_for_rate(rate, capacity))
-                out.lag.append(cluster.lag_now())
-                out.partitions.append(cluster.params.parallelism)
+                _record_series(out, cluster, capacity)
     cluster.advance_to(workload.duration)
     wall = time.perf_counter() - started
 
@@ -245,11 +254,11 @@ def simulate(
         slo_violation_fraction=time_above(completions, duration, slo_lag_seconds) / duration,
         p95_lag_seconds=lag_percentile(completions, duration, 0.95),
         max_lag_seconds=max_lag(completions, duration),
-        rescales=rescales,
-        rescales_per_day=rescales / days_simulated,
+        rescales=tally.rescales,
+        rescales_per_day=tally.rescales / days_simulated,
         simulated_seconds=duration,
-        executor_changes=executor_changes,
-        query_restarts=restarts,
+        executor_changes=tally.executor_changes,
+        query_restarts=tally.restarts,
         mean_executors=cluster.executor_seconds / duration,
         oracle_mean_executors=oracle / duration,
         peak_executors=peak_executors,
