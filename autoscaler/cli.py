@@ -301,7 +301,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from autoscaler.settings import SettingsError
     from autoscaler.sim import SimConfig
     from autoscaler.sim.compare import compare_policies, format_table
-    from autoscaler.sim.runner import simulate
+    from autoscaler.sim.runner import SimulationError, simulate
     from autoscaler.traces import TraceError, load_trace
     from policies import PolicyError, policy_class
 
@@ -329,7 +329,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             return _fail("--param applies to one policy; it cannot be combined with --compare")
         try:
             results = compare_policies(trace, jobs=args.jobs, **options)
-        except (ValueError, SettingsError) as exc:
+        except (ValueError, SettingsError, SimulationError) as exc:
             return _fail(str(exc))
         if args.plot:
             from autoscaler.sim.plot import plot_compare
@@ -343,7 +343,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     try:
         policy_class(args.policy)
         result = simulate(trace, policy=args.policy, params=params, **options)
-    except (PolicyError, SettingsError, ValueError) as exc:
+    except (PolicyError, SettingsError, ValueError, SimulationError) as exc:
         return _fail(str(exc))
     if args.plot:
         from autoscaler.sim.plot import plot_run

@@ -51,6 +51,9 @@ class TickError(Exception):
         self.phase = phase
         self.cause = cause
 
+    def __reduce__(self) -> tuple[type, tuple[str, BaseException]]:
+        return type(self), (self.phase, self.cause)  # picklable: crosses process pools
+
 
 @value
 class ActionResult:

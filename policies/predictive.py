@@ -48,6 +48,9 @@ from policies.target_utilization import utilization, waiting_rows
 STEP_FACTOR = 4.0  # a running batch implying this many times the recent rate is a step up, not a straggler
 RETURN_RATE = 0.95  # a size the load outgrew stays too small while the rate is at least this share of it
 RATE_STEP = timedelta(minutes=5)  # must match history.rate_step for forecasts (checked at run time)
+# the release search looks back at most this far: no record is older (the rate history keeps
+# hours), and a longer look-back (a huge rescale price) would overflow the date arithmetic
+MAX_LOOKBACK = timedelta(days=365)
 
 
 @value
@@ -82,6 +85,15 @@ def plan_partitions(view: QueryView, cores: int, align: bool, floor: int = 1) ->
         if wider <= view.max_parallelism:
             partitions = wider
     return partitions
+
+
+def rescale_price(base: float, pressure: float, exponent: float) -> float:
+    """Core-seconds of idle capacity a scale-down must have cost: ``base`` times the pressure
+    above 1 to the power ``exponent`` (infinite where that overflows: nothing is released)."""
+    try:
+        return base * max(1.0, pressure) ** exponent
+    except OverflowError:
+        return math.inf
 
 
 def fewest_cores(
@@ -251,7 +263,7 @@ class PredictivePolicy:
         smallest releases the most.
         """
         p = self.p
-        horizon = inp.now - timedelta(seconds=price)
+        horizon = inp.now - timedelta(seconds=min(price, MAX_LOOKBACK.total_seconds()))
         largest = math.floor(have * (1 - p.scale_down_margin))
         max_cores = inp.max_executors * max(1, inp.cores_per_executor)
         carried = 0.0  # the highest rate newer than the record at hand
@@ -307,7 +319,7 @@ class PredictivePolicy:
         # reaches the price of a rescale (a rescale is worth ``rescale_price`` of the current
         # cluster, more as rescales exceed the budget); then release what has paid for it
         pressure = self.pressure(inp)
-        price = p.rescale_price.total_seconds() * have * max(1.0, pressure) ** p.price_exponent
+        price = rescale_price(p.rescale_price.total_seconds() * have, pressure, p.price_exponent)
         release = self._release(view, model, inp, cores, have, price)
         if release is not None:
             floor = smallest_proven_size(inp, view, demand.arrival, p.budget_window) * k

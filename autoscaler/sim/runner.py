@@ -22,7 +22,7 @@ import structlog
 
 from autoscaler.audit import AuditTrail
 from autoscaler.clock import FakeClock
-from autoscaler.reconciler import Reconciler, TickRecord
+from autoscaler.reconciler import Reconciler, TickError, TickRecord
 from autoscaler.settings import load_settings
 from autoscaler.sim.cluster import SimCluster
 from autoscaler.sim.config import SimConfig
@@ -38,6 +38,10 @@ from autoscaler.sim.metrics import (
 from autoscaler.sim.workload import Workload, workload_from_trace
 from autoscaler.traces import Trace
 from policies import policy_class, resolve_name
+
+
+class SimulationError(Exception):
+    """A tick of the simulated daemon failed (a policy raised, say): when, in which step, and why."""
 
 
 @dataclass
@@ -228,7 +232,10 @@ def simulate(
     with _without_cycle_collection():
         for _ in range(ticks):
             clock.advance(step)
-            record = rec.tick()
+            try:
+                record = rec.tick()
+            except TickError as exc:
+                raise _failed(exc, clock.now() - workload.start, name) from exc
             tally.add(record)
             if on_tick is not None:
                 on_tick(record, cluster)
@@ -270,6 +277,13 @@ def simulate(
         batches=cluster.batches,
         wall_seconds=wall,
         series=out,
+    )
+
+
+def _failed(exc: TickError, elapsed: timedelta, policy: str) -> SimulationError:
+    return SimulationError(
+        f"the simulation stopped on day {elapsed.total_seconds() / 86400:.2f} ({elapsed} simulated): "
+        f"the {exc.phase} step of a tick failed with policy {policy!r}: {type(exc.cause).__name__}: {exc.cause}"
     )
 
 

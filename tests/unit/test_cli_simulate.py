@@ -1,11 +1,16 @@
 """``spark-autoscaler simulate``: the JSON contract, the comparison table, plots and bad input."""
 
 import json
+import pickle
 from datetime import datetime, timedelta
 
 import pytest
 
 from autoscaler.cli import main
+from autoscaler.model import Proposal, Reason
+from autoscaler.reconciler import TickError
+from policies import PolicyInput, PolicyParams
+from policies.base import _REGISTRY
 
 CONTRACT = {
     "policy",
@@ -118,3 +123,48 @@ def test_negative_or_malformed_numbers_are_refused(trace, capsys, args):
         main(["simulate", "--trace", str(trace), *args])
     assert exc.value.code != 0
     assert "error: argument" in capsys.readouterr().err
+
+
+class _FailsAfterTenMinutes:
+    """A policy with a bug: it raises from its 61st tick on."""
+
+    needs_cost_model = False
+
+    class Params(PolicyParams):
+        pass
+
+    def __init__(self, params: Params) -> None:
+        self.ticks = 0
+
+    def propose(self, inp: PolicyInput) -> Proposal:
+        self.ticks += 1
+        if self.ticks > 60:
+            raise ZeroDivisionError("float division by zero")
+        return Proposal(executors=inp.target_executors, reason=Reason.WITHIN_TARGET)
+
+
+@pytest.fixture
+def broken_policy(monkeypatch):
+    monkeypatch.setitem(_REGISTRY, "broken", _FailsAfterTenMinutes)
+    monkeypatch.setattr(_FailsAfterTenMinutes, "name", "broken", raising=False)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["--policy", "broken"], id="one-policy"),
+        pytest.param(["--compare", "--jobs", "1"], id="compare"),
+        pytest.param(["--compare", "--jobs", "2"], id="compare-in-worker-processes"),
+    ],
+)
+def test_a_failing_tick_ends_with_when_where_and_why(trace, capsys, broken_policy, args):
+    assert main(["simulate", "--trace", str(trace), *args]) != 0
+    err = capsys.readouterr().err
+    assert "the simulation stopped on day 0.01 (0:10:10 simulated)" in err
+    assert "the policy step of a tick failed with policy 'broken': ZeroDivisionError: float division by zero" in err
+    assert "Traceback" not in err
+
+
+def test_a_tick_error_survives_pickling():
+    error = pickle.loads(pickle.dumps(TickError("policy", ValueError("bad"))))
+    assert (type(error), error.phase, str(error.cause), str(error)) == (TickError, "policy", "bad", "policy: bad")

@@ -13,7 +13,7 @@ from autoscaler.history import EXECUTORS, RatePoint, ScalingEvent, ScalingHistor
 from autoscaler.model import BatchSample, Executor, ExecutorView, QueryLoad, Reason, Snapshot
 from autoscaler.sim import SimConfig, Workload, simulate
 from policies import PolicyError, PolicyInput, create_policy, resolve_name
-from policies.predictive import plan_partitions
+from policies.predictive import plan_partitions, rescale_price
 from tests.fakes import query_view
 
 NOW = datetime(2026, 1, 7, 12, 0, tzinfo=timezone.utc)
@@ -157,6 +157,30 @@ def rates_before(minutes_ago: float, rate: float) -> tuple[RatePoint, ...]:
 def test_scale_down_waits_until_idle_capacity_has_cost_a_rescale(history, executors, reason):
     proposal = policy().propose(inp(cores=14, rate=5000, history=history))
     assert (proposal.executors, proposal.reason) == (executors, reason)
+
+
+@pytest.mark.parametrize(
+    "params, history",
+    [
+        # 8 rescales in 6 hours (pressure 1.6) to the power 2000: the price overflows a float
+        pytest.param({"price_exponent": 2000}, events(8), id="price-overflows"),
+        # 1.6^60 x 2520 core-seconds = 5e15 s: beyond any date, the look-back stops at a year
+        pytest.param({"price_exponent": 60}, events(8), id="look-back-beyond-any-date"),
+        pytest.param({"rescale_budget": 1e-300}, events(8), id="pressure-near-infinite"),
+    ],
+)
+def test_a_price_beyond_any_idle_time_holds_the_capacity(params, history):
+    history = ScalingHistory(events=history.events, rates=rates_before(10, 9000.0))
+    proposal = policy(**params).propose(inp(cores=14, rate=5000, history=history))
+    assert (proposal.executors, proposal.reason) == (14, Reason.WITHIN_TARGET)
+
+
+@pytest.mark.parametrize(
+    "pressure, exponent, price",
+    [(0.5, 2, 100.0), (1.0, 2, 100.0), (2.0, 2, 400.0), (2.0, 0, 100.0), (10.0, 400, math.inf), (math.inf, 2, math.inf)],
+)
+def test_rescale_price_grows_with_the_pressure_above_the_budget(pressure, exponent, price):
+    assert rescale_price(100.0, pressure, exponent) == price
 
 
 def up(minutes_ago: float, reason: Reason, to: int = 14) -> ScalingEvent:
