@@ -29,6 +29,7 @@ The simulator also keeps the truth the daemon cannot see (exact lag, executor-se
 
 from __future__ import annotations
 
+import heapq
 import math
 import random
 from dataclasses import dataclass
@@ -106,6 +107,7 @@ class SimCluster:
         self.alive: dict[str, float] = {}  # id -> registered at
         self.starting: list[float] = []  # ready times, ascending
         self.removing: dict[str, float] = {}  # id -> gone at
+        self._gone: list[tuple[float, str]] = []  # heap of (gone at, id) of self.removing: the next first
         self.requested_total: int | None = None
         self._waiting_since: datetime | None = None
         self._last_set_at: datetime | None = None
@@ -174,10 +176,8 @@ class SimCluster:
         best, kind = math.inf, -1
         if self.starting and self.starting[0] < best:
             best, kind = self.starting[0], 0
-        if self.removing:
-            gone = min(self.removing.values())
-            if gone < best:
-                best, kind = gone, 1
+        if self._gone and self._gone[0][0] < best:
+            best, kind = self._gone[0][0], 1
         if self._next_loss < best:
             best, kind = self._next_loss, 2
         if self.batch is not None and self.batch.end < best:
@@ -194,7 +194,7 @@ class SimCluster:
             self._register(self.t)
             self._slots_changed()
         elif kind == 1:
-            eid = min(self.removing, key=lambda e: (self.removing[e], e))
+            _, eid = heapq.heappop(self._gone)
             del self.removing[eid]
             self.alive.pop(eid, None)
             self._cold.discard(eid)
@@ -293,6 +293,7 @@ class SimCluster:
         for eid in ids:
             if eid in self.alive and eid not in self.removing:
                 self.removing[eid] = self.t + self.cfg.removal_delay
+                heapq.heappush(self._gone, (self.removing[eid], eid))
                 self.executors_removed += 1
         if self.requested_total is not None:
             self.requested_total = max(0, self.requested_total - len(ids))

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 
+MAX_NOISE_SIGMA = 2.0  # lognormal sigma of batch durations: 95 % within a factor e^4 = 55 either way
+
+
 def _p(default: Any, doc: str, source: str) -> Any:
     return field(default=default, metadata={"doc": doc, "source": source})
 
@@ -100,6 +103,11 @@ class SimConfig:
                 problems.append(f"{name} must be > 0")
         if self.partitions is not None and self.partitions < 1:
             problems.append("partitions must be >= 1")
+        # beyond these a start-up could end before its request, a batch take e^(sigma x 6) times
+        # its cost (overflowing at large sigma), or a probability exceed 1
+        for name, most in (("executor_startup_jitter", 1.0), ("duration_noise", MAX_NOISE_SIGMA), ("slow_batch_probability", 1.0)):
+            if getattr(self, name) > most:
+                problems.append(f"{name} must be <= {most:g}, got {getattr(self, name)!r}")
         if self.fixed_cost + self.task_cost >= self.trigger_interval:
             problems.append("fixed_cost + task_cost must be below the trigger interval")
         if problems:

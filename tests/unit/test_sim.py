@@ -96,6 +96,18 @@ def test_removed_executors_take_no_new_task_and_leave_after_the_removal_delay():
     assert c.observe(at(26)).executors.lost == ()  # removed by us, not lost
 
 
+def test_removals_leave_in_the_order_of_their_delays():
+    c = cluster(executors=6)
+    c.remove(["4", "1"], at(20))
+    c.remove(["0"], at(22))
+    c.remove(["5"], at(22))
+    alive = lambda t: [e.id for e in c.observe(at(t)).executors.alive]  # noqa: E731
+    assert alive(24.9) == ["0", "1", "2", "3", "4", "5"]
+    assert alive(25.1) == ["0", "2", "3", "5"]  # 1 and 4 at 25
+    assert alive(27.1) == ["2", "3"]  # 0 and 5 at 27
+    assert c.observe(at(28)).executors.pending_removal == ()
+
+
 def test_requests_beyond_what_the_cluster_grants_stay_pending():
     c = cluster(executors=2, config=replace(QUIET, max_grantable_executors=3))
     c.set_target(6, at(10))
@@ -172,6 +184,25 @@ def test_the_oracle_needs_ceil_rate_over_capacity_per_second():
     # 1000 / 876 -> 2 executors for 100 s, 2500 / 876 -> 3 for 100 s
     assert oracle_executor_seconds(w, SimConfig().executor_capacity(), 1) == pytest.approx(500)
     assert SimConfig().executor_capacity() == pytest.approx(900 * (10 - 0.2 - 0.07) / 10)
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"executor_startup_jitter": 1.5}, "executor_startup_jitter must be <= 1, got 1.5"),
+        ({"duration_noise": 1e6}, "duration_noise must be <= 2, got 1000000.0"),
+        ({"slow_batch_probability": 2}, "slow_batch_probability must be <= 1, got 2"),
+    ],
+)
+def test_relative_and_probability_parameters_are_bounded(changes, message):
+    with pytest.raises(ValueError, match=message):
+        SimConfig(**changes)
+
+
+def test_the_widest_noise_and_jitter_allowed_still_simulate():
+    config = SimConfig(executor_startup_jitter=1.0, duration_noise=2.0, slow_batch_probability=1.0)
+    result = simulate(Workload.constant(3000.0, 3600), config=config, peak_executors=4)
+    assert result.batches > 0 and math.isfinite(result.executor_seconds)
 
 
 def test_bad_simulator_parameters_are_refused_by_name():
