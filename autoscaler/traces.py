@@ -5,10 +5,11 @@ from __future__ import annotations
 import bisect
 import csv
 import math
+import sys
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 
 class TraceError(ValueError):
@@ -30,41 +31,55 @@ class Trace:
 
 def load_trace(path: str | Path) -> Trace:
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise TraceError(f"trace {str(path)!r} does not exist")
-    stamps: list[datetime] = []
-    values: list[float] = []
-    with path.open(newline="") as fh:
-        reader = csv.reader(fh)
-        header = next(reader, None)
-        if header is None:
-            raise TraceError(f"trace {str(path)!r} is empty")
-        if [h.strip().lower() for h in header[:2]] != ["timestamp", "value"]:
-            raise TraceError(f"trace {str(path)!r}: line 1 must be the header 'timestamp,value', got {','.join(header)!r}")
-        for line, row in enumerate(reader, start=2):
-            if not row or all(not c.strip() for c in row):
-                continue
-            if len(row) < 2:
-                raise TraceError(f"trace {str(path)!r}: line {line} needs two columns, got {row!r}")
-            try:
-                ts = datetime.fromisoformat(row[0].strip())
-            except ValueError:
-                raise TraceError(f"trace {str(path)!r}: line {line}: {row[0]!r} is not a timestamp") from None
-            try:
-                value = float(row[1])
-            except ValueError:
-                raise TraceError(f"trace {str(path)!r}: line {line}: {row[1]!r} is not a number") from None
-            if not math.isfinite(value) or value < 0:
-                raise TraceError(f"trace {str(path)!r}: line {line}: value {row[1]!r} must be a finite number >= 0")
-            if stamps and ts <= stamps[-1]:
-                raise TraceError(f"trace {str(path)!r}: line {line}: timestamps must increase")
-            stamps.append(ts)
-            values.append(value)
+    if not path.is_file():
+        raise TraceError(f"trace {str(path)!r} is not a file")
+    try:
+        # utf-8-sig: a byte-order mark (spreadsheet exports) is not part of the header
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            stamps, values = _read_rows(str(path), csv.reader(fh))
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"trace {str(path)!r} is not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise TraceError(f"trace {str(path)!r} cannot be read: {exc.strerror or exc}") from None
     if not values:
         raise TraceError(f"trace {str(path)!r} has no data rows")
     if max(values) <= 0:
         raise TraceError(f"trace {str(path)!r}: every value is zero")
     return Trace(path.stem, tuple(stamps), tuple(values))
+
+
+def _read_rows(name: str, reader: Iterator[list[str]]) -> tuple[list[datetime], list[float]]:
+    stamps: list[datetime] = []
+    values: list[float] = []
+    header = next(reader, None)
+    if header is None:
+        raise TraceError(f"trace {name!r} is empty")
+    if [h.strip().lower() for h in header[:2]] != ["timestamp", "value"]:
+        raise TraceError(f"trace {name!r}: line 1 must be the header 'timestamp,value', got {','.join(header)!r}")
+    for line, row in enumerate(reader, start=2):
+        if not row or all(not c.strip() for c in row):
+            continue
+        if len(row) < 2:
+            raise TraceError(f"trace {name!r}: line {line} needs two columns, got {row!r}")
+        try:
+            ts = datetime.fromisoformat(row[0].strip())
+        except ValueError:
+            raise TraceError(f"trace {name!r}: line {line}: {row[0]!r} is not a timestamp") from None
+        try:
+            value = float(row[1])
+        except ValueError:
+            raise TraceError(f"trace {name!r}: line {line}: {row[1]!r} is not a number") from None
+        if not math.isfinite(value) or value < 0:
+            raise TraceError(f"trace {name!r}: line {line}: value {row[1]!r} must be a finite number >= 0")
+        if stamps and (ts.tzinfo is None) != (stamps[0].tzinfo is None):
+            raise TraceError(f"trace {name!r}: line {line}: timestamps mix a time zone and none ({row[0].strip()!r})")
+        if stamps and ts <= stamps[-1]:
+            raise TraceError(f"trace {name!r}: line {line}: timestamps must increase")
+        stamps.append(ts)
+        values.append(value)
+    return stamps, values
 
 
 @dataclass(frozen=True)
@@ -138,6 +153,17 @@ class RateProfile:
         return cls(tuple(starts), tuple(rates))
 
 
+def scale_to_peak(value: float, peak: float, peak_rate: float) -> float:
+    """``value`` as a rate, the trace's ``peak`` becoming ``peak_rate``.
+
+    ``peak_rate x value / peak`` (the order the recorded results were computed in), or
+    ``peak_rate x (value / peak)`` where the product would overflow (values near the float maximum).
+    """
+    if peak > sys.float_info.max / peak_rate:
+        return peak_rate * (value / peak)
+    return peak_rate * value / peak
+
+
 def prefixed(profile: RateProfile, seconds: float, rate: float) -> RateProfile:
     """``profile`` delayed by a constant phase of ``rate`` rows/s lasting ``seconds``."""
     if seconds <= 0:
@@ -164,5 +190,5 @@ def compress_trace(
     for k, value in enumerate(window):
         length = min(step, duration - k * step)
         if length > 0:
-            phases.append((length, peak_rate * value / peak))
+            phases.append((length, scale_to_peak(value, peak, peak_rate)))
     return RateProfile.steps(phases)

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from autoscaler.traces import Trace
+from autoscaler.traces import Trace, scale_to_peak
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,6 @@ def workload_from_trace(trace: Trace, *, peak_rate: float, days: float | None = 
     peak = max(window)
     if peak <= 0:
         raise ValueError(f"trace {trace.name!r} has only zero values in the first {duration / 86400:g} day(s)")
-    rates = [peak_rate * v / peak for v in trace.values]
+    rates = [scale_to_peak(v, peak, peak_rate) for v in trace.values]
     start = t0 if t0.tzinfo is not None else t0.replace(tzinfo=timezone.utc)
     return Workload.from_steps(trace.name, start, offsets, rates, duration)

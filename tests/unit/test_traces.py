@@ -1,8 +1,10 @@
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autoscaler.traces import RateProfile, TraceError, compress_trace, load_trace
+from autoscaler.traces import RateProfile, TraceError, compress_trace, load_trace, scale_to_peak
 
 
 def write(tmp_path, text):
@@ -42,6 +44,35 @@ def test_missing_trace(tmp_path):
         load_trace(tmp_path / "nope.csv")
 
 
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        pytest.param(b"\x89PNG\r\n\x1a\n\x00\xa6", "is not UTF-8 text (invalid start byte)", id="binary"),
+        pytest.param(
+            b"timestamp,value\n2014-07-01 00:00:00,1\n2014-07-01T00:30:00+00:00,1\n",
+            "line 3: timestamps mix a time zone and none ('2014-07-01T00:30:00+00:00')",
+            id="naive-then-aware",
+        ),
+    ],
+)
+def test_unreadable_traces_name_the_problem(tmp_path, content, message):
+    path = tmp_path / "t.csv"
+    path.write_bytes(content)
+    with pytest.raises(TraceError, match=re.escape(message)):
+        load_trace(path)
+
+
+def test_a_directory_is_not_a_trace(tmp_path):
+    with pytest.raises(TraceError, match="is not a file"):
+        load_trace(tmp_path)
+
+
+def test_a_byte_order_mark_and_crlf_line_ends_are_read(tmp_path):
+    path = tmp_path / "excel.csv"
+    path.write_bytes("\ufefftimestamp,value\r\n2014-07-01 00:00:00,10\r\n2014-07-01 00:30:00,20\r\n".encode())
+    assert load_trace(path).values == (10.0, 20.0)
+
+
 def test_profile_cumulative_and_generation_time():
     p = RateProfile.steps([(10, 100), (10, 300)])
     assert p.cumulative(10) == 1000 and p.cumulative(20) == 4000 and p.cumulative(99) == 4000
@@ -77,3 +108,11 @@ def test_prefixed_profile_delays_the_trace_by_a_constant_phase():
     p = prefixed(RateProfile.steps([(10, 300)]), 5, 100)
     assert p.rate_at(2) == 100 and p.rate_at(6) == 300 and p.rate_at(16) == 0
     assert p.cumulative(15) == 500 + 3000
+
+
+@pytest.mark.parametrize(
+    "value, peak, peak_rate, expected",
+    [(5.0, 10.0, 28000.0, 14000.0), (1e308, 1e308, 28000.0, 28000.0), (5e307, 1e308, 28000.0, 14000.0)],
+)
+def test_values_scale_to_the_peak_rate_even_near_the_float_maximum(value, peak, peak_rate, expected):
+    assert scale_to_peak(value, peak, peak_rate) == pytest.approx(expected)
