@@ -8,6 +8,7 @@ Sources, lowest precedence first: defaults, the YAML file, environment variables
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import re
 from datetime import timedelta
@@ -28,6 +29,8 @@ from pydantic import (
 from autoscaler.model import Mode
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+# longer durations are no setting anyone means, and "now minus" them overflows the calendar
+MAX_DURATION = timedelta(days=3650)
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 
 
@@ -43,8 +46,12 @@ def parse_duration(value: Any) -> timedelta:
         seconds = float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
     else:
         raise ValueError(f"expected a duration such as 30s, 5m or 1h, got {value!r}")
+    if not math.isfinite(seconds):
+        raise ValueError(f"duration must be a finite number of seconds, got {value!r}")
     if seconds < 0:
         raise ValueError(f"duration must not be negative, got {value!r}")
+    if seconds > MAX_DURATION.total_seconds():
+        raise ValueError(f"duration must be at most {MAX_DURATION.days}d (about ten years), got {value!r}")
     return timedelta(seconds=seconds)
 
 

@@ -1,3 +1,4 @@
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -22,10 +23,28 @@ def test_durations_parse(text, seconds):
     assert parse_duration(text) == timedelta(seconds=seconds)
 
 
-@pytest.mark.parametrize("bad", ["soon", "-5s", "5 parsecs", True, None])
-def test_bad_durations_are_rejected(bad):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("soon", "expected a duration such as 30s"),
+        ("-5s", "expected a duration such as 30s"),
+        (-5, "must not be negative"),
+        ("5 parsecs", "expected a duration such as 30s"),
+        (True, "got a boolean"),
+        (None, "expected a duration such as 30s"),
+        ("3651d", "must be at most 3650d (about ten years), got '3651d'"),
+        ("99999999999d", "must be at most 3650d"),  # beyond what timedelta holds
+        (float("inf"), "must be a finite number of seconds"),
+        (float("nan"), "must be a finite number of seconds"),
+    ],
+)
+def test_bad_durations_are_rejected(bad, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
         parse_duration(bad)
+
+
+def test_the_longest_duration_is_accepted():
+    assert parse_duration("3650d") == timedelta(days=3650)
 
 
 def test_duration_round_trips_through_format():
