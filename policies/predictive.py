@@ -43,7 +43,7 @@ from autoscaler.sequences import count_after
 from autoscaler.settings import Duration
 from autoscaler.values import value
 from policies.base import PolicyInput, PolicyParams, register
-from policies.target_utilization import utilization, waiting_rows
+from policies.target_utilization import utilization, utilization_floor, waiting_rows
 
 STEP_FACTOR = 4.0  # a running batch implying this many times the recent rate is a step up, not a straggler
 RETURN_RATE = 0.95  # a size the load outgrew stays too small while the rate is at least this share of it
@@ -111,7 +111,15 @@ def fewest_cores(
         room = target * seconds - model.fixed - waves * model.per_task
         if room > 0:
             start = max(1, math.floor(rate * seconds / (model.per_slot * room)))
-    for cores in range(min(start, max_cores), max_cores + 1):
+    # From ``most`` cores on, the partitions (the query's maximum, or its fixed count) run in one
+    # wave and the utilization stops changing. Below, every size from ``cores`` up runs at least
+    # min(cores, most) tasks a batch (aligned partitions are never fewer than the cores, up to
+    # the maximum), whose per-batch costs bound its utilization from below: once that bound
+    # exceeds the target (contention), no more cores can do.
+    most = view.max_parallelism if align and view.rescalable else view.params.parallelism
+    for cores in range(min(start, max_cores), min(max_cores, max(start, most)) + 1):
+        if utilization_floor(model, min(cores, most), trigger) > target:
+            return None
         partitions = plan_partitions(view, cores, align, floor)
         if utilization(model, partitions, cores, rate, trigger) <= target:
             return cores, partitions

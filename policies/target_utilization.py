@@ -49,10 +49,25 @@ def utilization(model: BatchCostModel, partitions: int, cores: int, rate: float,
     return rate / capacity if capacity > 0 else math.inf
 
 
+def utilization_floor(model: BatchCostModel, tasks: int, trigger: timedelta | None) -> float:
+    """A lower bound on the utilization of any batch of at least ``tasks`` tasks, whatever its cores.
+
+    A batch pays the fixed cost, at least one task overhead, and the contention of its concurrent
+    tasks in every wave: ``waves x min(P, C) >= P``, so ``k x P`` at least. 0 without a trigger.
+    """
+    interval = trigger.total_seconds() if trigger else 0.0
+    if interval <= 0:
+        return 0.0
+    return (model.fixed + model.per_task + model.contention * tasks) / interval
+
+
 def fewest_cores(
     model: BatchCostModel, partitions: int, rate: float, trigger: timedelta | None, target: float, max_cores: int
 ) -> int | None:
-    for cores in range(1, max_cores + 1):
+    if utilization_floor(model, partitions, trigger) > target:
+        return None  # the per-batch costs alone exceed the target on any number of cores
+    # more cores than partitions run the same single wave: the utilization stops changing there
+    for cores in range(1, min(max_cores, max(1, partitions)) + 1):
         if utilization(model, partitions, cores, rate, trigger) <= target:
             return cores
     return None

@@ -1,11 +1,14 @@
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autoscaler.costmodel import BatchCostModel
 from autoscaler.history import ScalingHistory
 from autoscaler.model import Executor, ExecutorView, QueryLoad, Reason, Snapshot
 from policies import PolicyError, PolicyInput, create_policy, policy_names
+from policies.target_utilization import fewest_cores, utilization
 from tests.fakes import query_view
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -118,3 +121,26 @@ def test_bad_policy_configuration_names_the_problem(name, params, message):
 
 def test_registry_lists_default_alias():
     assert {"default", "reactive", "static", "target-utilization"} <= set(policy_names())
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    per_slot=st.floats(50, 2000),
+    per_task=st.floats(0, 2),
+    fixed=st.floats(0, 9),
+    contention=st.sampled_from([0.0, 0.01, 0.3]),
+    rate=st.floats(0, 50_000),
+    target=st.floats(0.05, 1.0),
+    partitions=st.integers(1, 64),
+    max_cores=st.integers(1, 100),
+)
+def test_target_utilization_finds_the_fewest_cores_every_size_would(per_slot, per_task, fixed, contention, rate, target, partitions, max_cores):
+    model = BatchCostModel(per_slot=per_slot, per_task=per_task, fixed=fixed, contention=contention)
+    trigger = timedelta(seconds=10)
+    by_scan = next((c for c in range(1, max_cores + 1) if utilization(model, partitions, c, rate, trigger) <= target), None)
+    assert fewest_cores(model, partitions, rate, trigger, target, max_cores) == by_scan
+
+
+def test_target_utilization_does_not_try_more_cores_than_partitions():
+    model = BatchCostModel(per_slot=900.0, per_task=0.07, fixed=0.2)
+    assert fewest_cores(model, 8, 1e9, timedelta(seconds=10), 0.8, 10**12) is None  # 8 tasks can't; a trillion cores not tried

@@ -13,7 +13,8 @@ from autoscaler.history import EXECUTORS, RatePoint, ScalingEvent, ScalingHistor
 from autoscaler.model import BatchSample, Executor, ExecutorView, QueryLoad, Reason, Snapshot
 from autoscaler.sim import SimConfig, Workload, simulate
 from policies import PolicyError, PolicyInput, create_policy, resolve_name
-from policies.predictive import plan_partitions, rescale_price
+from policies.predictive import fewest_cores, plan_partitions, rescale_price
+from policies.target_utilization import utilization
 from tests.fakes import query_view
 
 NOW = datetime(2026, 1, 7, 12, 0, tzinfo=timezone.utc)
@@ -483,3 +484,45 @@ def test_a_scale_up_from_one_core_gets_at_least_min_partitions_in_whole_waves(fl
 def test_min_partitions_must_be_positive():
     with pytest.raises(PolicyError, match="min_partitions"):
         create_policy("default", {"min_partitions": 0})
+
+
+def _fewest_by_scan(model, view, rate, target, max_cores, align, floor):
+    """fewest_cores by definition: every size from 1 core up."""
+    for cores in range(1, max_cores + 1):
+        partitions = plan_partitions(view, cores, align, floor)
+        if utilization(model, partitions, cores, rate, view.params.trigger_interval) <= target:
+            return cores, partitions
+    return None
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    per_slot=st.floats(50, 2000),
+    per_task=st.floats(0, 2),
+    fixed=st.floats(0, 9),
+    contention=st.sampled_from([0.0, 0.001, 0.01, 0.05, 0.3]),
+    rate=st.floats(0, 50_000),
+    target=st.floats(0.05, 1.0),
+    max_cores=st.integers(1, 80),
+    parallelism=st.integers(1, 64),
+    max_parallelism=st.integers(1, 200),
+    align=st.booleans(),
+    rescalable=st.booleans(),
+    floor=st.integers(1, 16),
+)
+def test_the_bounded_search_finds_what_trying_every_size_finds(
+    per_slot, per_task, fixed, contention, rate, target, max_cores, parallelism, max_parallelism, align, rescalable, floor
+):
+    model = BatchCostModel(per_slot=per_slot, per_task=per_task, fixed=fixed, contention=contention)
+    view = query_view(parallelism=min(parallelism, max_parallelism), max_parallelism=max_parallelism, rescalable=rescalable, trigger=timedelta(seconds=10))
+    expected = _fewest_by_scan(model, view, rate, target, max_cores, align, floor)
+    assert fewest_cores(model, view, rate, target, max_cores, align, floor) == expected
+
+
+def test_with_contention_no_size_is_searched_beyond_what_could_reach_the_target():
+    # 0.3 s per concurrent task: from 29 tasks a batch (8.8 s of a 10 s trigger at 0.88) nothing
+    # can do, so a billion cores are not tried one by one (that took minutes per tick)
+    model = BatchCostModel(per_slot=900.0, per_task=0.07, fixed=0.2, contention=0.3)
+    view = query_view(parallelism=64, max_parallelism=4 * 10**9, trigger=timedelta(seconds=10))
+    assert fewest_cores(model, view, 100_000.0, 0.88, 10**9, True, 12) is None
+    assert fewest_cores(model, view, 2000.0, 0.88, 10**9, True, 12) == _fewest_by_scan(model, view, 2000.0, 0.88, 64, True, 12)
