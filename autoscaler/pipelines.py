@@ -163,6 +163,8 @@ def load_pipelines(module: str, only: list[str] | None = None) -> list[PipelineS
             importlib.import_module(module)
     except PipelineError:
         raise
+    except SystemExit as exc:  # a module that exits on import must not end the daemon silently
+        raise PipelineError(f"pipeline module {module!r} called sys.exit({exc.code!r}) while being imported") from exc
     except Exception as exc:
         raise PipelineError(f"pipeline module {module!r} failed to import: {type(exc).__name__}: {exc}") from exc
     with _collect_lock:

@@ -196,8 +196,10 @@ class PipelineSettings(_Model):
         if self.module is None:
             return self
         if self.module.endswith(".py") or "/" in self.module:
-            if not Path(self.module).is_file():
+            if not Path(self.module).exists():
                 raise ValueError(f"module: pipeline file {self.module!r} does not exist")
+            if not Path(self.module).is_file():
+                raise ValueError(f"module: pipeline file {self.module!r} is not a file")
         elif importlib.util.find_spec(self.module) is None:
             raise ValueError(f"module: pipeline module {self.module!r} cannot be imported")
         return self
@@ -231,8 +233,10 @@ class HttpSettings(_Model):
 
     @model_validator(mode="after")
     def _token_file_exists(self) -> HttpSettings:
-        if self.token_file is not None and not self.token_file.is_file():
+        if self.token_file is not None and not self.token_file.exists():
             raise ValueError(f"token_file: {str(self.token_file)!r} does not exist")
+        if self.token_file is not None and not self.token_file.is_file():
+            raise ValueError(f"token_file: {str(self.token_file)!r} is not a file")
         return self
 
 
@@ -337,12 +341,18 @@ def load_settings(
     data: dict[str, Any] = {}
     if path is not None:
         path = Path(path)
-        if not path.is_file():
+        if not path.exists():
             raise SettingsError([f"config file {str(path)!r} does not exist"])
+        if not path.is_file():
+            raise SettingsError([f"config file {str(path)!r} is not a file"])
         try:
-            loaded = yaml.safe_load(path.read_text())
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
         except yaml.YAMLError as exc:
             raise SettingsError([f"config file {str(path)!r} is not valid YAML: {exc}"]) from None
+        except UnicodeDecodeError as exc:
+            raise SettingsError([f"config file {str(path)!r} is not UTF-8 text ({exc.reason})"]) from None
+        except OSError as exc:
+            raise SettingsError([f"config file {str(path)!r} cannot be read: {exc.strerror or exc}"]) from None
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, dict):

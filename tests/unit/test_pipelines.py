@@ -34,6 +34,7 @@ def test_module_pipelines_are_loaded_with_their_declarations(tmp_path):
     [
         pytest.param("x = 1\n", "defines no @pipeline", id="no-pipelines"),
         pytest.param("raise ValueError('boom')\n", "failed to import: ValueError: boom", id="import-error"),
+        pytest.param("import sys\nsys.exit(3)\n", "called sys.exit(3) while being imported", id="exits-on-import"),
         pytest.param(
             "from autoscaler import pipeline\n@pipeline('a')\ndef a(s, c): pass\n@pipeline('a')\ndef b(s, c): pass\n",
             "defines a more than once",

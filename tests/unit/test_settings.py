@@ -132,3 +132,20 @@ def test_all_problems_are_reported_at_once(tmp_path):
 def test_missing_config_file(tmp_path):
     with pytest.raises(SettingsError, match="does not exist"):
         load_settings(tmp_path / "nope.yaml", environ={})
+
+
+def test_a_pipeline_module_or_token_file_that_is_a_directory_is_named_so(tmp_path):
+    (tmp_path / "dir.py").mkdir()
+    with pytest.raises(SettingsError, match="pipeline file .* is not a file"):
+        load_settings(None, {"pipelines.module": str(tmp_path / "dir.py")}, environ={})
+    with pytest.raises(SettingsError, match="token_file: .* is not a file"):
+        load_settings(None, {"http.token_file": str(tmp_path)}, environ={})
+
+
+def test_a_config_that_is_a_directory_or_not_text_names_the_problem(tmp_path):
+    with pytest.raises(SettingsError, match="is not a file"):
+        load_settings(tmp_path, environ={})
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xca\xfe\xba\xbe")
+    with pytest.raises(SettingsError, match=re.escape("is not UTF-8 text (invalid continuation byte)")):
+        load_settings(binary, environ={})
