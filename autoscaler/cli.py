@@ -198,11 +198,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from autoscaler.driver import DriverDaemon
     from autoscaler.server import HttpServerError
     from autoscaler.state import StateStoreError
+    from autoscaler.state.schema import check_saved_state
 
     try:
         daemon = DriverDaemon(settings, specs=specs)
         if daemon.state_store is not None:
-            daemon.state_store.load()  # an unreadable state file stops us before Spark starts
+            # an unreadable state file, or one the reconciler could not restore, stops us before Spark starts
+            state = daemon.state_store.load()
+            if state:
+                check_saved_state(state, str(daemon.state_store))
         daemon.install_signal_handlers()
         daemon.start()
     except (PipelineError, StateStoreError, HttpServerError, TokenFileError) as exc:

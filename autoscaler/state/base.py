@@ -41,6 +41,9 @@ class MemoryStateStore:
         self._text: str | None = None
         self._lock = threading.Lock()
 
+    def __str__(self) -> str:
+        return "memory state store"
+
     def load(self) -> dict[str, Any] | None:
         with self._lock:
             return None if self._text is None else decode_state(self._text, "memory state store")

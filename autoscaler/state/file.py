@@ -27,6 +27,9 @@ class FileStateStore:
     def __repr__(self) -> str:
         return f"FileStateStore({str(self.path)!r})"
 
+    def __str__(self) -> str:
+        return f"state file {str(self.path)!r}"
+
     def load(self) -> dict[str, Any] | None:
         with self._lock:
             try:

@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.state import FileStateStore, MemoryStateStore, StateStoreError, open_state_store
+from autoscaler.clock import FakeClock
+from autoscaler.reconciler import Reconciler
 from autoscaler.settings import load_settings
+from autoscaler.state import FileStateStore, MemoryStateStore, StateStoreError, open_state_store
+from tests.fakes import FakeCluster
 from tests.contracts.state_store import StateStoreContract
 
 
@@ -78,3 +81,33 @@ def test_settings_choose_the_file_store_only_when_a_path_is_set(tmp_path: Path) 
     assert open_state_store(load_settings(environ={})) is None
     store = open_state_store(load_settings(None, {"state.path": str(tmp_path / "s.json")}, environ={}))
     assert isinstance(store, FileStateStore) and store.path == tmp_path / "s.json"
+
+
+@pytest.mark.parametrize(
+    "state, problem",
+    [
+        pytest.param({"control": {"paused": "no"}}, "control.paused: Input should be a valid boolean", id="paused-as-text"),
+        pytest.param({"control": {"min_executors": "3"}}, "control.min_executors: Input should be a valid integer", id="bound-as-text"),
+        pytest.param({"control": {"mode": "sideways"}}, "control.mode: Input should be 'auto', 'reactive' or 'active'", id="unknown-mode"),
+        pytest.param({"control": {"pasued": True}}, "control.pasued: Extra inputs are not permitted", id="misspelt-key"),
+        pytest.param({"history": {"events": [{}]}}, "history.events.0.at: Field required", id="event-without-fields"),
+        pytest.param(
+            {"history": {"events": [{"at": "2026-01-01T00:00:00", "subject": "executors", "from": 1, "to": 2, "reason": "ScaleUpForLoad"}]}},
+            "history.events.0.at: Input should have timezone info",
+            id="time-without-zone",
+        ),
+        pytest.param({"history": {"rates": [["2026-01-01T00:00:00+00:00", "q"]]}}, "history.rates.0.2: Field required", id="short-rate"),
+        pytest.param({"control": {"query_requests": {"q": {"parallelism": 0.5}}}}, "control.query_requests.q.parallelism", id="fractional-partitions"),
+    ],
+)
+def test_a_state_the_reconciler_cannot_restore_stops_start_up_naming_the_entry(tmp_path: Path, state: dict, problem: str) -> None:
+    store = FileStateStore(tmp_path / "s.json")
+    store.save(state)
+    settings = load_settings(None, {}, environ={})
+    clock = FakeClock()
+    cluster = FakeCluster(clock.now(), executors=1)
+    with pytest.raises(StateStoreError) as info:
+        Reconciler(settings=settings, observer=cluster, executors=cluster, queries=cluster, clock=clock, state_store=store)
+    message = str(info.value)
+    assert message.startswith(f"state file {str(tmp_path / 's.json')!r}: the saved state does not fit this daemon")
+    assert problem in message and message.endswith("fix or remove it to start afresh")
