@@ -36,7 +36,7 @@ from autoscaler.auth import ApiAuth
 from autoscaler.clock import Clock, SystemClock
 from autoscaler.commands import Applied, ChangeError, Commands
 from autoscaler.loop import ReconcileLoop
-from autoscaler.model import QueryView
+from autoscaler.model import JAVA_LONG_MAX, QueryView
 from autoscaler.reconciler import Reconciler
 from autoscaler.report import decision_json, iso, load_json, params_json, query_view_json, seconds
 
@@ -88,7 +88,9 @@ class QueryPatch(_Body):
     """New settings for a hosted query, applied by a restart from its checkpoint at a batch boundary."""
 
     parallelism: Annotated[StrictInt, Field(ge=1, le=MAX_COUNT)] = _absent(description="Source partitions (tasks per batch).")
-    max_rows_per_batch: Annotated[StrictInt, Field(ge=1)] | None = _absent(description="Rate limit in rows per batch; null: unlimited.")
+    max_rows_per_batch: Annotated[StrictInt, Field(ge=1, le=JAVA_LONG_MAX)] | None = _absent(
+        description="Rate limit in rows per batch (a source option Spark reads as a Java long); null: unlimited."
+    )
     trigger_interval_seconds: Annotated[float, Field(ge=0.1, le=86400, allow_inf_nan=False)] = _absent(
         description="Trigger interval in seconds."
     )

@@ -148,6 +148,9 @@ class BatchSample:
         object.__setattr__(self, "ended_at", self.started_at + self.duration)
 
 
+JAVA_LONG_MAX = 2**63 - 1  # source options such as maxOffsetsPerTrigger are parsed as Java longs
+
+
 @dataclass(frozen=True, slots=True)
 class QueryParams:
     """Settings a query runs with; changing any of them needs a restart from the checkpoint."""

@@ -24,7 +24,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 
-from autoscaler.model import QueryParams
+from autoscaler.model import JAVA_LONG_MAX, QueryParams
 from autoscaler.settings import parse_duration
 
 
@@ -133,8 +133,8 @@ def validate_spec(spec: PipelineSpec) -> None:
         problems.append("initial_parallelism must lie within [min_parallelism, max_parallelism]")
     if spec.partitions_per_core < 1:
         problems.append("partitions_per_core must be at least 1")
-    if spec.max_rows_per_batch is not None and spec.max_rows_per_batch < 1:
-        problems.append("max_rows_per_batch must be at least 1")
+    if spec.max_rows_per_batch is not None and not 1 <= spec.max_rows_per_batch <= JAVA_LONG_MAX:
+        problems.append(f"max_rows_per_batch must be at least 1 and at most {JAVA_LONG_MAX} (a Java long)")
     if spec.shuffle_partitions is not None and spec.shuffle_partitions < 1:
         problems.append("shuffle_partitions must be at least 1")
     if problems:

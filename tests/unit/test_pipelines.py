@@ -51,6 +51,11 @@ def test_module_pipelines_are_loaded_with_their_declarations(tmp_path):
         pytest.param(
             "from autoscaler import pipeline\n@pipeline('a', trigger='soon')\ndef a(s, c): pass\n", "pipeline 'a': trigger", id="bad-trigger"
         ),
+        pytest.param(
+            "from autoscaler import pipeline\n@pipeline('a', max_rows_per_batch=2**63)\ndef a(s, c): pass\n",
+            "pipeline 'a': max_rows_per_batch must be at least 1 and at most 9223372036854775807 (a Java long)",
+            id="rate-limit-beyond-a-java-long",
+        ),
     ],
 )
 def test_bad_pipeline_modules_name_the_problem(tmp_path, text, message):
