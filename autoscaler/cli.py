@@ -4,21 +4,66 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import signal
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from autoscaler import __version__
 
 
-def _positive_float(text: str) -> float:
+def _finite_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = _finite_float(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
     return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = _finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
+    return value
+
+
+def _exit_on_sigterm() -> None:
+    """Handle SIGTERM (``kill``, ``timeout``, a pod stopping) as Ctrl-C, so the commands that start a
+    local Spark cluster stop it (master, workers, the driver JVM) instead of leaving JVMs behind.
+
+    Whatever handles SIGINT at that moment runs: PySpark's cancels the running jobs first, then
+    raises KeyboardInterrupt (raising SystemExit instead left the driver JVM running).
+    """
+
+    def handle(signum: int, frame: Any) -> None:
+        on_interrupt = signal.getsignal(signal.SIGINT)
+        if callable(on_interrupt):
+            on_interrupt(signal.SIGINT, frame)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handle)
+
+
+def _writable_dir(path: Path, option: str) -> str | None:
+    """Why ``path`` cannot serve as a working directory (created if missing), or None."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"{option} {str(path)!r}: cannot be created: {exc.strerror or exc}"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return f"{option} {str(path)!r}: is not writable"
+    return None
 
 
 def _non_negative_int(text: str) -> int:
@@ -93,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seconds-per-day", type=_positive_float, default=150.0, help="compressed length of one trace day")
     demo.add_argument("--peak-rate", type=_positive_float, default=2800.0, help="rows/s at the trace's peak")
     demo.add_argument("--max-executors", type=_positive_int, default=6)
-    demo.add_argument("--warmup", type=float, default=30.0, help="seconds at the trace's first rate before the trace starts")
+    demo.add_argument("--warmup", type=_non_negative_float, default=30.0, help="seconds at the trace's first rate before the trace starts")
     demo.add_argument("--workdir", type=Path, help="keep checkpoints, output and logs here (default: a temp dir)")
     demo.add_argument("--record", type=Path, help="write every tick's metrics to this JSON-lines file (for `dashboard render`)")
     demo.add_argument("--no-http", action="store_true", help="do not serve /metrics and the REST API")
@@ -158,7 +203,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "policies": _cmd_policies,
         "settings-doc": _cmd_settings_doc,
     }[args.command]
-    return handler(args)
+    try:
+        return handler(args)
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM where a command handles it so (_exit_on_sigterm)
+        print("spark-autoscaler: interrupted", file=sys.stderr)
+        return 130
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -219,6 +268,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from autoscaler.demo.run import DemoOptions, run_demo
     from autoscaler.traces import TraceError
 
+    if args.workdir is not None and (problem := _writable_dir(args.workdir, "--workdir")):
+        return _fail(problem)
+    _exit_on_sigterm()
     options = DemoOptions(
         mode=args.mode,
         duration=args.duration,
@@ -226,7 +278,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         seconds_per_day=args.seconds_per_day,
         peak_rate=args.peak_rate,
         max_executors=args.max_executors,
-        warmup=max(0.0, args.warmup),
+        warmup=args.warmup,
         workdir=args.workdir,
         http_host=args.http_host,
         http_port=args.http_port,
@@ -260,6 +312,9 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         return _fail(f"--phases: {args.phases!r} must be three numbers of seconds")
     if len(phases) != 3 or min(phases) <= 0:
         return _fail(f"--phases: {args.phases!r} must be three positive numbers of seconds")
+    if args.workdir is not None and (problem := _writable_dir(args.workdir, "--workdir")):
+        return _fail(problem)
+    _exit_on_sigterm()
     log = (lambda m: print(m, file=sys.stderr)) if args.json else print
     result = run_benchmark(runs, StepProfile(phases=phases), workdir=args.workdir, log=log)  # type: ignore[arg-type]
     if args.output:
@@ -271,6 +326,7 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
 def _cmd_latencies(args: argparse.Namespace) -> int:
     from autoscaler.bench.latencies import measure
 
+    _exit_on_sigterm()
     log = (lambda m: print(m, file=sys.stderr)) if args.json else print
     result = measure(args.repeats, log=log)  # type: ignore[arg-type]
     if args.output:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 from typing import Any, Mapping
 
@@ -37,9 +38,38 @@ def build_session(settings: SparkSettings, extra: Mapping[str, Any] | None = Non
     conf.update({k: str(v) for k, v in (extra or {}).items()})
     for key, value in conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except BaseException:
+        # interrupted (Ctrl-C, SIGTERM) or failed while PySpark launched the driver JVM: nothing
+        # holds the session to stop, and that JVM outlives us (measured: it ignores its closed stdin)
+        _kill_gateway_jvms()
+        raise
     spark.sparkContext.setLogLevel(conf.get("spark.log.level", "ERROR"))
     return spark
+
+
+def _kill_gateway_jvms() -> None:
+    """Kill the driver JVMs PySpark launched as children of this process (``pyspark-shell``).
+
+    Linux only (``/proc``); elsewhere nothing is done.
+    """
+    me = os.getpid()
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile, or not ours to read
+        if ppid == me and b"pyspark-shell" in cmdline:
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+            except OSError:
+                pass
 
 
 def stop_session(spark: Any) -> None:

@@ -65,3 +65,25 @@ def test_dashboard_render_names_a_missing_dashboard(tmp_path, capsys):
     code = main(["dashboard", "render", "--recording", str(tmp_path / "r.jsonl"), "--output", str(tmp_path / "x.png"),
                  "--dashboard", str(tmp_path / "nope.json")])
     assert code == 2 and "--dashboard" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        pytest.param(["--warmup", "-3"], "argument --warmup: '-3' must be >= 0", id="negative-warmup"),
+        pytest.param(["--duration", "nan"], "argument --duration: 'nan' must be a finite number", id="nan-duration"),
+        pytest.param(["--peak-rate", "inf"], "argument --peak-rate: 'inf' must be a finite number", id="infinite-rate"),
+    ],
+)
+def test_bad_demo_numbers_are_refused_before_anything_starts(capsys, args, message):
+    with pytest.raises(SystemExit) as exc:
+        main(["demo", *args])
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["demo"], ["benchmark", "step-load"]])
+def test_a_workdir_that_cannot_be_created_is_refused_before_spark_starts(tmp_path, capsys, command):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main([*command, "--workdir", str(blocker / "sub")]) == 2
+    assert f"--workdir {str(blocker / 'sub')!r}: cannot be created: Not a directory" in capsys.readouterr().err
