@@ -70,14 +70,18 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
 
+# far beyond any Spark application, well within the Java int Spark's executor requests take
+MAX_EXECUTORS = 100_000
+
+
 class ExecutorSettings(_Model):
-    min: int = Field(1, ge=0, description="Fewest executors kept in active mode.")
-    max: int = Field(8, ge=1, description="Most executors requested in active mode.")
+    min: int = Field(1, ge=0, le=MAX_EXECUTORS, description="Fewest executors kept in active mode.")
+    max: int = Field(8, ge=1, le=MAX_EXECUTORS, description="Most executors requested in active mode.")
     initial: int | None = Field(
-        None, ge=0, description="Executors to wait for at start-up; defaults to `min` (at least 1)."
+        None, ge=0, le=MAX_EXECUTORS, description="Executors to wait for at start-up; defaults to `min` (at least 1)."
     )
     cores: int | None = Field(
-        None, ge=1, description="Cores per executor; defaults to `spark.executor.cores`, else 1."
+        None, ge=1, le=1024, description="Cores per executor; defaults to `spark.executor.cores`, else 1."
     )
 
     @model_validator(mode="after")

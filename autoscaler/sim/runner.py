@@ -23,7 +23,7 @@ import structlog
 from autoscaler.audit import AuditTrail
 from autoscaler.clock import FakeClock
 from autoscaler.reconciler import Reconciler, TickError, TickRecord
-from autoscaler.settings import load_settings
+from autoscaler.settings import MAX_EXECUTORS, load_settings
 from autoscaler.sim.cluster import SimCluster
 from autoscaler.sim.config import SimConfig
 from autoscaler.sim.metrics import (
@@ -174,8 +174,10 @@ def simulate(
 
     ``on_tick`` sees every tick's record and the cluster (scenario tests, tracing).
     """
-    if peak_executors < 1:
-        raise ValueError("peak executors must be >= 1")
+    if not 1 <= peak_executors <= MAX_EXECUTORS:
+        raise ValueError(f"peak executors must be within 1..{MAX_EXECUTORS}")
+    if max_executors is not None and not 1 <= max_executors <= MAX_EXECUTORS:
+        raise ValueError(f"max executors must be within 1..{MAX_EXECUTORS}")
     if slo_lag_seconds <= 0 or tick <= 0:
         raise ValueError("the SLO lag and the tick must be > 0")
     if days is not None and days <= 0:
@@ -185,7 +187,7 @@ def simulate(
     if capacity <= 0:
         raise ValueError("the configured executors cannot process anything within one trigger interval")
     workload = source if isinstance(source, Workload) else build_workload(source, config=cfg, peak_executors=peak_executors, days=days)
-    max_exec = max_executors or 2 * peak_executors
+    max_exec = max_executors or min(MAX_EXECUTORS, 2 * peak_executors)
     cls = policy_class(policy)  # PolicyError for unknown names
     name = resolve_name(policy)
     policy_params = dict(params or {})

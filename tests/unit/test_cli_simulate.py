@@ -100,6 +100,8 @@ def test_bad_traces_end_with_a_message_and_a_non_zero_exit(tmp_path, capsys, con
         pytest.param(["--param", "target_utilization=3"], "params.target_utilization", id="bad-policy-parameter"),
         pytest.param(["--set", "executor_startup=-5"], "executor_startup must be a finite number >= 0", id="negative-sim-parameter"),
         pytest.param(["--set", "nope=1"], "unknown simulator parameter 'nope'", id="unknown-sim-parameter"),
+        pytest.param(["--peak-executors", "100001"], "peak executors must be within 1..100000", id="peak-beyond-any-cluster"),
+        pytest.param(["--max-executors", "100001"], "max executors must be within 1..100000", id="max-beyond-any-cluster"),
     ],
 )
 def test_bad_options_end_with_a_message_and_a_non_zero_exit(trace, capsys, args, message):

@@ -102,6 +102,7 @@ def test_http_port_and_state_path_come_from_the_environment(tmp_path):
         pytest.param("mdoe: active\n", "mdoe: unknown key", id="unknown-top-level-key"),
         pytest.param("executors: {min: 4, max: 2}\n", "executors: min (4) must not exceed max (2)", id="min-above-max"),
         pytest.param("executors: {min: two}\n", "executors.min: Input should be a valid integer", id="wrong-type"),
+        pytest.param("executors: {max: 3000000000}\n", "executors.max: Input should be less than or equal to 100000", id="max-beyond-a-java-int"),
         pytest.param("executors: {initial: 9, max: 4}\n", "initial (9) must lie within", id="initial-outside"),
         pytest.param("mode: turbo\n", "mode: Input should be 'auto', 'reactive' or 'active'", id="bad-mode"),
         pytest.param("reconcile_interval: soon\n", "reconcile_interval: expected a duration", id="bad-duration"),
