@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from autoscaler import __version__
 
@@ -53,6 +53,35 @@ def _exit_on_sigterm() -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, handle)
+
+
+def _output_file(*suffixes: str) -> Callable[[str], Path]:
+    """An argparse type: a file to write at the end of a command, checked before the command runs
+    (a simulation or a demo must not end in an error about where its result goes)."""
+
+    def parse(text: str) -> Path:
+        path = Path(text)
+        if path.is_dir():
+            raise argparse.ArgumentTypeError(f"{text!r} is a directory; name a file")
+        if suffixes and path.suffix.lower() not in suffixes:
+            raise argparse.ArgumentTypeError(f"{text!r} must end in {' or '.join(suffixes)}")
+        parent = path.parent
+        if not parent.is_dir():
+            raise argparse.ArgumentTypeError(f"{text!r}: directory {str(parent)!r} does not exist")
+        existed = path.exists()
+        try:  # try it (permission bits say little to root): append to it, or create and remove it
+            with path.open("a" if existed else "x"):
+                pass
+            if not existed:
+                path.unlink()
+        except OSError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r} cannot be written: {exc.strerror or exc}") from None
+        return path
+
+    return parse
+
+
+_IMAGE = (".png", ".svg", ".pdf")
 
 
 def _writable_dir(path: Path, option: str) -> str | None:
@@ -133,14 +162,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run the embedded demo on a local Spark cluster")
     demo.add_argument("--mode", choices=["active", "reactive"], default="active")
     demo.add_argument("--duration", type=_positive_float, default=180.0, help="seconds of replayed load (default 180)")
-    demo.add_argument("--summary-json", type=Path, help="write the summary as JSON to this file")
+    demo.add_argument("--summary-json", type=_output_file(), help="write the summary as JSON to this file")
     demo.add_argument("--trace", type=Path, help="trace CSV (timestamp,value); default ../shared/traces/nyc_taxi.csv or the bundled copy")
     demo.add_argument("--seconds-per-day", type=_positive_float, default=150.0, help="compressed length of one trace day")
     demo.add_argument("--peak-rate", type=_positive_float, default=2800.0, help="rows/s at the trace's peak")
     demo.add_argument("--max-executors", type=_positive_int, default=6)
     demo.add_argument("--warmup", type=_non_negative_float, default=30.0, help="seconds at the trace's first rate before the trace starts")
     demo.add_argument("--workdir", type=Path, help="keep checkpoints, output and logs here (default: a temp dir)")
-    demo.add_argument("--record", type=Path, help="write every tick's metrics to this JSON-lines file (for `dashboard render`)")
+    demo.add_argument("--record", type=_output_file(), help="write every tick's metrics to this JSON-lines file (for `dashboard render`)")
     demo.add_argument("--no-http", action="store_true", help="do not serve /metrics and the REST API")
     _add_http_flags(demo, defaults=True)
 
@@ -150,19 +179,19 @@ def build_parser() -> argparse.ArgumentParser:
     step.add_argument("--json", action="store_true", help="print one JSON object")
     step.add_argument("--runs", default="autoscaler,spark-dra,static-max", help="comma-separated subset")
     step.add_argument("--phases", default="120,180,180", help="seconds of the low, high and low phases")
-    step.add_argument("--output", type=Path, help="also write the JSON result to this file")
+    step.add_argument("--output", type=_output_file(), help="also write the JSON result to this file")
     step.add_argument("--workdir", type=Path, help="keep checkpoints, sink records and tick logs here")
 
     lat = bench_sub.add_parser("latencies", help="executor add/remove and query rescale latencies")
     lat.add_argument("--repeats", type=_positive_int, default=3)
     lat.add_argument("--json", action="store_true")
-    lat.add_argument("--output", type=Path)
+    lat.add_argument("--output", type=_output_file())
 
     dash = sub.add_parser("dashboard", help="the Grafana dashboard, offline")
     dash_sub = dash.add_subparsers(dest="dashboard", required=True)
     render = dash_sub.add_parser("render", help="draw the dashboard's panels from a metrics recording into a PNG")
     render.add_argument("--recording", type=Path, required=True, help="JSON lines written by `demo --record`")
-    render.add_argument("--output", type=Path, required=True, help="PNG to write")
+    render.add_argument("--output", type=_output_file(*_IMAGE), required=True, help="PNG to write")
     render.add_argument("--dashboard", type=Path, help="dashboard JSON (default: the chart's)")
     render.add_argument("--title", help="figure title")
     sim = sub.add_parser(
@@ -175,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--policy", default="default", help="policy name (default: the recommended policy)")
     sim.add_argument("--compare", action="store_true", help="run every registered policy and print a table")
     sim.add_argument("--json", action="store_true", help="print one JSON object")
-    sim.add_argument("--plot", type=Path, help="write a PNG of input rate, capacity, executors and lag")
+    sim.add_argument("--plot", type=_output_file(*_IMAGE), help="write a PNG of input rate, capacity, executors and lag")
     sim.add_argument("--peak-executors", type=_positive_int, default=32, help="executors the trace's peak needs (default 32)")
     sim.add_argument("--max-executors", type=_positive_int, help="upper bound for policies (default 2 x peak)")
     sim.add_argument("--slo-lag-seconds", type=_positive_float, default=60.0, help="lag SLO in seconds (default 60)")
@@ -188,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("policies", help="list the registered scaling policies")
     doc = sub.add_parser("settings-doc", help="print the settings reference (Markdown)")
-    doc.add_argument("--output", type=Path)
+    doc.add_argument("--output", type=_output_file())
     return parser
 
 

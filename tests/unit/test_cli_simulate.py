@@ -170,3 +170,28 @@ def test_a_failing_tick_ends_with_when_where_and_why(trace, capsys, broken_polic
 def test_a_tick_error_survives_pickling():
     error = pickle.loads(pickle.dumps(TickError("policy", ValueError("bad"))))
     assert (type(error), error.phase, str(error.cause), str(error)) == (TickError, "policy", "bad", "policy: bad")
+
+
+@pytest.mark.parametrize(
+    "where, message",
+    [
+        pytest.param(".", "is a directory; name a file", id="a-directory"),
+        pytest.param("nodir/plot.png", "directory", id="missing-directory"),
+        pytest.param("plot.txt", "must end in .png or .svg or .pdf", id="not-an-image"),
+    ],
+)
+def test_a_plot_that_cannot_be_written_is_refused_before_simulating(trace, tmp_path, capsys, where, message):
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--trace", str(trace), "--plot", str(out / where)])
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+    assert list(out.iterdir()) == []  # nothing simulated, nothing left behind
+
+
+def test_an_output_file_is_tried_not_left_behind(trace, tmp_path, capsys):
+    assert main(["settings-doc", "--output", str(tmp_path / "settings.md")]) == 0
+    assert (tmp_path / "settings.md").read_text().startswith("# ")
+    with pytest.raises(SystemExit):
+        main(["settings-doc", "--output", "/proc/settings.md"])  # cannot be created, even by root
+    assert "'/proc/settings.md' cannot be written" in capsys.readouterr().err
