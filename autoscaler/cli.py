@@ -339,7 +339,7 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         phases = tuple(float(p) for p in args.phases.split(","))
     except ValueError:
         return _fail(f"--phases: {args.phases!r} must be three numbers of seconds")
-    if len(phases) != 3 or min(phases) <= 0:
+    if len(phases) != 3 or not all(math.isfinite(p) and p > 0 for p in phases):
         return _fail(f"--phases: {args.phases!r} must be three positive numbers of seconds")
     if args.workdir is not None and (problem := _writable_dir(args.workdir, "--workdir")):
         return _fail(problem)

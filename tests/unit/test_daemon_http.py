@@ -87,3 +87,9 @@ def test_a_workdir_that_cannot_be_created_is_refused_before_spark_starts(tmp_pat
     blocker.write_text("")
     assert main([*command, "--workdir", str(blocker / "sub")]) == 2
     assert f"--workdir {str(blocker / 'sub')!r}: cannot be created: Not a directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("phases", ["1,2", "0,1,1", "nan,1,1", "1,inf,1", "a,b,c"])
+def test_bad_step_load_phases_are_refused_before_spark_starts(capsys, phases):
+    assert main(["benchmark", "step-load", "--phases", phases]) == 2
+    assert "--phases:" in capsys.readouterr().err
