@@ -269,22 +269,27 @@ def _cmd_run(args: argparse.Namespace) -> int:
         specs = load_pipelines(settings.pipelines.module)
     except (SettingsError, PipelineError) as exc:
         return _fail(str(exc))
+    from autoscaler.state import StateStoreError, open_state_store
+    from autoscaler.state.schema import check_saved_state
+
+    try:
+        # an unreadable state file, or one the reconciler could not restore, stops us before Spark starts
+        store = open_state_store(settings)
+        state = store.load() if store is not None else None
+        if state:
+            check_saved_state(state, str(store))
+    except StateStoreError as exc:
+        return _fail(str(exc))
     if args.check:
-        print(f"configuration valid; pipelines: {', '.join(s.name for s in specs)}")
+        saved = f"; {store} restorable" if state else ""
+        print(f"configuration valid; pipelines: {', '.join(s.name for s in specs)}{saved}")
         return 0
     from autoscaler.auth import TokenFileError
     from autoscaler.driver import DriverDaemon
     from autoscaler.server import HttpServerError
-    from autoscaler.state import StateStoreError
-    from autoscaler.state.schema import check_saved_state
 
     try:
-        daemon = DriverDaemon(settings, specs=specs)
-        if daemon.state_store is not None:
-            # an unreadable state file, or one the reconciler could not restore, stops us before Spark starts
-            state = daemon.state_store.load()
-            if state:
-                check_saved_state(state, str(daemon.state_store))
+        daemon = DriverDaemon(settings, specs=specs, state_store=store)
         daemon.install_signal_handlers()
         daemon.start()
     except (PipelineError, StateStoreError, HttpServerError, TokenFileError) as exc:

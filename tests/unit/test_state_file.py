@@ -111,3 +111,16 @@ def test_a_state_the_reconciler_cannot_restore_stops_start_up_naming_the_entry(t
     message = str(info.value)
     assert message.startswith(f"state file {str(tmp_path / 's.json')!r}: the saved state does not fit this daemon")
     assert problem in message and message.endswith("fix or remove it to start afresh")
+
+
+def test_run_check_says_whether_the_saved_state_can_be_restored(tmp_path: Path, capsys) -> None:
+    from autoscaler.cli import main
+
+    pipelines = str(Path(__file__).parents[1] / "integration" / "sample_pipelines.py")
+    path = tmp_path / "s.json"
+    FileStateStore(path).save({"control": {"paused": True}})
+    assert main(["run", "--pipelines", pipelines, "--state-file", str(path), "--check"]) == 0
+    assert f"state file {str(path)!r} restorable" in capsys.readouterr().out
+    FileStateStore(path).save({"control": {"paused": "no"}})
+    assert main(["run", "--pipelines", pipelines, "--state-file", str(path), "--check"]) == 2
+    assert "control.paused: Input should be a valid boolean" in capsys.readouterr().err
