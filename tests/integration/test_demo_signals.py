@@ -51,6 +51,13 @@ def _running(pid: int) -> bool:
         return False
 
 
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[-160:].decode(errors="replace")
+    except OSError:
+        return "(gone)"
+
+
 def _is_java(pid: int) -> bool:
     try:
         return b"java" in Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -77,7 +84,7 @@ def test_sigterm_stops_the_demo_and_every_jvm_it_started(tmp_path, when):
         try:
             wait_until(lambda: not any(_running(p) for p in family), 60, "every process the demo started to end")
         except AssertionError:
-            left = {p: Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ")[-160:].decode() for p in family if _running(p)}
+            left = {p: _command(p) for p in family if _running(p)}
             raise AssertionError(f"still running: {left}") from None
     finally:
         for pid in [demo.pid, *family]:
