@@ -23,6 +23,7 @@ from pydantic import (
     Field,
     PlainSerializer,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -69,6 +70,8 @@ Duration = Annotated[timedelta, BeforeValidator(parse_duration), PlainSerializer
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
+
+MIN_RECONCILE_INTERVAL = timedelta(milliseconds=100)
 
 # far beyond any Spark application, well within the Java int Spark's executor requests take
 MAX_EXECUTORS = 100_000
@@ -260,7 +263,9 @@ class AuditSettings(_Model):
 class Settings(_Model):
     mode: Mode = Field(Mode.AUTO, description="`auto`, `reactive` or `active`.")
     dry_run: bool = Field(False, description="Decide and report, but do not act.")
-    reconcile_interval: Duration = Field(timedelta(seconds=5), description="Time between two ticks.")
+    reconcile_interval: Duration = Field(
+        timedelta(seconds=5), description=f"Time between two ticks (at least {MIN_RECONCILE_INTERVAL.total_seconds() * 1000:.0f}ms)."
+    )
     resource_wait_timeout: Duration = Field(
         timedelta(seconds=60), description="At start-up, wait at most this long for the initial executors."
     )
@@ -280,6 +285,14 @@ class Settings(_Model):
     http: HttpSettings = Field(default_factory=HttpSettings)
     state: StateSettings = Field(default_factory=StateSettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
+
+    @field_validator("reconcile_interval")
+    @classmethod
+    def _not_spinning(cls, value: timedelta) -> timedelta:
+        if value < MIN_RECONCILE_INTERVAL:
+            # 0 would tick (and on errors back off) without pause, hammering the driver
+            raise ValueError(f"must be at least {MIN_RECONCILE_INTERVAL.total_seconds() * 1000:.0f}ms, got {format_duration(value)}")
+        return value
 
 
 class SettingsError(ValueError):

@@ -106,6 +106,7 @@ def test_http_port_and_state_path_come_from_the_environment(tmp_path):
         pytest.param("executors: {initial: 9, max: 4}\n", "initial (9) must lie within", id="initial-outside"),
         pytest.param("mode: turbo\n", "mode: Input should be 'auto', 'reactive' or 'active'", id="bad-mode"),
         pytest.param("reconcile_interval: soon\n", "reconcile_interval: expected a duration", id="bad-duration"),
+        pytest.param("reconcile_interval: 0s\n", "reconcile_interval: must be at least 100ms, got 0s", id="spinning-interval"),
         pytest.param("policy: {name: magic}\n", "policy: unknown policy 'magic'", id="unknown-policy"),
         pytest.param("policy: {params: {target_utilization: 2}}\n", "policy: policy 'default': params.target_utilization", id="bad-policy-param"),
         pytest.param("pipelines: {module: missing.py}\n", "pipelines: module: pipeline file", id="missing-pipeline-file"),
