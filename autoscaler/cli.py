@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import signal
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -90,8 +90,10 @@ def _writable_dir(path: Path, option: str) -> str | None:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         return f"{option} {str(path)!r}: cannot be created: {exc.strerror or exc}"
-    if not os.access(path, os.W_OK | os.X_OK):
-        return f"{option} {str(path)!r}: is not writable"
+    try:  # tried, as for output files: permission bits say little to root
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError as exc:
+        return f"{option} {str(path)!r}: is not writable ({exc.strerror or exc})"
     return None
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from autoscaler.model import JAVA_LONG_MAX, QueryParams
-from autoscaler.settings import parse_duration
+from autoscaler.settings import file_problem, parse_duration
 
 
 class PipelineError(ValueError):
@@ -148,8 +148,8 @@ def load_pipelines(module: str, only: list[str] | None = None) -> list[PipelineS
     try:
         if module.endswith(".py") or "/" in module:
             path = Path(module).resolve()
-            if not path.is_file():
-                raise PipelineError(f"pipeline module {module!r} does not exist")
+            if problem := file_problem(path):
+                raise PipelineError(f"pipeline module {module!r} {problem}")
             mod_name = f"spark_autoscaler_pipelines_{path.stem}"
             spec = importlib.util.spec_from_file_location(mod_name, path)
             if spec is None or spec.loader is None:

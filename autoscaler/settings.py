@@ -56,6 +56,15 @@ def parse_duration(value: Any) -> timedelta:
     return timedelta(seconds=seconds)
 
 
+def file_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a file (``does not exist``, ``is not a file``), or None."""
+    if not path.exists():
+        return "does not exist"
+    if not path.is_file():
+        return "is not a file"
+    return None
+
+
 def format_duration(value: timedelta) -> str:
     seconds = value.total_seconds()
     for unit, size in (("h", 3600), ("m", 60)):
@@ -203,10 +212,8 @@ class PipelineSettings(_Model):
         if self.module is None:
             return self
         if self.module.endswith(".py") or "/" in self.module:
-            if not Path(self.module).exists():
-                raise ValueError(f"module: pipeline file {self.module!r} does not exist")
-            if not Path(self.module).is_file():
-                raise ValueError(f"module: pipeline file {self.module!r} is not a file")
+            if problem := file_problem(Path(self.module)):
+                raise ValueError(f"module: pipeline file {self.module!r} {problem}")
         elif importlib.util.find_spec(self.module) is None:
             raise ValueError(f"module: pipeline module {self.module!r} cannot be imported")
         return self
@@ -240,10 +247,8 @@ class HttpSettings(_Model):
 
     @model_validator(mode="after")
     def _token_file_exists(self) -> HttpSettings:
-        if self.token_file is not None and not self.token_file.exists():
-            raise ValueError(f"token_file: {str(self.token_file)!r} does not exist")
-        if self.token_file is not None and not self.token_file.is_file():
-            raise ValueError(f"token_file: {str(self.token_file)!r} is not a file")
+        if self.token_file is not None and (problem := file_problem(self.token_file)):
+            raise ValueError(f"token_file: {str(self.token_file)!r} {problem}")
         return self
 
 
@@ -358,10 +363,8 @@ def load_settings(
     data: dict[str, Any] = {}
     if path is not None:
         path = Path(path)
-        if not path.exists():
-            raise SettingsError([f"config file {str(path)!r} does not exist"])
-        if not path.is_file():
-            raise SettingsError([f"config file {str(path)!r} is not a file"])
+        if problem := file_problem(path):
+            raise SettingsError([f"config file {str(path)!r} {problem}"])
         try:
             loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
         except yaml.YAMLError as exc:

@@ -11,6 +11,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from autoscaler.settings import file_problem
+
 
 class TraceError(ValueError):
     """A trace file is unusable; the message names the file, line and problem."""
@@ -31,10 +33,8 @@ class Trace:
 
 def load_trace(path: str | Path) -> Trace:
     path = Path(path)
-    if not path.exists():
-        raise TraceError(f"trace {str(path)!r} does not exist")
-    if not path.is_file():
-        raise TraceError(f"trace {str(path)!r} is not a file")
+    if problem := file_problem(path):
+        raise TraceError(f"trace {str(path)!r} {problem}")
     try:
         # utf-8-sig: a byte-order mark (spreadsheet exports) is not part of the header
         with path.open(newline="", encoding="utf-8-sig") as fh:

@@ -69,7 +69,7 @@ def _kill_gateway_jvms() -> None:
             try:
                 os.kill(int(entry), signal.SIGKILL)
             except OSError:
-                pass
+                pass  # it ended meanwhile: nothing left to stop
 
 
 def stop_session(spark: Any) -> None:
