@@ -17,7 +17,7 @@ whole and applied atomically (:mod:`autoscaler.commands`); it takes effect on th
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Annotated, Any, Callable, Literal, TypeVar
+from typing import Annotated, Any, Callable, Literal, TypeAlias, TypeVar
 
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -41,7 +41,7 @@ from autoscaler.reconciler import Reconciler
 from autoscaler.report import decision_json, iso, load_json, params_json, query_view_json, seconds
 
 T = TypeVar("T")
-Ref = T | Callable[[], T] | None
+Ref: TypeAlias = T | Callable[[], T] | None  # a value, or how to get it once it exists
 
 MAX_COUNT = 100_000
 
@@ -339,10 +339,10 @@ def create_app(
         rec = _resolve(reconciler)
         if rec is None:
             raise _Refused(_error(503, [], "the daemon is still starting; retry shortly", "unavailable"))
-        return rec  # type: ignore[no-any-return]
+        return rec
 
     def get_loop() -> ReconcileLoop | None:
-        return _resolve(loop)  # type: ignore[no-any-return]
+        return _resolve(loop)
 
     def operator(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> str:  # noqa: B008
         if not auth.enabled:
@@ -376,7 +376,7 @@ def create_app(
         """Framework errors in the same shape; 405 lists every method of the path; unparseable body is a 422."""
         if exc.status_code == 405:
             methods = sorted({m for route in app.routes if isinstance(route, APIRoute) and route.matches(request.scope)[0] != Match.NONE
-                              for m in route.methods})
+                              for m in route.methods or ()})
             return _error(405, [], f"method {request.method} not allowed", "method_not_allowed", {"Allow": ", ".join(methods)})
         if exc.status_code == 400 and "parsing the body" in str(exc.detail):
             return _error(422, ["body"], "the body is not valid JSON", "json_invalid")

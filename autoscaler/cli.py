@@ -352,7 +352,7 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         return _fail(problem)
     _exit_on_sigterm()
     log = (lambda m: print(m, file=sys.stderr)) if args.json else print
-    result = run_benchmark(runs, StepProfile(phases=phases), workdir=args.workdir, log=log)  # type: ignore[arg-type]
+    result = run_benchmark(runs, StepProfile(phases=phases), workdir=args.workdir, log=log)
     if args.output:
         args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2) if args.json else format_table(result))
@@ -364,7 +364,7 @@ def _cmd_latencies(args: argparse.Namespace) -> int:
 
     _exit_on_sigterm()
     log = (lambda m: print(m, file=sys.stderr)) if args.json else print
-    result = measure(args.repeats, log=log)  # type: ignore[arg-type]
+    result = measure(args.repeats, log=log)
     if args.output:
         args.output.write_text(json.dumps(result, indent=2) + "\n")
     if args.json:

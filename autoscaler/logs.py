@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import TextIO
 
 import structlog
 
-_SHARED = [
+_SHARED: list[structlog.types.Processor] = [
     structlog.contextvars.merge_contextvars,
     structlog.stdlib.add_log_level,
     structlog.stdlib.add_logger_name,
@@ -16,9 +17,10 @@ _SHARED = [
 ]
 
 
-def configure_logging(fmt: str = "json", level: str | int = "INFO", stream: object = None) -> None:
+def configure_logging(fmt: str = "json", level: str | int = "INFO", stream: TextIO | None = None) -> None:
     """``fmt`` is ``json`` (one object per line) or ``console``."""
     renderer: structlog.types.Processor
+    final: list[structlog.types.Processor]
     if fmt == "json":
         renderer = structlog.processors.JSONRenderer()
         final = [structlog.stdlib.ProcessorFormatter.remove_processors_meta, structlog.processors.dict_tracebacks, renderer]
@@ -31,7 +33,7 @@ def configure_logging(fmt: str = "json", level: str | int = "INFO", stream: obje
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=False,
     )
-    handler = logging.StreamHandler(stream or sys.stdout)  # type: ignore[arg-type]
+    handler = logging.StreamHandler(stream or sys.stdout)
     handler.setFormatter(structlog.stdlib.ProcessorFormatter(foreign_pre_chain=_SHARED, processors=final))
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -38,9 +38,11 @@ def normalize(inp: NormalizeInput) -> tuple[ExecutorDecision, ScalingHistory]:
     limits: list[Reason] = []
     target = p.executors
     if target < inp.min_executors:
-        target, _ = inp.min_executors, limits.append(Reason.BOUNDED_MIN)
+        target = inp.min_executors
+        limits.append(Reason.BOUNDED_MIN)
     if target > inp.max_executors:
-        target, _ = inp.max_executors, limits.append(Reason.BOUNDED_MAX)
+        target = inp.max_executors
+        limits.append(Reason.BOUNDED_MAX)
     history = history.with_recommendation(now, target)
 
     def hold(reason: Reason, msg: str, hist: ScalingHistory = history) -> tuple[ExecutorDecision, ScalingHistory]:

@@ -7,7 +7,7 @@ action heals itself on the next tick. Only ``observe`` and ``act`` touch the clu
 from __future__ import annotations
 
 import threading
-from functools import cached_property
+from functools import cached_property, partial
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
@@ -336,11 +336,12 @@ class Reconciler:
         if plan.set_target is not None:
             target = plan.set_target
             results.append(self._try("set_target", EXECUTORS, lambda: self.executors.set_target(target, now)))
+        queries = self.queries
         for change in plan.query_changes:
-            if self.queries is None:
+            if queries is None:
                 results.append(ActionResult("rescale", change.name, False, "no query actuator"))
                 continue
-            results.append(self._try("rescale", change.name, lambda c=change: self.queries.rescale(c, now)))  # type: ignore[union-attr]
+            results.append(self._try("rescale", change.name, partial(queries.rescale, change, now)))
         return tuple(results)
 
     @staticmethod

@@ -14,17 +14,18 @@ the fields (1.4 us against 6.4 us for the 17 fields of a ``QueryView``).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, TypeVar, dataclass_transform
 
 T = TypeVar("T")
 
 _FACTORY = object()  # marks a parameter left to its default factory
 
 
+@dataclass_transform(frozen_default=True)
 def value(cls: type[T]) -> type[T]:
     """``@dataclass(frozen=True)`` with a fast ``__init__`` (not for slots classes)."""
     cls = dataclasses.dataclass(frozen=True)(cls)
-    cls.__init__ = _dict_init(cls)  # type: ignore[misc]
+    setattr(cls, "__init__", _dict_init(cls))
     cls.__value_replace__ = _replacer(cls)  # type: ignore[attr-defined]
     return cls
 

@@ -86,7 +86,12 @@ def measure(repeats: int = 3, log: Callable[[str], None] = print) -> dict[str, A
                     params = host.views()[0].params
                     host.rescale(QueryChange("latency", params, replace(params, parallelism=target), Reason.OPERATOR_REQUEST), clock.now())
                     outcomes: list[Any] = []
-                    _wait(lambda: bool(outcomes.extend(host.take_outcomes()) or outcomes), 120)
+
+                    def finished(outcomes: list[Any] = outcomes) -> bool:
+                        outcomes.extend(host.take_outcomes())
+                        return bool(outcomes)
+
+                    _wait(finished, 120)
                     o = outcomes[0]
                     totals.append((o.finished_at - o.started_at).total_seconds())
                     pauses.append(o.pause.total_seconds() if o.pause else float("nan"))

@@ -178,7 +178,7 @@ def run_one(kind: str, profile: StepProfile, workdir: Path, log: Callable[[str],
                 environ={},
             )
             ticks = open(workdir / kind / "ticks.jsonl", "w")  # noqa: SIM115 - closed with the run
-            daemon = DriverDaemon(settings, specs=[spec], spark=spark, on_tick=lambda r: ticks.write(tick_line(r, start) + "\n"))
+            daemon = DriverDaemon(settings, specs=[spec], spark=spark, on_tick=lambda r: print(tick_line(r, start), file=ticks))
             daemon.start()
             threading.Thread(target=daemon.loop.run, daemon=True).start()  # type: ignore[union-attr]
         else:

@@ -137,10 +137,15 @@ class LiveView:
 
         target = r.executors_requested if r.mode.mode.value == "active" and r.executors_requested is not None else r.executors_alive
         parts = load.parallelism if load else None
+        rate = load.input_rate if load else None
+        processing = load.processing_rate if load else None
+        backlog = load.backlog_rows if load else None
+        # a lag of exactly zero is a falsy timedelta: test for None, not truth
+        lag = load.lag.total_seconds() if load is not None and load.lag is not None else None
         print(
-            f"{t:5.0f}s {self.profile.rate_at(t):6.0f} {num(load and load.input_rate, '6.0f')} "
-            f"{num(load and load.processing_rate, '6.0f')} {num(load and load.backlog_rows, '8.0f')} "
-            f"{num(load and load.lag and load.lag.total_seconds(), '5.1f')}s {r.executors_alive:>4}/{target:<4} "
+            f"{t:5.0f}s {self.profile.rate_at(t):6.0f} {num(rate, '6.0f')} "
+            f"{num(processing, '6.0f')} {num(backlog, '8.0f')} "
+            f"{num(lag, '5.1f')}s {r.executors_alive:>4}/{target:<4} "
             f"{num(parts, '5d')}  {self.last_decision}",
             file=self.out,
             flush=True,
@@ -308,7 +313,7 @@ def _summary(
     executor_changes = [e for e in events if e.subject == EXECUTORS]
     query_rescales = [e for e in events if e.subject != EXECUTORS]
     pauses = [e.pause.total_seconds() for e in query_rescales if e.pause is not None]
-    summary = {
+    summary: dict[str, Any] = {
         "mode": options.mode,
         "duration_seconds": options.duration,
         "executor_seconds": round(seconds, 1),

@@ -476,7 +476,7 @@ class QueryHost:
 def _make_listener(host: QueryHost) -> Any:
     from pyspark.sql.streaming import StreamingQueryListener
 
-    class _Listener(StreamingQueryListener):  # type: ignore[misc]
+    class _Listener(StreamingQueryListener):
         def onQueryStarted(self, event: Any) -> None:
             pass
 

@@ -132,8 +132,10 @@ class LocalStandaloneCluster:
 
     def alive_workers(self) -> int:
         state = self.state() or {}
-        workers = state.get("workers", [])
-        return sum(1 for w in workers if isinstance(w, dict) and w.get("state") == "ALIVE")  # type: ignore[union-attr]
+        workers = state.get("workers")
+        if not isinstance(workers, list):
+            return 0
+        return sum(1 for w in workers if isinstance(w, dict) and w.get("state") == "ALIVE")
 
     def wait_for_workers(self, count: int, timeout: float = 60) -> None:
         self._wait(lambda: self.alive_workers() >= count, timeout, f"{count} worker(s) did not register")
