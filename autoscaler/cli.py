@@ -272,14 +272,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except (SettingsError, PipelineError) as exc:
         return _fail(str(exc))
     from autoscaler.state import StateStoreError, open_state_store
-    from autoscaler.state.schema import check_saved_state
+    from autoscaler.state.schema import restore_state
 
     try:
         # an unreadable state file, or one the reconciler could not restore, stops us before Spark starts
         store = open_state_store(settings)
         state = store.load() if store is not None else None
         if state:
-            check_saved_state(state, str(store))
+            restore_state(state, str(store))
     except StateStoreError as exc:
         return _fail(str(exc))
     if args.check:

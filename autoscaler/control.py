@@ -34,19 +34,6 @@ class ControlState:
         data["query_requests"] = {name: _params_json(p) for name, p in self.query_requests.items()}
         return data
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ControlState:
-        return cls(
-            paused=bool(data.get("paused", False)),
-            mode=Mode(data["mode"]) if data.get("mode") else None,
-            dry_run=data.get("dry_run"),
-            min_executors=data.get("min_executors"),
-            max_executors=data.get("max_executors"),
-            manual_executors=data.get("manual_executors"),
-            policy_params=data.get("policy_params"),
-            query_requests={n: _params_from_json(p) for n, p in (data.get("query_requests") or {}).items()},
-        )
-
 
 def _params_json(p: QueryParams) -> dict[str, Any]:
     return {
@@ -57,18 +44,7 @@ def _params_json(p: QueryParams) -> dict[str, Any]:
     }
 
 
-def _params_from_json(d: Mapping[str, Any]) -> QueryParams:
-    trig = d.get("trigger_interval_seconds")
-    return QueryParams(
-        parallelism=int(d["parallelism"]),
-        shuffle_partitions=d.get("shuffle_partitions"),
-        trigger_interval=timedelta(seconds=trig) if trig is not None else None,
-        max_rows_per_batch=d.get("max_rows_per_batch"),
-    )
-
-
 params_to_json = _params_json
-params_from_json = _params_from_json
 
 
 def control_problems(control: ControlState, settings: Settings) -> list[tuple[str, str]]:

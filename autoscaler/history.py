@@ -161,27 +161,3 @@ class ScalingHistory:
             "scale_down_since": self.scale_down_since.isoformat() if self.scale_down_since else None,
             "rates": [[r.at.isoformat(), r.subject, r.rate] for r in self.rates],
         }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ScalingHistory:
-        events = tuple(
-            ScalingEvent(
-                at=datetime.fromisoformat(e["at"]),
-                subject=e["subject"],
-                from_value=int(e["from"]),
-                to_value=int(e["to"]),
-                reason=Reason(e["reason"]),
-                pause=None if e.get("pause_seconds") is None else timedelta(seconds=e["pause_seconds"]),
-            )
-            for e in data.get("events", [])
-        )
-        events = tuple(sorted(events, key=_event_at))
-        recs = tuple(sorted((datetime.fromisoformat(at), int(n)) for at, n in data.get("recommendations", [])))
-        since = data.get("scale_down_since")
-        rates = tuple(
-            sorted(
-                (RatePoint(datetime.fromisoformat(at), str(subject), float(rate)) for at, subject, rate in data.get("rates", [])),
-                key=_at,
-            )
-        )
-        return cls(events, recs, datetime.fromisoformat(since) if since else None, rates)

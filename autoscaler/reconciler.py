@@ -36,7 +36,7 @@ from autoscaler.normalize import NormalizeInput, normalize
 from autoscaler.planner import QueryPlanInput, executor_position, plan_executors, plan_queries
 from autoscaler.ports import ClusterObserver, ExecutorActuator, QueryActuator, StateStore
 from autoscaler.settings import Settings
-from autoscaler.state.schema import check_saved_state
+from autoscaler.state.schema import restore_state
 from autoscaler.window import Fitter, evaluate_query, record_rates
 from autoscaler.values import replace, value
 from policies import Policy, PolicyInput, create_policy
@@ -412,9 +412,7 @@ class Reconciler:
         state = self.state_store.load()
         if not state:
             return
-        check_saved_state(state, str(self.state_store))
-        self.history = ScalingHistory.from_json(state.get("history", {}))
-        control = ControlState.from_json(state.get("control", {}))
+        self.history, control = restore_state(state, str(self.state_store))
         # Overrides saved under another configuration may no longer fit it: drop those, loudly.
         dropped = {f: m for f, m in control_problems(control, self.settings)}
         if dropped:

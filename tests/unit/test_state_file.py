@@ -98,6 +98,15 @@ def test_settings_choose_the_file_store_only_when_a_path_is_set(tmp_path: Path) 
         ),
         pytest.param({"history": {"rates": [["2026-01-01T00:00:00+00:00", "q"]]}}, "history.rates.0.2: Field required", id="short-rate"),
         pytest.param({"control": {"query_requests": {"q": {"parallelism": 0.5}}}}, "control.query_requests.q.parallelism", id="fractional-partitions"),
+        # a number passed the time check and then crashed the restore with a TypeError
+        pytest.param({"history": {"scale_down_since": 1700000000}}, "history.scale_down_since: Value error, a time is an ISO 8601 text", id="time-as-number"),
+        pytest.param({"history": {"recommendations": [["yesterday", 3]]}}, "history.recommendations.0.0: Value error, Invalid isoformat string", id="time-as-word"),
+        pytest.param({"history": {"rates": [["2026-01-01T00:00:00+00:00", "q", "3.5"]]}}, "history.rates.0.2: Input should be a valid number", id="rate-as-text"),
+        pytest.param(
+            {"control": {"query_requests": {"q": {"parallelism": 4, "trigger_interval_seconds": "10"}}}},
+            "control.query_requests.q.trigger_interval_seconds: Input should be a valid number",
+            id="seconds-as-text",
+        ),
     ],
 )
 def test_a_state_the_reconciler_cannot_restore_stops_start_up_naming_the_entry(tmp_path: Path, state: dict, problem: str) -> None:
@@ -124,3 +133,42 @@ def test_run_check_says_whether_the_saved_state_can_be_restored(tmp_path: Path, 
     FileStateStore(path).save({"control": {"paused": "no"}})
     assert main(["run", "--pipelines", pipelines, "--state-file", str(path), "--check"]) == 2
     assert "control.paused: Input should be a valid boolean" in capsys.readouterr().err
+
+
+def test_what_the_reconciler_saves_is_restored_whole() -> None:
+    """The saved-state models are the one description of the file: everything the writers
+    (``to_json``) put in comes back equal, times keeping their zones, in time order."""
+    import json
+    from datetime import datetime, timedelta, timezone
+
+    from autoscaler.control import ControlState
+    from autoscaler.history import RatePoint, ScalingEvent, ScalingHistory
+    from autoscaler.model import Mode, QueryParams, Reason
+    from autoscaler.state.schema import restore_state
+
+    utc, cet = timezone.utc, timezone(timedelta(hours=1))
+    t0 = datetime(2026, 11, 22, 10, 0, tzinfo=utc)
+    history = ScalingHistory(
+        events=(
+            ScalingEvent(t0, "executors", 2, 5, Reason.SCALE_UP_FOR_LOAD),
+            ScalingEvent(t0 + timedelta(seconds=30), "q", 10, 20, Reason.POLICY_PARALLELISM, timedelta(seconds=2.5)),
+        ),
+        recommendations=((t0, 5), (datetime(2026, 11, 22, 11, 0, 10, tzinfo=cet), 4)),
+        scale_down_since=datetime(2026, 11, 22, 11, 0, 5, 250000, tzinfo=cet),
+        rates=(RatePoint(t0, "q", 0.0), RatePoint(t0 + timedelta(minutes=5), "q", 1234.5)),
+    )
+    control = ControlState(
+        paused=True,
+        mode=Mode.ACTIVE,
+        dry_run=False,
+        min_executors=1,
+        max_executors=9,
+        manual_executors=3,
+        policy_params={"target_utilization": 0.8, "horizon": "10m"},
+        query_requests={"q": QueryParams(parallelism=8, shuffle_partitions=16, trigger_interval=timedelta(seconds=2.5), max_rows_per_batch=1000)},
+    )
+    saved = json.loads(json.dumps({"history": history.to_json(), "control": control.to_json()}))
+    restored_history, restored_control = restore_state(saved, "test")
+    assert (restored_history, restored_control) == (history, control)
+    assert restored_history.scale_down_since is not None and restored_history.scale_down_since.utcoffset() == timedelta(hours=1)
+    assert restore_state({}, "test") == (ScalingHistory(), ControlState())
