@@ -114,10 +114,6 @@ class AuditTrail:
         while self._entries and (self._entries[0].last_at or self._entries[0].at) < cutoff:
             self._entries.popleft()
 
-    def trim(self, now: datetime) -> None:
-        with self._lock:
-            self._trim(now)
-
     def entries(self, limit: int | None = None, kind: str | None = None) -> list[AuditEntry]:
         """Newest first."""
         with self._lock:

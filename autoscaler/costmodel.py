@@ -66,12 +66,6 @@ class BatchCostModel:
         return partitions * self.per_slot / self.waves(partitions, cores)
 
 
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
 def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
     """Solve ``a x = b`` (the normal equations, 2 or 3 unknowns) by Gaussian elimination
     with partial pivoting; None when a pivot vanishes (the points cannot tell the unknowns apart)."""

@@ -56,14 +56,6 @@ def lag_percentile(completions: Sequence[tuple[float, float]], end: float, q: fl
     return hi
 
 
-def lag_at(completions: Sequence[tuple[float, float]], times: np.ndarray) -> np.ndarray:
-    """Lag at the given times (for plots)."""
-    arr = np.asarray(completions, dtype=float)
-    idx = np.searchsorted(arr[:, 0], times, side="right") - 1
-    idx = np.clip(idx, 0, len(arr) - 1)
-    return np.maximum(0.0, times - arr[idx, 1])
-
-
 def oracle_executors(rates: np.ndarray, capacity: float, min_executors: int) -> np.ndarray:
     """Executors needed at each rate with perfect foresight and no start-up or restart cost."""
     need = np.ceil(rates / capacity - 1e-9)

@@ -17,7 +17,6 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any, Callable, Iterator, Mapping
 
-import numpy as np
 import structlog
 
 from autoscaler.audit import AuditTrail
@@ -287,7 +286,3 @@ def _failed(exc: TickError, elapsed: timedelta, policy: str) -> SimulationError:
         f"the simulation stopped on day {elapsed.total_seconds() / 86400:.2f} ({elapsed} simulated): "
         f"the {exc.phase} step of a tick failed with policy {policy!r}: {type(exc.cause).__name__}: {exc.cause}"
     )
-
-
-def series_arrays(series: Series) -> dict[str, np.ndarray]:
-    return {k: np.asarray(v) for k, v in asdict(series).items()}

@@ -85,10 +85,6 @@ class Workload:
         rates = np.asarray(self.rates)
         return np.diff(starts), rates[:-1]
 
-    def rates_on(self, times: np.ndarray) -> np.ndarray:
-        idx = np.searchsorted(np.asarray(self.starts), times, side="right") - 1
-        return np.asarray(self.rates)[np.clip(idx, 0, len(self.rates) - 1)]
-
 
 def workload_from_trace(trace: Trace, *, peak_rate: float, days: float | None = None) -> Workload:
     """Replay ``trace`` in real time for ``days`` (default: all of it), peak scaled to ``peak_rate``."""
