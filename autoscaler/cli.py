@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import signal
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from autoscaler import __version__
 
@@ -424,7 +425,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         if args.param:
             return _fail("--param applies to one policy; it cannot be combined with --compare")
         try:
-            results = compare_policies(trace, jobs=args.jobs, **options)
+            with _progress_line(trace.name) as progress:
+                results = compare_policies(trace, jobs=args.jobs, progress=progress, **options)
         except (ValueError, SettingsError, SimulationError) as exc:
             return _fail(str(exc))
         if args.plot:
@@ -438,7 +440,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         return 0
     try:
         policy_class(args.policy)
-        result = simulate(trace, policy=args.policy, params=params, **options)
+        with _progress_line(trace.name) as progress:
+            one = None if progress is None else (lambda share: progress(args.policy, share))
+            result = simulate(trace, policy=args.policy, params=params, progress=one, **options)
     except (PolicyError, SettingsError, ValueError, SimulationError) as exc:
         return _fail(str(exc))
     if args.plot:
@@ -450,6 +454,30 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     else:
         print(format_table([result]))
     return 0
+
+
+@contextlib.contextmanager
+def _progress_line(trace: str) -> Iterator[Callable[[str, float], None] | None]:
+    """How far a simulation is, on one rewritten line of a terminal's stderr (long runs take
+    minutes); None, and nothing written, when stderr is not a terminal (logs, pipes, tests)."""
+    stream = sys.stderr
+    if not stream.isatty():
+        yield None
+        return
+    shown = [""]
+
+    def show(policy: str, share: float) -> None:
+        text = f"simulating {policy} on {trace}: {share:.0%}"
+        stream.write("\r" + text.ljust(len(shown[0])))
+        stream.flush()
+        shown[0] = text
+
+    try:
+        yield show
+    finally:
+        if shown[0]:
+            stream.write("\r" + " " * len(shown[0]) + "\r")  # leave the terminal as it was
+            stream.flush()
 
 
 def _cmd_policies(args: argparse.Namespace) -> int:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ProcessPoolExecutor
-from typing import Any, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any, Callable, Sequence
 
 from autoscaler.sim.runner import SimResult, simulate
 from autoscaler.traces import Trace
@@ -22,13 +22,31 @@ def _run(args: tuple[Trace, str, dict[str, Any]]) -> SimResult:
     return simulate(trace, policy=policy, **options)
 
 
-def compare_policies(trace: Trace, *, jobs: int = 1, policies: Sequence[str] | None = None, **options: Any) -> list[SimResult]:
+def compare_policies(
+    trace: Trace,
+    *,
+    jobs: int = 1,
+    policies: Sequence[str] | None = None,
+    progress: Callable[[str, float], None] | None = None,
+    **options: Any,
+) -> list[SimResult]:
+    """Every policy's result, in the order of ``policies``. ``progress(what, share)`` follows each
+    policy's run as it goes when they run one at a time; in parallel, ``what`` is "every policy"
+    and ``share`` the share of the policies done."""
     names = list(policies or compared_policies())
-    work = [(trace, name, options) for name in names]
     if jobs <= 1:
-        return [_run(w) for w in work]
+        return [simulate(trace, policy=name, progress=_for(progress, name), **options) for name in names]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(_run, work))
+        futures = {pool.submit(_run, (trace, name, options)): name for name in names}
+        for done, _ in enumerate(as_completed(futures), start=1):
+            if progress is not None:
+                progress("every policy", done / len(names))
+        by_name = {futures[f]: f.result() for f in futures}  # raises the first failure, as map did
+    return [by_name[name] for name in names]
+
+
+def _for(progress: Callable[[str, float], None] | None, policy: str) -> Callable[[float], None] | None:
+    return None if progress is None else lambda share: progress(policy, share)
 
 
 COLUMNS = (

@@ -168,10 +168,12 @@ def simulate(
     settings: Mapping[str, Any] | None = None,
     series: bool = False,
     on_tick: Callable[[TickRecord, SimCluster], None] | None = None,
+    progress: Callable[[float], None] | None = None,
 ) -> SimResult:
     """Simulate ``policy`` on a trace (scaled to ``peak_executors`` at its peak) or a workload.
 
-    ``on_tick`` sees every tick's record and the cluster (scenario tests, tracing).
+    ``on_tick`` sees every tick's record and the cluster (scenario tests, tracing);
+    ``progress`` is told the share of the ticks done, about every percent and once at the end.
     """
     if not 1 <= peak_executors <= MAX_EXECUTORS:
         raise ValueError(f"peak executors must be within 1..{MAX_EXECUTORS}")
@@ -229,9 +231,12 @@ def simulate(
     step = timedelta(seconds=tick)
     ticks = int(math.floor(workload.duration / tick + 1e-9))
     tally = _Tally()
+    report_every = max(1, math.ceil(ticks / 100))  # at most 100 reports, and the last
     started = time.perf_counter()
     with _without_cycle_collection():
-        for _ in range(ticks):
+        for i in range(ticks):
+            if progress is not None and i % report_every == 0:
+                progress(i / ticks)
             clock.advance(step)
             try:
                 record = rec.tick()
@@ -244,6 +249,8 @@ def simulate(
                 _record_series(out, cluster, capacity)
     cluster.advance_to(workload.duration)
     wall = time.perf_counter() - started
+    if progress is not None:
+        progress(1.0)
 
     duration = workload.duration
     oracle = oracle_executor_seconds(workload, capacity, s.executors.min)

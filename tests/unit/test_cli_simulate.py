@@ -195,3 +195,51 @@ def test_an_output_file_is_tried_not_left_behind(trace, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["settings-doc", "--output", "/proc/settings.md"])  # cannot be created, even by root
     assert "'/proc/settings.md' cannot be written" in capsys.readouterr().err
+
+
+class _Terminal:
+    """A stderr that says it is a terminal, keeping what is written."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.text += text
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_a_terminal_sees_how_far_the_simulation_is(trace, capsys, monkeypatch):
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    assert main(["simulate", "--trace", str(trace), "--json", "--peak-executors", "8"]) == 0
+    assert json.loads(capsys.readouterr().out)["policy"] == "default"  # stdout holds the JSON alone
+    lines = terminal.text.split("\r")
+    shown = [line.strip() for line in lines if line.strip()]
+    assert shown[0] == "simulating default on small: 0%" and shown[-1] == "simulating default on small: 100%"
+    assert 50 <= len(shown) <= 101  # about every percent
+    assert lines[-1] == "" and lines[-2].strip() == ""  # the line is wiped at the end
+
+
+@pytest.mark.parametrize("jobs, last", [("1", "simulating static on small: 100%"), ("2", "simulating every policy on small: 100%")])
+def test_a_terminal_sees_how_far_a_comparison_is(trace, capsys, monkeypatch, jobs, last):
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    monkeypatch.setattr("autoscaler.sim.compare.compared_policies", lambda: ["default", "static"])
+    assert main(["simulate", "--trace", str(trace), "--compare", "--jobs", jobs, "--days", "0.04"]) == 0
+    shown = [line.strip() for line in terminal.text.split("\r") if line.strip()]
+    assert shown[-1] == last
+    if jobs == "2":
+        assert shown == ["simulating every policy on small: 50%", last]
+    else:
+        assert "simulating default on small: 100%" in shown and shown.index("simulating default on small: 100%") < shown.index("simulating static on small: 0%")
+
+
+def test_no_progress_is_written_when_stderr_is_not_a_terminal(trace, capsys):
+    assert main(["simulate", "--trace", str(trace), "--json", "--peak-executors", "8"]) == 0
+    assert capsys.readouterr().err == ""
