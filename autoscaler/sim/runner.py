@@ -22,7 +22,7 @@ import structlog
 from autoscaler.audit import AuditTrail
 from autoscaler.clock import FakeClock
 from autoscaler.reconciler import Reconciler, TickError, TickRecord
-from autoscaler.settings import MAX_EXECUTORS, load_settings
+from autoscaler.settings import MAX_DURATION, MAX_EXECUTORS, MIN_RECONCILE_INTERVAL, load_settings
 from autoscaler.sim.cluster import SimCluster
 from autoscaler.sim.config import SimConfig
 from autoscaler.sim.metrics import (
@@ -179,8 +179,12 @@ def simulate(
         raise ValueError(f"peak executors must be within 1..{MAX_EXECUTORS}")
     if max_executors is not None and not 1 <= max_executors <= MAX_EXECUTORS:
         raise ValueError(f"max executors must be within 1..{MAX_EXECUTORS}")
-    if slo_lag_seconds <= 0 or tick <= 0:
-        raise ValueError("the SLO lag and the tick must be > 0")
+    longest = MAX_DURATION.total_seconds()
+    if not 0 < slo_lag_seconds <= longest:
+        raise ValueError(f"the SLO lag must be > 0 s and at most {MAX_DURATION.days} days, got {slo_lag_seconds:g} s")
+    shortest = MIN_RECONCILE_INTERVAL.total_seconds()
+    if not shortest <= tick <= longest:
+        raise ValueError(f"the tick (the daemon's reconcile interval) must be within {shortest:g} s and {MAX_DURATION.days} days, got {tick:g} s")
     if days is not None and days <= 0:
         raise ValueError("days must be > 0")
     cfg = config or SimConfig()
@@ -198,8 +202,8 @@ def simulate(
         "mode": "active",
         "executors.min": 1,
         "executors.max": max_exec,
-        "reconcile_interval": f"{tick}s",
-        "slo.target_lag": f"{slo_lag_seconds}s",
+        "reconcile_interval": tick,  # seconds
+        "slo.target_lag": slo_lag_seconds,
         # 20 minutes of batches at the 10 s trigger: every window in use fits, and the
         # reconciler scans half the default buffer each tick
         "window.max_samples": 120,

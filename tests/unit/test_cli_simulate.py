@@ -102,6 +102,12 @@ def test_bad_traces_end_with_a_message_and_a_non_zero_exit(tmp_path, capsys, con
         pytest.param(["--set", "nope=1"], "unknown simulator parameter 'nope'", id="unknown-sim-parameter"),
         pytest.param(["--peak-executors", "100001"], "peak executors must be within 1..100000", id="peak-beyond-any-cluster"),
         pytest.param(["--max-executors", "100001"], "max executors must be within 1..100000", id="max-beyond-any-cluster"),
+        # a tick below the daemon's shortest interval was turned into the text "1e-07s", which the
+        # settings then called no duration at all
+        pytest.param(["--tick", "1e-7"], "the tick (the daemon's reconcile interval) must be within 0.1 s and 3650 days, got 1e-07 s", id="tick-too-short"),
+        pytest.param(["--tick", "0.05"], "must be within 0.1 s and 3650 days, got 0.05 s", id="tick-below-100ms"),
+        pytest.param(["--tick", "4e8"], "must be within 0.1 s and 3650 days, got 4e+08 s", id="tick-beyond-ten-years"),
+        pytest.param(["--slo-lag-seconds", "1e300"], "the SLO lag must be > 0 s and at most 3650 days, got 1e+300 s", id="slo-beyond-ten-years"),
     ],
 )
 def test_bad_options_end_with_a_message_and_a_non_zero_exit(trace, capsys, args, message):
