@@ -192,6 +192,8 @@ def simulate(
     if capacity <= 0:
         raise ValueError("the configured executors cannot process anything within one trigger interval")
     workload = source if isinstance(source, Workload) else build_workload(source, config=cfg, peak_executors=peak_executors, days=days)
+    if math.floor(workload.duration / tick + 1e-9) < 1:
+        raise ValueError(f"the simulated span ({workload.duration:g} s) is shorter than one tick ({tick:g} s): nothing would be decided")
     max_exec = max_executors or min(MAX_EXECUTORS, 2 * peak_executors)
     cls = policy_class(policy)  # PolicyError for unknown names
     name = resolve_name(policy)

@@ -107,6 +107,7 @@ def test_bad_traces_end_with_a_message_and_a_non_zero_exit(tmp_path, capsys, con
         pytest.param(["--tick", "1e-7"], "the tick (the daemon's reconcile interval) must be within 0.1 s and 3650 days, got 1e-07 s", id="tick-too-short"),
         pytest.param(["--tick", "0.05"], "must be within 0.1 s and 3650 days, got 0.05 s", id="tick-below-100ms"),
         pytest.param(["--tick", "4e8"], "must be within 0.1 s and 3650 days, got 4e+08 s", id="tick-beyond-ten-years"),
+        pytest.param(["--days", "0.00001"], "the simulated span (0.864 s) is shorter than one tick (10 s)", id="shorter-than-a-tick"),
         pytest.param(["--slo-lag-seconds", "1e300"], "the SLO lag must be > 0 s and at most 3650 days, got 1e+300 s", id="slo-beyond-ten-years"),
     ],
 )
