@@ -29,24 +29,42 @@ from pydantic import (
 
 from autoscaler.model import Mode
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+# a number of seconds, or parts such as 1h30m (Prometheus and Go write them so): largest unit first
+_SECONDS = re.compile(r"\s*(\d+(?:\.\d+)?)\s*")
+_PARTS = re.compile(r"\s*(?:\d+(?:\.\d+)?\s*(?:ms|s|m|h|d)\s*)+")
+_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
+_EXPECTED = "expected a duration such as 30s, 5m, 1h or 1h30m"
 # longer durations are no setting anyone means, and "now minus" them overflows the calendar
 MAX_DURATION = timedelta(days=3650)
-_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _duration_seconds(text: str) -> float:
+    """Seconds in ``text``: ``90``, ``250ms``, ``1.5h``, ``1h30m``, ``2m30s``, ``1d12h``."""
+    if m := _SECONDS.fullmatch(text):
+        return float(m.group(1))
+    if not _PARTS.fullmatch(text):
+        raise ValueError(f"{_EXPECTED}, got {text!r}")
+    parts = _PART.findall(text)
+    units = [unit for _, unit in parts]
+    sizes = [_UNIT_SECONDS[unit] for unit in units]
+    if any(a <= b for a, b in zip(sizes, sizes[1:])):
+        raise ValueError(f"{_EXPECTED} (each unit once, the largest first), got {text!r}")
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
 
 
 def parse_duration(value: Any) -> timedelta:
-    """Accept ``timedelta``, a number of seconds, or a string such as ``250ms``, ``30s``, ``5m``, ``1h``."""
+    """Accept ``timedelta``, a number of seconds, or a string such as ``250ms``, ``30s``, ``5m``, ``1h``, ``1h30m``."""
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, bool):
-        raise ValueError("expected a duration such as 30s, 5m or 1h, got a boolean")
+        raise ValueError(f"{_EXPECTED}, got a boolean")
     elif isinstance(value, (int, float)):
         seconds = float(value)
-    elif isinstance(value, str) and (m := _DURATION.match(value)):
-        seconds = float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+    elif isinstance(value, str):
+        seconds = _duration_seconds(value)
     else:
-        raise ValueError(f"expected a duration such as 30s, 5m or 1h, got {value!r}")
+        raise ValueError(f"{_EXPECTED}, got {value!r}")
     if not math.isfinite(seconds):
         raise ValueError(f"duration must be a finite number of seconds, got {value!r}")
     if seconds < 0:

@@ -50,7 +50,7 @@ def render_settings_doc() -> str:
         "",
         "Generated from `autoscaler/settings.py` by `spark-autoscaler settings-doc`; do not edit by hand.",
         "",
-        "Durations accept `250ms`, `30s`, `5m`, `1h`, `2d` or a number of seconds, up to `3650d`. Unknown keys are errors.",
+        "Durations accept `250ms`, `30s`, `5m`, `1h`, `2d`, combinations such as `1h30m` (largest unit first) or a number of seconds, up to `3650d`. Unknown keys are errors.",
         "",
         "| key | default | meaning |",
         "| --- | --- | --- |",

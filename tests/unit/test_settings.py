@@ -17,6 +17,12 @@ from autoscaler.settings import SettingsError, format_duration, load_settings, p
         pytest.param("1.5h", 5400, id="fractional-h"),
         pytest.param(12, 12, id="bare-number"),
         pytest.param("7", 7, id="bare-string"),
+        pytest.param("5 m", 300, id="space-before-unit"),
+        pytest.param("1h30m", 5400, id="hours-and-minutes"),
+        pytest.param("2m30s", 150, id="minutes-and-seconds"),
+        pytest.param("1d12h", 129600, id="days-and-hours"),
+        pytest.param(" 1h 30m ", 5400, id="parts-with-spaces"),
+        pytest.param("1h30m15s500ms", 5415.5, id="every-unit"),
     ],
 )
 def test_durations_parse(text, seconds):
@@ -30,6 +36,10 @@ def test_durations_parse(text, seconds):
         ("-5s", "expected a duration such as 30s"),
         (-5, "must not be negative"),
         ("5 parsecs", "expected a duration such as 30s"),
+        ("30m1h", "each unit once, the largest first), got '30m1h'"),
+        ("1h1h", "each unit once, the largest first"),
+        ("1h30", "expected a duration such as 30s, 5m, 1h or 1h30m, got '1h30'"),
+        ("3650d1s", "must be at most 3650d"),
         (True, "got a boolean"),
         (None, "expected a duration such as 30s"),
         ("3651d", "must be at most 3650d (about ten years), got '3651d'"),
