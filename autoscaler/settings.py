@@ -46,8 +46,7 @@ def _duration_seconds(text: str) -> float:
     if not _PARTS.fullmatch(text):
         raise ValueError(f"{_EXPECTED}, got {text!r}")
     parts = _PART.findall(text)
-    units = [unit for _, unit in parts]
-    sizes = [_UNIT_SECONDS[unit] for unit in units]
+    sizes = [_UNIT_SECONDS[unit] for _, unit in parts]
     if any(a <= b for a, b in zip(sizes, sizes[1:])):
         raise ValueError(f"{_EXPECTED} (each unit once, the largest first), got {text!r}")
     return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)

@@ -192,7 +192,8 @@ def simulate(
     if capacity <= 0:
         raise ValueError("the configured executors cannot process anything within one trigger interval")
     workload = source if isinstance(source, Workload) else build_workload(source, config=cfg, peak_executors=peak_executors, days=days)
-    if math.floor(workload.duration / tick + 1e-9) < 1:
+    ticks = int(math.floor(workload.duration / tick + 1e-9))
+    if ticks < 1:
         raise ValueError(f"the simulated span ({workload.duration:g} s) is shorter than one tick ({tick:g} s): nothing would be decided")
     max_exec = max_executors or min(MAX_EXECUTORS, 2 * peak_executors)
     cls = policy_class(policy)  # PolicyError for unknown names
@@ -235,7 +236,6 @@ def simulate(
     rec = Reconciler(settings=s, observer=cluster, executors=cluster, queries=cluster, clock=clock, audit=AuditTrail(max_count=1))
     out = Series() if series else None
     step = timedelta(seconds=tick)
-    ticks = int(math.floor(workload.duration / tick + 1e-9))
     tally = _Tally()
     report_every = max(1, math.ceil(ticks / 100))  # at most 100 reports, and the last
     started = time.perf_counter()
