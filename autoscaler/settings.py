@@ -83,11 +83,14 @@ def file_problem(path: Path) -> str | None:
 
 
 def format_duration(value: timedelta) -> str:
+    """The shortest of ``2h``, ``5m`` or seconds that :func:`parse_duration` reads back exactly."""
     seconds = value.total_seconds()
     for unit, size in (("h", 3600), ("m", 60)):
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
+    # microseconds, the resolution of a timedelta; not {:g}, which rounds to 6 digits (1234567.5
+    # became 1.23457e+06, a text no duration parser reads) and drops fractions (100000.25 -> 100000)
+    return f"{seconds:.6f}".rstrip("0").rstrip(".") + "s"
 
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration), PlainSerializer(format_duration, return_type=str)]

@@ -3,6 +3,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from autoscaler.model import Mode
 from autoscaler.settings import SettingsError, format_duration, load_settings, parse_duration
@@ -58,8 +60,20 @@ def test_the_longest_duration_is_accepted():
 
 
 def test_duration_round_trips_through_format():
-    for s in ("30s", "5m", "2h", "0.25s"):
+    for s in ("30s", "5m", "2h", "0.25s", "0s", "1234567.5s", "100000.25s", "0.000001s"):
         assert format_duration(parse_duration(s)) == s
+
+
+@given(st.timedeltas(min_value=timedelta(0), max_value=timedelta(days=3650)))
+def test_every_duration_is_formatted_as_a_text_that_reads_back_exactly(value):
+    assert parse_duration(format_duration(value)) == value
+
+
+@given(st.lists(st.integers(0, 99), min_size=5, max_size=5).filter(any))
+def test_a_combined_duration_is_the_sum_of_its_parts(counts):
+    units = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1), ("ms", 0.001))
+    text = "".join(f"{n}{unit}" for n, (unit, _) in zip(counts, units) if n)
+    assert parse_duration(text).total_seconds() == pytest.approx(sum(n * size for n, (_, size) in zip(counts, units)))
 
 
 def write(tmp_path: Path, text: str) -> Path:
