@@ -82,6 +82,17 @@ def test_profile_cumulative_and_generation_time():
     assert RateProfile.decode(p.encode()) == p
 
 
+@given(st.lists(st.tuples(st.floats(1e-3, 1e5), st.floats(0, 1e7)), min_size=1, max_size=8))
+def test_a_profile_crosses_to_the_spark_source_unchanged(phases):
+    """The demo's source generates rows from the decoded profile, the exactly-once check counts
+    them with the original: every digit must cross (six significant ones turned 123456.7 rows/s
+    into 123457)."""
+    p = RateProfile.steps(phases)
+    decoded = RateProfile.decode(p.encode())
+    assert decoded == p
+    assert decoded.cumulative(10**9) == p.cumulative(10**9)
+
+
 @given(st.lists(st.tuples(st.floats(0.5, 50), st.floats(0, 5000)), min_size=1, max_size=8), st.integers(0, 10**6))
 def test_row_is_generated_before_the_cumulative_count_reaches_it(phases, row):
     p = RateProfile.steps(phases)
