@@ -26,7 +26,7 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -91,7 +91,7 @@ class QueryPatch(_Body):
     max_rows_per_batch: Annotated[StrictInt, Field(ge=1, le=JAVA_LONG_MAX)] | None = _absent(
         description="Rate limit in rows per batch (a source option Spark reads as a Java long); null: unlimited."
     )
-    trigger_interval_seconds: Annotated[float, Field(ge=0.1, le=86400, allow_inf_nan=False)] = _absent(
+    trigger_interval_seconds: Annotated[StrictFloat, Field(ge=0.1, le=86400, allow_inf_nan=False)] = _absent(
         description="Trigger interval in seconds."
     )
     shuffle_partitions: Annotated[StrictInt, Field(ge=1, le=MAX_COUNT)] = _absent(

@@ -113,7 +113,10 @@ class ExecutorSettings(_Model):
         None, ge=0, le=MAX_EXECUTORS, description="Executors to wait for at start-up; defaults to `min` (at least 1)."
     )
     cores: int | None = Field(
-        None, ge=1, le=1024, description="Cores per executor; defaults to `spark.executor.cores`, else 1."
+        None,
+        ge=1,
+        le=1024,
+        description="Cores per executor; defaults to `spark.executor.cores`, else the cores of a `local-cluster[N,C,M]` master, else 1.",
     )
 
     @model_validator(mode="after")
@@ -173,7 +176,9 @@ class NormalizeSettings(_Model):
         timedelta(seconds=30), description="No scale-down while any query's lag exceeds this."
     )
     query_rescale_cooldown: Duration = Field(
-        timedelta(seconds=30), description="Least time between two rescales of the same query."
+        timedelta(seconds=30),
+        description="Least time between two automatic re-alignments of a query's partitions to its cores; "
+        "partitions a policy proposes and operator requests are not delayed.",
     )
     min_wave_efficiency: float = Field(
         0.75,

@@ -262,6 +262,7 @@ def test_a_query_rate_limit_change_restarts_the_query_on_the_next_tick(d):
         pytest.param("q", {"max_rows_per_batch": 2**63}, 422, ("body", "max_rows_per_batch"), id="rate-limit-beyond-a-java-long"),
         pytest.param("q", {"trigger_interval_seconds": 0}, 422, ("body", "trigger_interval_seconds"), id="zero-trigger"),
         pytest.param("q", {"trigger_interval_seconds": "fast"}, 422, ("body", "trigger_interval_seconds"), id="string-trigger"),
+        pytest.param("q", {"trigger_interval_seconds": "5"}, 422, ("body", "trigger_interval_seconds"), id="numeric-text-trigger"),
         pytest.param("q", {"rate": 5}, 422, ("body", "rate"), id="unknown-field"),
         pytest.param("q", {}, 422, ("body",), id="empty"),
     ],
