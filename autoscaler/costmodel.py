@@ -32,6 +32,11 @@ if TYPE_CHECKING:
 FIT_SAMPLES = 120  # latest warm batches used for a fit
 RATIO_SAMPLES = 15  # latest warm batches for the throughput-only model
 CONTENTION_GAIN = 0.7  # the contention term must cut the residual scale by 30 % to be used
+# ... of a plain fit that leaves residuals worth explaining: over 1 % of the median per-task time
+# (measurement noise alone leaves about 5 %). A plain fit that is exact leaves nothing: a residual
+# scale of 1e-17 "cut by 30 %" is rounding, and the median of the residuals is then decided by
+# the regime most batches ran in, which a degenerate contention fit matches as well
+CONTENTION_RESIDUAL = 0.01
 
 
 @dataclass(frozen=True)
@@ -285,7 +290,7 @@ def _fit_points(arr: np.ndarray) -> BatchCostModel | None:
         plain = _robust_fit(np.column_stack((ones, rs)), taus)
         if plain is not None and plain[0][1] <= 0:
             plain = None
-        if cs.min() != cs.max():
+        if cs.min() != cs.max() and (plain is None or plain[1] > CONTENTION_RESIDUAL * _fast_median(taus)):
             shared = _robust_fit(np.column_stack((ones, cs, rs)), taus)
             # contention only when it explains the batches clearly better: with partitions
             # that follow the cores, concurrency and rows per task move together and a

@@ -125,3 +125,34 @@ def test_caches_of_two_queries_do_not_share_state():
     fit_a, fit_b = a.fit(fast), b.fit(slow)
     assert a.fit(fast) is fit_a and b.fit(slow) is fit_b
     assert fit_a == fit_cost_model(fast) and fit_b == fit_cost_model(slow)
+
+
+def test_an_exact_plain_fit_is_not_replaced_by_a_degenerate_contention_fit():
+    """The batches of a noise-free simulation just after a step up (12 partitions on 4 cores, the
+    backlog drained on 9 with 18): a contention term fits most of them as exactly as the true model
+    (900 rows/s per core, 0.07 s per task, 0.2 s fixed) does, and the residual scales (medians of
+    residuals about 1e-16) were compared by rounding. The fit chosen was 4957 rows/s per core,
+    1.06 s per task and 0.23 s of contention: it released 9 executors to 6, which cannot carry
+    the load, and the policy scaled up again 20 s later."""
+    runs = [
+        (55, 25000, 4, 12, 7.354444, False),
+        (1, 60000, 4, 12, 17.076667, False),
+        (1, 102460, 4, 12, 28.871111, False),
+        (1, 182227, 9, 18, 26.189383, True),
+        (1, 157136, 9, 18, 19.739506, True),
+        (1, 118437, 9, 18, 14.961852, False),
+        (1, 89772, 9, 18, 11.422963, False),
+        (1, 68537, 9, 18, 8.801358, False),
+        (1, 52809, 9, 18, 6.85963, False),
+        (1, 41157, 9, 18, 5.421111, False),
+        (1, 32527, 9, 18, 4.355679, False),
+        (1, 54938, 9, 18, 7.122469, False),
+        (54, 60000, 9, 18, 7.747407, False),
+    ]
+    shapes = [(rows, cores, parallelism, seconds, cold) for n, rows, cores, parallelism, seconds, cold in runs for _ in range(n)]
+    samples = [batch(i, rows, cores, parallelism, seconds=seconds, cold=cold) for i, (rows, cores, parallelism, seconds, cold) in enumerate(shapes)]
+    fit = fit_cost_model(samples)
+    assert fit.contention == 0.0
+    assert fit.per_slot == pytest.approx(900, rel=1e-4) and fit.per_task == pytest.approx(0.07, abs=1e-4)
+    true = BatchCostModel(per_slot=900, per_task=0.07, fixed=0.2)
+    assert fit.duration(12, 6, 60000) == pytest.approx(true.duration(12, 6, 60000), rel=1e-4)
