@@ -113,19 +113,43 @@ def test_recommendations_are_recorded_for_the_window():
     assert history.scale_down_since == NOW
 
 
+HOLDS = {Reason.ACTION_IN_FLIGHT, Reason.DEAD_BAND, Reason.STABILIZING, Reason.BACKLOG_BLOCKS_SCALE_DOWN, Reason.SCALE_DOWN_DELAYED}
+
+# histories that reach every branch: none, a scale-down pending for a while (past the delay or
+# not, with larger recommendations in its window or not), a recent change (stabilizing)
+histories = st.one_of(
+    st.just(ScalingHistory()),
+    st.builds(
+        lambda since, recs: pending_down(since, recs),
+        st.sampled_from([5, 30, 61, 600]),
+        st.lists(st.tuples(st.integers(0, 120), st.integers(0, 50)), max_size=4).map(lambda r: tuple(sorted(r, reverse=True))),
+    ),
+    st.builds(lambda ago, to: changed(ago, to=to), st.sampled_from([1, 5, 15, 300]), st.integers(1, 50)),
+)
+
+
 @given(
     proposed=st.integers(0, 50),
     current=st.integers(0, 50),
     lo=st.integers(0, 10),
     span=st.integers(0, 40),
+    history=histories,
     in_flight=st.booleans(),
     backlogged=st.booleans(),
 )
-def test_target_stays_within_bounds_or_holds_current(proposed, current, lo, span, in_flight, backlogged):
+def test_target_stays_within_bounds_or_holds_current_for_a_named_reason(proposed, current, lo, span, history, in_flight, backlogged):
     hi = lo + span
-    decision, _ = run(proposed, current=current, lo=lo, hi=hi, in_flight=in_flight, backlogged=backlogged)
+    decision, _ = run(proposed, current=current, lo=lo, hi=hi, history=history, in_flight=in_flight, backlogged=backlogged)
     assert decision.target is not None
-    assert lo <= decision.target <= hi or decision.target == current
+    if decision.target != current:
+        assert lo <= decision.target <= hi
+    elif not lo <= current <= hi:
+        # outside the bounds only a change in flight is waited for
+        assert decision.reason == Reason.ACTION_IN_FLIGHT
+    if decision.target != proposed and decision.target == current and current != min(max(proposed, lo), hi):
+        assert decision.reason in HOLDS, decision  # every hold says why
+    if lo <= current <= hi and decision.target < current:
+        assert decision.target >= current - max(1, current // 2)  # max_scale_down_factor 0.5
 
 
 @given(proposed=st.integers(0, 30), current=st.integers(1, 30))
@@ -137,8 +161,12 @@ def test_never_moves_against_the_proposal(proposed, current):
         assert decision.target <= current
 
 
-@given(current=st.integers(1, 10))
-def test_repeated_identical_snapshot_is_idempotent(current):
-    first, h1 = run(current, current=current)
-    second, h2 = run(current, current=current, history=h1)
-    assert first.target == second.target == current
+@given(proposed=st.integers(0, 30), current=st.integers(1, 30), history=histories, in_flight=st.booleans(), backlogged=st.booleans())
+def test_repeated_identical_snapshot_is_idempotent(proposed, current, history, in_flight, backlogged):
+    """The same snapshot twice (the daemon restarted, a tick retried): the second decision is the
+    first, although the first recorded its recommendation and maybe started a scale-down wait."""
+    kw = dict(current=current, in_flight=in_flight, backlogged=backlogged)
+    first, h1 = run(proposed, history=history, **kw)
+    second, h2 = run(proposed, history=h1, **kw)
+    assert (second.target, second.reason, second.limits) == (first.target, first.reason, first.limits)
+    assert h2.scale_down_since == h1.scale_down_since

@@ -125,7 +125,7 @@ def events(count: int, hours: float = 6) -> ScalingHistory:
     ],
 )
 def test_rescale_pressure_counts_executor_changes_against_the_budget(history, pressure):
-    assert policy().pressure(inp(history=history)) == pytest.approx(pressure, abs=0.21)
+    assert policy().pressure(inp(history=history)) == pytest.approx(pressure)  # each change is 0.2: exact
 
 
 def rates_before(minutes_ago: float, rate: float) -> tuple[RatePoint, ...]:
