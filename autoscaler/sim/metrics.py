@@ -94,7 +94,9 @@ def limited_oracle_executor_seconds(lengths: np.ndarray, need: np.ndarray, max_c
     ``lambda`` no schedule with at most ``max_changes`` changes costs less than
     ``min(cost + lambda x changes) - lambda x max_changes`` (the lower bound, maximised over the
     ``lambda`` of a bisection); the schedule found at the smallest ``lambda`` that keeps within
-    the budget is one a clairvoyant policy could run (achieved). The two are usually within 1 %.
+    the budget is one a clairvoyant policy could run (achieved). On the benchmark traces the two are
+    within 2 % (first weeks: ELB 0 %, Twitter 0.8 %, NYC taxi 1.5 %); on a handful of steps the gap of
+    this Lagrangian bound can be tens of percent.
     """
     lengths, need = _merge_equal_steps(np.asarray(lengths, float), np.asarray(need, float))
     if len(need) == 0:

@@ -139,15 +139,15 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(ticking, tmp
         "--checks", "all", "--max-examples", "30", "--seed", seed, "--workers", "1",
         "--generation-database", "none", "--no-color",
     ]
+    ticks_before = d.loop.ticks
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-8000:] + result.stderr[-2000:]
     assert " 0 passed" not in result.stdout and "generated" in result.stdout
-
-
-def test_fuzzing_left_the_loop_healthy(ticking):
-    d, errors = ticking
+    # the loop ticked on while it was fuzzed, and no fuzzed override broke a tick (checked here,
+    # not in a test of its own that would pass without the fuzzing when run alone)
+    _, errors = ticking
     deadline = time.monotonic() + 10
-    while d.loop.ticks <= 10 and time.monotonic() < deadline:
+    while d.loop.ticks <= ticks_before + 10 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert errors == [] and dict(d.loop.errors) == {}, (errors, d.loop.errors)
-    assert d.loop.ticks > 10
+    assert d.loop.ticks > ticks_before + 10

@@ -141,6 +141,12 @@ def test_target_utilization_finds_the_fewest_cores_every_size_would(per_slot, pe
     assert fewest_cores(model, partitions, rate, trigger, target, max_cores) == by_scan
 
 
-def test_target_utilization_does_not_try_more_cores_than_partitions():
+def test_target_utilization_does_not_try_more_cores_than_partitions(monkeypatch):
+    import policies.target_utilization as module
+
+    tried: list[int] = []
+    real = module.utilization
+    monkeypatch.setattr(module, "utilization", lambda model, p, cores, *a: tried.append(cores) or real(model, p, cores, *a))
     model = BatchCostModel(per_slot=900.0, per_task=0.07, fixed=0.2)
-    assert fewest_cores(model, 8, 1e9, timedelta(seconds=10), 0.8, 10**12) is None  # 8 tasks can't; a trillion cores not tried
+    assert fewest_cores(model, 8, 1e9, timedelta(seconds=10), 0.8, 10**12) is None  # 8 tasks can't
+    assert tried == list(range(1, 9))  # and a trillion cores are not tried: beyond 8 nothing changes

@@ -220,15 +220,28 @@ def test_repeated_snapshot_gives_the_same_proposal():
     rate=st.floats(0, 200_000),
     lag=st.floats(0, 600),
     max_executors=st.integers(1, 64),
+    burst=st.floats(0, 5),
+    minutes=st.sampled_from([0, 5, 25]),
+    changes=st.integers(0, 8),
+    steps=st.integers(0, 30),
 )
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_proposal_stays_within_bounds_and_is_idempotent(cores, rate, lag, max_executors):
+def test_proposal_stays_within_bounds_and_is_idempotent(cores, rate, lag, max_executors, burst, minutes, changes, steps):
+    """Within the bounds, and the same for the same input: asked twice, and asked of a new policy.
+    The input carries batches (a burst in the last 5 minutes), executor changes and remembered
+    rates, so what the policy keeps between calls (batch records, forecasts, sizes) is in play."""
+    samples = batches(lambda ago: rate * (1 + burst * (ago <= 300)), minutes=minutes, cores=cores) if minutes else ()
+    history = ScalingHistory(
+        events=events(changes).events,
+        rates=tuple(RatePoint(NOW - timedelta(minutes=5 * (k + 2)), "q", rate * (1 + 0.5 * (k % 3))) for k in reversed(range(steps))),
+    )
+    i = inp(cores=cores, rate=rate, lag=lag, max_executors=max_executors, samples=samples, history=history)
     chosen = create_policy("default")
-    i = inp(cores=cores, rate=rate, lag=lag, max_executors=max_executors)
     p = chosen.propose(i)
     assert p.executors is None or 1 <= p.executors <= max(max_executors, cores)
     assert all(1 <= v <= 256 for v in p.parallelism.values())
     assert chosen.propose(i) == p
+    assert create_policy("default").propose(i) == p
 
 
 @given(rate=st.floats(500, 20_000), seed=st.integers(0, 1000))
@@ -519,10 +532,17 @@ def test_the_bounded_search_finds_what_trying_every_size_finds(
     assert fewest_cores(model, view, rate, target, max_cores, align, floor) == expected
 
 
-def test_with_contention_no_size_is_searched_beyond_what_could_reach_the_target():
+def test_with_contention_no_size_is_searched_beyond_what_could_reach_the_target(monkeypatch):
     # 0.3 s per concurrent task: from 29 tasks a batch (8.8 s of a 10 s trigger at 0.88) nothing
     # can do, so a billion cores are not tried one by one (that took minutes per tick)
+    import policies.predictive as module
+
+    tried: list[int] = []  # sizes judged, by their floor or their utilization
+    floor, real = module.utilization_floor, module.utilization
+    monkeypatch.setattr(module, "utilization_floor", lambda model, tasks, *a: tried.append(tasks) or floor(model, tasks, *a))
+    monkeypatch.setattr(module, "utilization", lambda model, p, cores, *a: tried.append(cores) or real(model, p, cores, *a))
     model = BatchCostModel(per_slot=900.0, per_task=0.07, fixed=0.2, contention=0.3)
     view = query_view(parallelism=64, max_parallelism=4 * 10**9, trigger=timedelta(seconds=10))
     assert fewest_cores(model, view, 100_000.0, 0.88, 10**9, True, 12) is None
+    assert 0 < len(tried) <= 64, len(tried)  # a few sizes, not 10**9
     assert fewest_cores(model, view, 2000.0, 0.88, 10**9, True, 12) == _fewest_by_scan(model, view, 2000.0, 0.88, 64, True, 12)

@@ -329,6 +329,11 @@ def test_budget_oracle_brackets_the_cheapest_schedule_within_the_budget(need, le
     exact = _fewest_with_segments(lengths, need, max_changes)
     lower, achieved = limited_oracle_executor_seconds(np.array(lengths, float), np.array(need, float), max_changes)
     assert lower <= exact + 1e-6 and achieved >= exact - 1e-6
+    # and the bound says something: tighter than the oracle that follows every change, whenever
+    # the budget costs anything at all (the bisection raised it)
+    unlimited = float(np.dot(lengths, need))
+    if exact > unlimited + 1e-6:
+        assert lower > unlimited + 1e-9
 
 
 def test_budget_oracle_holds_a_spike_it_cannot_afford_to_leave():
