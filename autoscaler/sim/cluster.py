@@ -48,6 +48,7 @@ from autoscaler.model import (
     Reason,
     Snapshot,
 )
+from autoscaler.planner import request_waiting_since
 from autoscaler.sim.config import SimConfig
 from autoscaler.sim.workload import Workload
 
@@ -118,6 +119,7 @@ class SimCluster:
         for _ in range(executors):
             self._register(0.0)
         self._cold.clear()  # the initial executors are warm
+        self._observed_ids = self._next_id  # executor ids handed out before the last observation
         # the query
         self.name = query_name
         self.max_samples = max_samples
@@ -141,7 +143,9 @@ class SimCluster:
         self._first_batch_outcome: _Stop | None = None
         self._outcomes: list[ActionOutcome] = []
         # truth kept for the metrics
-        self.completions: list[tuple[float, float]] = [(0.0, 0.0)]  # (batch end, arrival time of oldest unprocessed row)
+        # (batch end, arrival time of the oldest unprocessed row); at first that is the first row,
+        # not the start: a trace that begins quiet has no lag until rows arrive (inf: none ever)
+        self.completions: list[tuple[float, float]] = [(0.0, workload.time_of(0))]
         self.executor_seconds = 0.0  # allocated: registered + starting
         self.registered_seconds = 0.0
         self._acct_t = 0.0
@@ -240,10 +244,11 @@ class SimCluster:
 
     def _schedule_loss(self) -> None:
         p = self.cfg.executor_loss_per_hour
-        if p <= 0 or not self.alive:
+        exposed = len(self.alive) - len(self.removing)  # executors being removed are not lost
+        if p <= 0 or exposed <= 0:
             self._next_loss = math.inf
             return
-        self._next_loss = self.t + self.rng.expovariate(len(self.alive) * p / 3600.0)
+        self._next_loss = self.t + self.rng.expovariate(exposed * p / 3600.0)
 
     def _lose_one(self) -> None:
         candidates = sorted(e for e in self.alive if e not in self.removing)
@@ -298,6 +303,7 @@ class SimCluster:
         if self.requested_total is not None:
             self.requested_total = max(0, self.requested_total - len(ids))
         self._slots_changed()
+        self._schedule_loss()  # executors being removed are no longer exposed to loss
         return True
 
     # --- ports: query ----------------------------------------------------------------------
@@ -332,6 +338,11 @@ class SimCluster:
 
     # --- micro-batches ---------------------------------------------------------------------
 
+    def _interval(self) -> float:
+        """The query's trigger interval in seconds (an operator may change it with a rescale)."""
+        trigger = self.params.trigger_interval
+        return trigger.total_seconds() if trigger else self.cfg.trigger_interval
+
     def _noise(self) -> float:
         c = self.cfg
         factor = math.exp(self.rng.gauss(0.0, c.duration_noise)) if c.duration_noise > 0 else 1.0
@@ -341,15 +352,20 @@ class SimCluster:
 
     def _trigger(self) -> None:
         c, t = self.cfg, self.t
-        interval = c.trigger_interval
+        interval = self._interval()
         # row n arrives at workload.time_of(n), when generation passes n: a partly generated
         # row has arrived (with floor() it would wait, lagging, through a pause in the trace)
-        available = math.ceil(self.workload.rows_before(t) - 1e-9)
+        # (no epsilon below: a float sliver over a whole row count at a step boundary, say
+        # 6305040.000000001 before a pause, is taken a moment early, which costs nothing; with
+        # ceil(x - 1e-9) that row stayed behind and aged through the whole pause)
+        available = math.ceil(self.workload.rows_before(t))
         rows = available - self.consumed
         if self.params.max_rows_per_batch is not None:
             rows = min(rows, self.params.max_rows_per_batch)
         if rows <= 0:
-            # no new data: Spark skips the batch and waits for the next trigger
+            # no new data: Spark skips the batch and waits for the next trigger; the first
+            # trigger of a new run still posts a progress event, which ends a rescale's pause
+            self._report_first_batch(t)
             self.next_trigger = (math.floor(t / interval + _EPS) + 1) * interval
             return
         p = self.params.parallelism
@@ -444,39 +460,50 @@ class SimCluster:
         samples = self.samples + (sample,)
         self.samples = samples[-self.max_samples :] if len(samples) > self.max_samples else samples
         self.prev_trigger = b.start
-        if self._first_batch_outcome is not None:
-            st = self._first_batch_outcome
-            self._first_batch_outcome = None
-            assert st.stopped_at is not None
-            self._outcomes.append(
-                ActionOutcome(
-                    subject=self.name,
-                    kind="rescale",
-                    ok=True,
-                    started_at=self.at(st.decided_at),
-                    finished_at=self.at(t),
-                    message=st.change.message,
-                    pause=timedelta(seconds=t - st.stopped_at),
-                    from_params=st.change.from_params,
-                    to_params=st.change.to_params,
-                )
-            )
+        self._report_first_batch(t)
         if self.stop is not None:
             self._stopped()
             return
-        interval = self.cfg.trigger_interval
+        interval = self._interval()
         boundary = (math.floor(b.start / interval + _EPS) + 1) * interval
         self.next_trigger = max(t, boundary)
+
+    def _report_first_batch(self, t: float) -> None:
+        """The first trigger of a new run ended (a batch, or no data): report the rescale's outcome."""
+        st = self._first_batch_outcome
+        if st is None:
+            return
+        self._first_batch_outcome = None
+        assert st.stopped_at is not None
+        self._outcomes.append(
+            ActionOutcome(
+                subject=self.name,
+                kind="rescale",
+                ok=True,
+                started_at=self.at(st.decided_at),
+                finished_at=self.at(t),
+                message=st.change.message,
+                pause=timedelta(seconds=t - st.stopped_at),
+                from_params=st.change.from_params,
+                to_params=st.change.to_params,
+            )
+        )
 
     # --- ports: observation ------------------------------------------------------------------
 
     def observe(self, now: datetime) -> Snapshot:
         self.advance_to(self.seconds(now))
-        registered = len(self.alive) - len(self.removing)
-        if self.requested_total is None or registered >= self.requested_total:
-            self._waiting_since = None
-        elif self._waiting_since is None:
-            self._waiting_since = self._last_set_at or now
+        # as the Spark adapter does: executors that keep arriving restart the wait
+        arrived = self._next_id > self._observed_ids
+        self._observed_ids = self._next_id
+        self._waiting_since = request_waiting_since(
+            self._waiting_since,
+            registered=len(self.alive) - len(self.removing),
+            requested=self.requested_total,
+            arrived=arrived,
+            asked_at=self._last_set_at,
+            now=now,
+        )
         if self._view_alive is None:
             k = self.cfg.cores_per_executor
             self._view_alive = tuple(
@@ -535,5 +562,6 @@ class SimCluster:
         if slots <= 0 or self.status != QueryStatus.RUNNING:
             return 0.0
         waves = math.ceil(p / slots)
-        per_wave = (c.trigger_interval - c.fixed_cost) / waves - c.task_cost - c.contention * min(p, slots)
-        return max(0.0, per_wave * p * c.rows_per_core_second / c.trigger_interval)
+        interval = self._interval()
+        per_wave = (interval - c.fixed_cost) / waves - c.task_cost - c.contention * min(p, slots)
+        return max(0.0, per_wave * p * c.rows_per_core_second / interval)

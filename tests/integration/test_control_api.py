@@ -166,7 +166,8 @@ def test_a_mode_switch_takes_effect_on_the_next_tick(running):
 def test_dry_run_decides_without_acting(running):
     dry = running.change("PATCH", "/api/v1/control", {"dry_run": True, "manual_executors": 2})
     assert dry.dry_run and dry.decision.target == 2 and dry.results == ()
-    running.ticks_after(len(running.records), 4)
+    later = running.ticks_after(len(running.records), 4)
+    assert all(r.dry_run and r.decision.target == 2 and r.results == () for r in later)  # every tick, not the first
     assert running.executors() == 1
     entries = running.client.get("/api/v1/decisions", params={"kind": "decision", "limit": 5}).json()["entries"]
     assert any("[dry run: not applied]" in e["what"] for e in entries)

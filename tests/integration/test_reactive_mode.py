@@ -67,14 +67,18 @@ def test_reactive_mode_uses_workers_that_join_and_survives_a_worker_killed_mid_b
                 "the query rescaled to 2 partitions from its checkpoint",
             )
             wait_until(lambda: daemon.host.views()[0].batch_running, 30, "a batch in flight", interval=0.05)
+            run_id = str(daemon.host.query("events").runId)
             killed = cluster.remove_worker(kill=True)
             assert killed is not None
             wait_until(lambda: records[-1].executors_alive == 1, 30, "the lost executor to be noticed")
             assert any(r.executors_lost for r in records), "the lost executor is reported"
             progressed = len(daemon.host.views()[0].samples)
             wait_until(lambda: len(daemon.host.views()[0].samples) >= progressed + 3, 60, "batches after the loss")
-            assert daemon.host.views()[0].status == QueryStatus.RUNNING
-            assert daemon.host.query("events").exception() is None
+            view = daemon.host.views()[0]
+            assert view.status == QueryStatus.RUNNING
+            # survived, not failed and restarted by the host's supervisor: the same run, no restart
+            assert (view.restarts, view.last_error) == (0, None)
+            assert str(daemon.host.query("events").runId) == run_id and daemon.host.query("events").exception() is None
         finally:
             daemon.loop.stop()
             loop.join(30)
