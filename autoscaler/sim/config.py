@@ -116,9 +116,10 @@ class SimConfig:
     def executor_capacity(self) -> float:
         """Rows/s one executor sustains at full utilization with one wave per batch.
 
-        The most any deployment can get out of an executor (partitions aligned with the cores,
-        batches exactly one trigger long): ``cores x mu x (I - o - w - k) / I``. The oracle
-        uses it, which makes the oracle a lower bound.
+        What an executor gets done with batches exactly one trigger long (partitions aligned with
+        the cores): ``cores x mu x (I - o - w - k) / I``. The oracle uses it: a lower bound for
+        any deployment that never falls behind (longer batches, behind, spread the fixed costs
+        over more rows and get a little more out of an executor).
         """
         slack = self.trigger_interval - self.fixed_cost - self.task_cost - self.contention
         return self.cores_per_executor * self.rows_per_core_second * max(0.0, slack) / self.trigger_interval
