@@ -17,7 +17,8 @@ exactly as it drives Spark. Between two observations it advances a discrete-even
   executor takes no new task and is gone after the removal delay; executors can be lost;
 * **query rescale** (restart from the checkpoint): stop at the next batch boundary, restart
   after ``restart_delay``, the first batch of the new run is cold; the measured pause (stop to
-  end of that first batch) is reported as an :class:`~autoscaler.model.ActionOutcome`.
+  end of that first batch, or to the run's first trigger when no data waits: Spark reports that
+  trigger's progress too) is reported as an :class:`~autoscaler.model.ActionOutcome`.
 
 Batches are reported as the Spark listener reports them (:mod:`autoscaler.spark.host`): the
 same cold rule (the first two batches of a run, and batches right after the cores changed),
