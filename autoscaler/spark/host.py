@@ -270,7 +270,12 @@ class QueryHost:
             return replace(params, shuffle_partitions=info.shuffle_partitions)
         return params
 
-    def _start(self, run: _Run, params: QueryParams, *, available_now: bool = False, track: bool = True) -> Any:
+    def _start(
+        self, run: _Run, params: QueryParams, *, available_now: bool = False, track: bool = True, pending: _PendingOutcome | None = None
+    ) -> Any:
+        """Start ``run`` with ``params``; with ``pending``, the rescale whose outcome the new run's
+        first progress event reports (bound to the new run together with its id: a late event of
+        the stopped run, still queued on the listener bus, must not end the rescale)."""
         assert run.spec is not None
         params = self._pinned(run, params)
         with self._start_lock:
@@ -290,6 +295,8 @@ class QueryHost:
         if track:
             with self._lock:
                 run.query, run.run_id, run.params = query, str(query.runId), params
+                if pending is not None:
+                    run.pending = pending
                 run.status = QueryStatus.RUNNING
                 run.run_started_at = self.clock.now()
                 run.batches_in_run = 0
@@ -320,8 +327,7 @@ class QueryHost:
                 if self._stopping:  # shutting down: stay stopped at this batch boundary
                     run.status = QueryStatus.STOPPED
                     return
-                run.pending = _PendingOutcome(change, decided_at, stopped_at)
-            self._start(run, new)
+            self._start(run, new, pending=_PendingOutcome(change, decided_at, stopped_at))
         except Exception as exc:
             log.error("rescale_failed", query=run.name, error=f"{type(exc).__name__}: {exc}")
             self._record(ActionOutcome(run.name, "rescale", False, decided_at, self.clock.now(), str(exc), None, old, change.to_params))

@@ -26,6 +26,18 @@ def wait_until(check: Callable[[], Any], timeout: float, what: str, interval: fl
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
+def newest(samples: Any) -> Any:
+    """When the newest buffered batch started (None: no batch yet)."""
+    return samples[-1].started_at if samples else None
+
+
+def batches_since(samples: Any, since: Any) -> int:
+    """Batches that started after ``since`` (from :func:`newest`). Counting the buffer itself
+    would stop once it is full (a query's window keeps 240 batches): a wait for "two more"
+    would then never end."""
+    return sum(1 for s in samples if since is None or s.started_at > since)
+
+
 def session(master: str, **conf: str) -> Any:
     from autoscaler.settings import SparkSettings
     from autoscaler.spark.session import build_session

@@ -32,7 +32,7 @@ from autoscaler.model import Mode, QueryStatus, Reason
 from autoscaler.pipelines import PipelineSpec
 from autoscaler.settings import load_settings
 from autoscaler.traces import RateProfile
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import batches_since, newest, wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -227,8 +227,8 @@ def test_a_rate_limit_and_trigger_change_restarts_the_query_at_a_batch_boundary(
 
 
 def test_every_row_came_out_exactly_once_and_a_restarted_daemon_keeps_the_overrides(running):
-    seen = len(running.query_view().samples)
-    wait_until(lambda: len(running.query_view().samples) >= seen + 2, 60, "batches after the last restart")
+    seen = newest(running.query_view().samples)
+    wait_until(lambda: batches_since(running.query_view().samples, seen) >= 2, 60, "batches after the last restart")
     running.change("POST", "/api/v1/control/pause", {"note": "before the daemon restart"})
     running.change("PATCH", "/api/v1/control", {"max_executors": 1})
     running.daemon.shutdown()  # stops the query at a batch boundary, then the HTTP server

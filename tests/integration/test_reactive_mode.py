@@ -17,7 +17,7 @@ from autoscaler.settings import load_settings
 from autoscaler.spark.session import stop_session
 from autoscaler.spark.standalone import LocalStandaloneCluster
 from autoscaler.traces import RateProfile
-from tests.integration.conftest import session, wait_until
+from tests.integration.conftest import batches_since, newest, session, wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -72,8 +72,8 @@ def test_reactive_mode_uses_workers_that_join_and_survives_a_worker_killed_mid_b
             assert killed is not None
             wait_until(lambda: records[-1].executors_alive == 1, 30, "the lost executor to be noticed")
             assert any(r.executors_lost for r in records), "the lost executor is reported"
-            progressed = len(daemon.host.views()[0].samples)
-            wait_until(lambda: len(daemon.host.views()[0].samples) >= progressed + 3, 60, "batches after the loss")
+            progressed = newest(daemon.host.views()[0].samples)
+            wait_until(lambda: batches_since(daemon.host.views()[0].samples, progressed) >= 3, 60, "batches after the loss")
             view = daemon.host.views()[0]
             assert view.status == QueryStatus.RUNNING
             # survived, not failed and restarted by the host's supervisor: the same run, no restart

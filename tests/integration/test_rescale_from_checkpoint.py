@@ -23,7 +23,7 @@ from autoscaler.spark.executors import SparkExecutors
 from autoscaler.spark.host import QueryHost
 from autoscaler.spark.observer import SparkObserver
 from autoscaler.traces import RateProfile
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import batches_since, newest, wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -63,8 +63,8 @@ def test_query_rescaled_several_times_from_its_checkpoint_loses_and_duplicates_n
     pauses = []
     try:
         for target in (4, 3, 1, 2):
-            seen = len(host.views()[0].samples)
-            wait_until(lambda: len(host.views()[0].samples) >= seen + 2, 90, "batches at the current scale")
+            seen = newest(host.views()[0].samples)
+            wait_until(lambda: batches_since(host.views()[0].samples, seen) >= 2, 90, "batches at the current scale")
             view = host.views()[0]
             change = QueryChange("multi", view.params, replace(view.params, parallelism=target), Reason.OPERATOR_REQUEST)
             assert host.rescale(change, SystemClock().now())
@@ -169,8 +169,8 @@ def test_stateful_shuffle_change_with_rocksdb_drains_repartitions_and_keeps_stat
         outcome = next_outcome(host, collected)
         assert outcome.ok, outcome.message
         wait_until(lambda: host.views()[0].params.shuffle_partitions == 8, 60, "8 state partitions reported by progress")
-        seen = len(host.views()[0].samples)
-        wait_until(lambda: len(host.views()[0].samples) >= seen + 2, 60, "batches after the repartition")
+        seen = newest(host.views()[0].samples)
+        wait_until(lambda: batches_since(host.views()[0].samples, seen) >= 2, 60, "batches after the repartition")
     finally:
         host.stop_all()
     info = read_checkpoint(tmp_path / "ckpt" / "counts_rocks")

@@ -1,0 +1,123 @@
+"""The query host's rescale protocol against a stand-in for Spark (no JVM): which progress event
+ends a rescale.
+
+Spark delivers listener events asynchronously: the last progress event of a stopped run can
+still be queued when the new run starts. It belongs to the old run and must not be taken as the
+new run's first batch (an integration run once reported a rescale done with a batch of the old
+partitions).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any, Callable
+
+from autoscaler.clock import SystemClock
+from autoscaler.model import QueryChange, QueryStatus, Reason
+from autoscaler.pipelines import PipelineSpec
+from autoscaler.spark.host import QueryHost
+
+
+def progress(batch_id: int, run_id: str, timestamp: str) -> str:
+    return json.dumps(
+        {
+            "id": "q-id",
+            "runId": run_id,
+            "name": "q",
+            "timestamp": timestamp,
+            "batchId": batch_id,
+            "batchDuration": 500,
+            "numInputRows": 100,
+            "inputRowsPerSecond": 100.0,
+            "processedRowsPerSecond": 200.0,
+            "durationMs": {"addBatch": 400, "triggerExecution": 500},
+            "sources": [{"description": "x", "startOffset": {"row": 0}, "endOffset": {"row": 100}, "latestOffset": {"row": 100}}],
+            "sink": {"description": "ForeachBatchSink", "numOutputRows": -1},
+        }
+    )
+
+
+class FakeQuery:
+    def __init__(self, run_id: str) -> None:
+        self.runId = run_id
+        self.id = "q-id"
+        self.name = "q"
+        self.isActive = True
+        self.status = {"isTriggerActive": False}  # between batches: stopped at once
+
+    def stop(self) -> None:
+        self.isActive = False
+
+    def exception(self) -> None:
+        return None
+
+
+class FakeWriter:
+    def __init__(self, on_start: Callable[[], None]) -> None:
+        self.on_start = on_start
+
+    def queryName(self, name: str) -> FakeWriter:  # noqa: N802 - Spark's name
+        return self
+
+    def option(self, key: str, value: Any) -> FakeWriter:
+        return self
+
+    def trigger(self, **kw: Any) -> FakeWriter:
+        return self
+
+    def start(self) -> FakeQuery:
+        return self.on_start()  # type: ignore[func-returns-value]
+
+
+class FakeSpark:
+    class _Conf(dict):
+        def set(self, key: str, value: str) -> None:
+            self[key] = value
+
+    class _Streams:
+        def addListener(self, listener: Any) -> None:  # noqa: N802 - Spark's name
+            pass
+
+    def __init__(self) -> None:
+        self.conf = self._Conf({"spark.sql.shuffle.partitions": "200"})
+        self.streams = self._Streams()
+
+
+def test_a_late_event_of_the_stopped_run_does_not_end_the_rescale(tmp_path):
+    starts: list[FakeQuery] = []
+    host: QueryHost
+
+    def start() -> FakeQuery:
+        if starts:
+            # the stopped run's last progress event, still on the listener bus, arrives while
+            # the new run starts
+            host.on_progress(progress(7, starts[-1].runId, "2026-11-23T10:00:10.000Z"), "q", starts[-1].runId)
+        starts.append(FakeQuery(f"run-{len(starts)}"))
+        return starts[-1]
+
+    spec = PipelineSpec("q", lambda spark, ctx: FakeWriter(start), trigger=timedelta(seconds=1), initial_parallelism=2)
+    host = QueryHost(FakeSpark(), [spec], checkpoint_root=tmp_path, clock=SystemClock(), registered_cores=lambda: 2)
+    host.start_all()
+    try:
+        old = host.views()[0].params
+        change = QueryChange("q", old, replace(old, parallelism=4), Reason.OPERATOR_REQUEST, "2 -> 4")
+        assert host.rescale(change, SystemClock().now())
+        deadline = time.monotonic() + 10
+        while not (len(starts) == 2 and host.views()[0].status == QueryStatus.RUNNING) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(starts) == 2 and host.views()[0].status == QueryStatus.RUNNING
+        assert host.take_outcomes() == ()  # the old run's batch did not end the rescale
+        host.on_progress(progress(8, "run-1", "2026-11-23T10:00:12.000Z"), "q", "run-1")
+        [outcome] = host.take_outcomes()
+        assert outcome.ok and outcome.to_params.parallelism == 4
+        view = host.views()[0]
+        assert [(s.batch_id, s.parallelism) for s in view.samples] == [(7, 2), (8, 4)]
+    finally:
+        for t in list(threading.enumerate()):
+            if t.name.startswith("rescale-"):
+                t.join(5)
+        host._stop_supervisor.set()
