@@ -56,15 +56,17 @@ def normalize(inp: NormalizeInput) -> tuple[ExecutorDecision, ScalingHistory]:
         # a tick at the current count does not restart a pending scale-down's wait: the
         # largest recommendation over the delay window (this one included) decides it
         return done(current, p.message, history)
-    if inp.in_flight and target < current:
-        # never reverse or cut short a change in flight; a larger scale-up may go ahead
-        return hold(Reason.ACTION_IN_FLIGHT, f"waiting for the previous executor change before {current} -> {target}")
     if current > inp.max_executors or current < inp.min_executors:
-        # outside the bounds (an operator changed them): correct at once, no delay
+        # outside the bounds (an operator changed them): correct at once, no delay, even while
+        # a change is in flight (the bounds are a limit, as HPA's min/max replicas are; lowering
+        # the target cancels executors still starting)
         bound = Reason.BOUNDED_MAX if current > inp.max_executors else Reason.BOUNDED_MIN
         if bound not in limits:
             limits.append(bound)
         return done(target, f"executors outside [{inp.min_executors}, {inp.max_executors}]", history.with_scale_down_since(None))
+    if inp.in_flight and target < current:
+        # never reverse or cut short a change in flight; a larger scale-up may go ahead
+        return hold(Reason.ACTION_IN_FLIGHT, f"waiting for the previous executor change before {current} -> {target}")
     if abs(target - current) <= s.dead_band * current:
         return hold(Reason.DEAD_BAND, f"{current} -> {target} is within the dead band of {s.dead_band:.0%}")
     last = history.last_change_at(EXECUTORS)
