@@ -30,9 +30,10 @@ from pydantic import (
 from autoscaler.model import Mode
 
 # a number of seconds, or parts such as 1h30m (Prometheus and Go write them so): largest unit first
-_SECONDS = re.compile(r"\s*(\d+(?:\.\d+)?)\s*")
-_PARTS = re.compile(r"\s*(?:\d+(?:\.\d+)?\s*(?:ms|s|m|h|d)\s*)+")
-_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
+_NUMBER = r"(\d+(?:\.\d+)?)"
+_PART = re.compile(_NUMBER + r"\s*(ms|s|m|h|d)")
+_SECONDS = re.compile(r"\s*" + _NUMBER + r"\s*")
+_PARTS = re.compile(r"\s*(?:" + _PART.pattern + r"\s*)+")
 _EXPECTED = "expected a duration such as 30s, 5m, 1h or 1h30m"
 # longer durations are no setting anyone means, and "now minus" them overflows the calendar
 MAX_DURATION = timedelta(days=3650)

@@ -46,7 +46,7 @@ class MemoryStateStore:
 
     def load(self) -> dict[str, Any] | None:
         with self._lock:
-            return None if self._text is None else decode_state(self._text, "memory state store")
+            return None if self._text is None else decode_state(self._text, str(self))
 
     def save(self, state: dict[str, Any]) -> None:
         text = encode_state(copy.deepcopy(state))

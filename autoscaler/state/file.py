@@ -37,8 +37,8 @@ class FileStateStore:
             except FileNotFoundError:
                 return None
             except OSError as exc:
-                raise StateStoreError(f"state file {str(self.path)!r}: cannot be read: {exc}") from None
-            state = decode_state(text, f"state file {str(self.path)!r}")
+                raise StateStoreError(f"{self}: cannot be read: {exc}") from None
+            state = decode_state(text, str(self))
             self._last_text = text
             return state
 
@@ -50,7 +50,7 @@ class FileStateStore:
             try:
                 self._write(text)
             except OSError as exc:
-                raise StateStoreError(f"state file {str(self.path)!r}: cannot be written: {exc}") from exc
+                raise StateStoreError(f"{self}: cannot be written: {exc}") from exc
             self._last_text = text
 
     def _write(self, text: str) -> None:
