@@ -57,13 +57,17 @@ def normalize(inp: NormalizeInput) -> tuple[ExecutorDecision, ScalingHistory]:
         # largest recommendation over the delay window (this one included) decides it
         return done(current, p.message, history)
     if current > inp.max_executors or current < inp.min_executors:
-        # outside the bounds (an operator changed them): correct at once, no delay, even while
-        # a change is in flight (the bounds are a limit, as HPA's min/max replicas are; lowering
-        # the target cancels executors still starting)
-        bound = Reason.BOUNDED_MAX if current > inp.max_executors else Reason.BOUNDED_MIN
-        if bound not in limits:
-            limits.append(bound)
-        return done(target, f"executors outside [{inp.min_executors}, {inp.max_executors}]", history.with_scale_down_since(None))
+        # outside the bounds (an operator changed them): move to the bound at once, no delay,
+        # even while a change is in flight (lowering the target cancels executors still
+        # starting). Only to the bound, as HPA does ("Current number of replicas above
+        # Spec.MaxReplicas"): a proposal beyond it takes the usual steps from there on (a
+        # scale-down its delay and step limit), the bound change alone does not skip them.
+        above = current > inp.max_executors
+        bound, reason = (inp.max_executors, Reason.BOUNDED_MAX) if above else (inp.min_executors, Reason.BOUNDED_MIN)
+        if reason not in limits:
+            limits.append(reason)
+        message = f"{current} executor(s) outside [{inp.min_executors}, {inp.max_executors}]: {current} -> {bound}"
+        return done(bound, message, history.with_scale_down_since(None))
     if inp.in_flight and target < current:
         # never reverse or cut short a change in flight; a larger scale-up may go ahead
         return hold(Reason.ACTION_IN_FLIGHT, f"waiting for the previous executor change before {current} -> {target}")

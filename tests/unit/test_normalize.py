@@ -92,6 +92,32 @@ def test_bounds_changed_below_current_apply_without_delay():
     assert (decision.target, decision.reason) == (6, Reason.BOUNDED_MAX)
 
 
+@pytest.mark.parametrize(
+    "proposed, current, lo, hi, bound, reason",
+    [
+        pytest.param(3, 12, 1, 10, 10, Reason.BOUNDED_MAX, id="max-lowered-under-a-low-proposal"),
+        pytest.param(0, 12, 2, 10, 10, Reason.BOUNDED_MAX, id="max-lowered-proposal-below-min"),
+        pytest.param(8, 2, 5, 10, 5, Reason.BOUNDED_MIN, id="min-raised-under-a-higher-proposal"),
+        pytest.param(20, 1, 2, 10, 2, Reason.BOUNDED_MIN, id="min-raised-proposal-above-max"),
+    ],
+)
+def test_a_count_outside_the_bounds_moves_to_the_bound_only(proposed, current, lo, hi, bound, reason):
+    """As HPA: the bound at once; what the proposal asks beyond it takes the usual steps."""
+    decision, history = run(proposed, current=current, lo=lo, hi=hi, history=pending_down(600))
+    assert (decision.target, decision.reason) == (bound, reason)
+    assert reason in decision.limits
+    assert history.scale_down_since is None  # a scale-down beyond the bound waits its whole delay
+
+
+def test_after_a_lowered_max_the_rest_of_a_scale_down_waits_its_delay():
+    decision, history = run(3, current=12, hi=10)
+    assert decision.target == 10
+    decision, history = run(3, current=10, hi=10, history=history, now=NOW + timedelta(seconds=10))
+    assert (decision.target, decision.reason) == (10, Reason.SCALE_DOWN_DELAYED)
+    decision, _ = run(3, current=10, hi=10, history=history, now=NOW + timedelta(seconds=71))
+    assert (decision.target, decision.reason) == (5, Reason.MAX_STEP_DOWN)  # then at most half of 10
+
+
 def test_policy_without_executor_opinion_passes_through():
     decision, history = run(None)
     assert decision.target is None and history == ScalingHistory()
@@ -146,6 +172,8 @@ def test_target_stays_within_bounds_or_holds_current_for_a_named_reason(proposed
     assert decision.target is not None
     if decision.target != current or not lo <= current <= hi:
         assert lo <= decision.target <= hi  # outside the bounds nothing is waited for
+    if not lo <= current <= hi:
+        assert decision.target == (hi if current > hi else lo)  # only to the bound
     if decision.target != proposed and decision.target == current and current != min(max(proposed, lo), hi):
         assert decision.reason in HOLDS, decision  # every hold says why
     if lo <= current <= hi and decision.target < current:
