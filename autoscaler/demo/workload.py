@@ -2,9 +2,9 @@
 
 The source sleeps ``cost`` per row in each partition's task, so throughput grows with
 executors even on a 2-core machine. Each batch reads a contiguous range of row ids; the sink
-records the batch's ``min``, ``max``, ``count`` and ``sum`` of ids (computed on the
-executors) in ``batch-N.json``, replaced atomically, so a replayed batch overwrites its own
-record: exactly-once output per batch id. :func:`verify_output` checks the records cover
+records the batch's ``min``, ``max``, ``count`` and ``sum`` of ids and the partitions read
+(computed on the executors) in ``batch-N.json``, replaced atomically, so a replayed batch
+overwrites its own record: exactly-once output per batch id. :func:`verify_output` checks the records cover
 ``0 .. expected-1`` with no gap and no overlap.
 """
 
@@ -34,11 +34,25 @@ class BatchRecordSink:
     def __call__(self, df: Any, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
-        row = df.agg(F.min("id"), F.max("id"), F.count("id"), F.sum("id")).collect()[0]
+        # the highest partition id that produced rows, plus one: the tasks Spark read the batch
+        # with (the source splits a batch evenly, so every partition has rows once there are
+        # as many rows as partitions), as Spark ran it, not as it was asked for
+        tagged = df.withColumn("partition", F.spark_partition_id())  # (not allowed inside an aggregate)
+        row = tagged.agg(F.min("id"), F.max("id"), F.count("id"), F.sum("id"), F.max("partition")).collect()[0]
         lo, hi, count, total = row[0], row[1], int(row[2]), row[3]
+        partitions = row[4] + 1 if row[4] is not None else None
         done = time.time()
         lag = done - (self.start + self.profile.time_of(lo)) if lo is not None else None
-        record = {"batch": batch_id, "min": lo, "max": hi, "rows": count, "sum": total, "done": done, "lag_seconds": lag}
+        record = {
+            "batch": batch_id,
+            "min": lo,
+            "max": hi,
+            "rows": count,
+            "sum": total,
+            "partitions": partitions,
+            "done": done,
+            "lag_seconds": lag,
+        }
         path = self.out_dir / f"batch-{batch_id}.json"
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_text(json.dumps(record))

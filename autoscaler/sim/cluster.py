@@ -263,10 +263,11 @@ class SimCluster:
             self._slots_changed()
         self._schedule_loss()
 
-    def _grantable(self) -> int:
+    def _grantable(self) -> float:
+        """Executors the cluster manager would still grant (inf: no limit)."""
         limit = self.cfg.max_grantable_executors
         live = len(self.alive) - len(self.removing) + len(self.starting)
-        return math.inf if limit is None else max(0, limit - live)  # type: ignore[return-value]
+        return math.inf if limit is None else max(0, limit - live)
 
     # --- ports: executors --------------------------------------------------------------------
 

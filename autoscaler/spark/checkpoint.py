@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 STATE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
@@ -23,6 +24,9 @@ class CheckpointInfo:
     shuffle_partitions: int | None = None
     state_provider: str | None = None
     stateful: bool = False
+    # the last planned batch's end offset of each source, as the source wrote it (parsed JSON
+    # where it is JSON, else the text; "-" for a source without a new offset)
+    source_offsets: tuple[Any, ...] = ()
 
     @property
     def clean(self) -> bool:
@@ -51,6 +55,7 @@ def read_checkpoint(location: str | Path) -> CheckpointInfo:
     offsets = _batch_ids(root / "offsets")
     commits = _batch_ids(root / "commits")
     conf: dict[str, str] = {}
+    sources: tuple[Any, ...] = ()
     if offsets:
         lines = (root / "offsets" / str(offsets[-1])).read_text().splitlines()
         if len(lines) > 1:
@@ -58,6 +63,7 @@ def read_checkpoint(location: str | Path) -> CheckpointInfo:
                 conf = json.loads(lines[1]).get("conf", {}) or {}
             except ValueError:
                 conf = {}
+        sources = tuple(_offset(line) for line in lines[2:])
     state = root / "state"
     shuffle = conf.get(SHUFFLE_PARTITIONS)
     return CheckpointInfo(
@@ -67,7 +73,15 @@ def read_checkpoint(location: str | Path) -> CheckpointInfo:
         shuffle_partitions=int(shuffle) if shuffle else None,
         state_provider=conf.get(STATE_PROVIDER),
         stateful=state.is_dir() and any(state.iterdir()),
+        source_offsets=sources,
     )
+
+
+def _offset(line: str) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return line
 
 
 def remove_offsets_after(location: str | Path, last_kept: int | None) -> list[int]:

@@ -38,6 +38,28 @@ def batches_since(samples: Any, since: Any) -> int:
     return sum(1 for s in samples if since is None or s.started_at > since)
 
 
+def rows_consumed(checkpoint: Any) -> int:
+    """Rows Spark consumed from the demo's trace source, from the checkpoint's last end offset:
+    the output expected of the sink, taken from Spark's records rather than from the sink under
+    test (whose own highest id would hide rows missing at the end)."""
+    from autoscaler.spark.checkpoint import read_checkpoint
+
+    info = read_checkpoint(checkpoint)
+    assert info.clean, f"{checkpoint}: batch {info.last_offset} was planned but never committed"
+    [offset] = info.source_offsets
+    return int(offset["row"])
+
+
+def assert_every_row_once(out: Any, checkpoint: Any) -> int:
+    """Every row Spark consumed came out of the sink exactly once, and no other row; returns the rows."""
+    from autoscaler.demo.workload import verify_output
+
+    expected = rows_consumed(checkpoint)
+    check = verify_output(out, expected)
+    assert (check.lost_rows, check.duplicate_rows, check.consistent, check.distinct_rows) == (0, 0, True, expected), (expected, check)
+    return expected
+
+
 def session(master: str, **conf: str) -> Any:
     from autoscaler.settings import SparkSettings
     from autoscaler.spark.session import build_session

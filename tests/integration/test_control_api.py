@@ -16,7 +16,6 @@ The static policy holds one executor, so every executor change here comes from a
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import threading
@@ -26,13 +25,13 @@ from datetime import timedelta
 import httpx
 import pytest
 
-from autoscaler.demo.workload import drain, trace_pipeline, verify_output
+from autoscaler.demo.workload import drain, trace_pipeline
 from autoscaler.driver import DriverDaemon
 from autoscaler.model import Mode, QueryStatus, Reason
 from autoscaler.pipelines import PipelineSpec
 from autoscaler.settings import load_settings
 from autoscaler.traces import RateProfile
-from tests.integration.conftest import batches_since, newest, wait_until
+from tests.integration.conftest import assert_every_row_once, batches_since, newest, wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -203,6 +202,10 @@ def test_a_rate_limit_and_trigger_change_restarts_the_query_at_a_batch_boundary(
     # 600 rows arrive per 2 s trigger: the limit binds (CI once saw a 4576-row replay first, so
     # the replayed batch is left out here as well)
     assert max(planned) == 100, [b.input_rows for b in batches]
+    # and Spark fires at the new trigger: the planned batches start 2 s apart (1 s at the old
+    # trigger; a batch longer than the interval only widens a gap; 1.5 leaves room for a late start)
+    gaps = [(b.started_at - a.started_at).total_seconds() for a, b in zip(batches[1:], batches[2:])]
+    assert gaps and min(gaps) >= 1.5, gaps
 
     def explained():
         for e in running.client.get("/api/v1/decisions", params={"kind": "decision"}).json()["entries"]:
@@ -234,10 +237,7 @@ def test_every_row_came_out_exactly_once_and_a_restarted_daemon_keeps_the_overri
     running.daemon.shutdown()  # stops the query at a batch boundary, then the HTTP server
     running.thread.join(30)
     drain(running.daemon.spark, running.build, QUERY, running.ckpt, 2)
-    committed = max(json.loads(p.read_text())["max"] or -1 for p in running.out.glob("batch-*.json"))
-    check = verify_output(running.out, committed + 1)
-    assert committed > 1000
-    assert (check.lost_rows, check.duplicate_rows, check.consistent) == (0, 0, True)
+    assert assert_every_row_once(running.out, running.ckpt) > 1000
 
     # a new daemon process would read the same state file: it resumes paused, with the same bounds
     again = DriverDaemon(running.settings, specs=[running.spec], spark=running.daemon.spark)
