@@ -32,7 +32,12 @@ def normalize(inp: NormalizeInput) -> tuple[ExecutorDecision, ScalingHistory]:
     """Return the decision and the history with this tick's recommendation recorded."""
     p, s, now, current = inp.proposal, inp.settings, inp.now, inp.current
     history = inp.history
+    outside = _bound_crossed(inp)
     if p.executors is None:
+        if outside is not None:
+            # no opinion on the count, but the bounds still hold (HPA checks them before any metric)
+            bound, reason = outside
+            return ExecutorDecision(current, None, bound, reason, (reason,), _outside_message(inp, bound)), history
         return ExecutorDecision(current, None, None, p.reason, (), p.message), history
 
     limits: list[Reason] = []
@@ -56,18 +61,16 @@ def normalize(inp: NormalizeInput) -> tuple[ExecutorDecision, ScalingHistory]:
         # a tick at the current count does not restart a pending scale-down's wait: the
         # largest recommendation over the delay window (this one included) decides it
         return done(current, p.message, history)
-    if current > inp.max_executors or current < inp.min_executors:
+    if outside is not None:
         # outside the bounds (an operator changed them): move to the bound at once, no delay,
         # even while a change is in flight (lowering the target cancels executors still
         # starting). Only to the bound, as HPA does ("Current number of replicas above
         # Spec.MaxReplicas"): a proposal beyond it takes the usual steps from there on (a
         # scale-down its delay and step limit), the bound change alone does not skip them.
-        above = current > inp.max_executors
-        bound, reason = (inp.max_executors, Reason.BOUNDED_MAX) if above else (inp.min_executors, Reason.BOUNDED_MIN)
+        bound, reason = outside
         if reason not in limits:
             limits.append(reason)
-        message = f"{current} executor(s) outside [{inp.min_executors}, {inp.max_executors}]: {current} -> {bound}"
-        return done(bound, message, history.with_scale_down_since(None))
+        return done(bound, _outside_message(inp, bound), history.with_scale_down_since(None))
     if inp.in_flight and target < current:
         # never reverse or cut short a change in flight; a larger scale-up may go ahead
         return hold(Reason.ACTION_IN_FLIGHT, f"waiting for the previous executor change before {current} -> {target}")
@@ -113,3 +116,16 @@ def normalize(inp: NormalizeInput) -> tuple[ExecutorDecision, ScalingHistory]:
         target = current - step
         limits.append(Reason.MAX_STEP_DOWN)
     return done(target, p.message, history)
+
+
+def _bound_crossed(inp: NormalizeInput) -> tuple[int, Reason] | None:
+    """The bound the current count lies beyond, with its reason; None within the bounds."""
+    if inp.current > inp.max_executors:
+        return inp.max_executors, Reason.BOUNDED_MAX
+    if inp.current < inp.min_executors:
+        return inp.min_executors, Reason.BOUNDED_MIN
+    return None
+
+
+def _outside_message(inp: NormalizeInput, bound: int) -> str:
+    return f"{inp.current} executor(s) outside [{inp.min_executors}, {inp.max_executors}]: {inp.current} -> {bound}"

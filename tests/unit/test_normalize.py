@@ -123,6 +123,17 @@ def test_policy_without_executor_opinion_passes_through():
     assert decision.target is None and history == ScalingHistory()
 
 
+@pytest.mark.parametrize(
+    "current, lo, hi, bound, reason",
+    [pytest.param(12, 1, 10, 10, Reason.BOUNDED_MAX, id="above-max"), pytest.param(1, 3, 10, 3, Reason.BOUNDED_MIN, id="below-min")],
+)
+def test_bounds_hold_without_an_executor_opinion(current, lo, hi, bound, reason):
+    """A policy with no opinion on the count (no metrics yet, `reactive`) still keeps the bounds."""
+    decision, history = run(None, current=current, lo=lo, hi=hi)
+    assert (decision.target, decision.reason, decision.limits) == (bound, reason, (reason,))
+    assert decision.proposed is None and history == ScalingHistory()
+
+
 def test_a_tick_at_the_current_count_keeps_a_pending_scale_down_and_counts_in_its_window():
     history = pending_down(61, [(30, 4), (10, 2)])
     decision, after = run(4, current=4, history=history)

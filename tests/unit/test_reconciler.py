@@ -244,3 +244,18 @@ def test_reactive_mode_keeps_partitions_on_the_cores_that_exist_whatever_the_pol
     assert any(r.proposal.executors is not None and r.proposal.executors > 2 for r in records)
     assert not [c for r in records for c in r.plan.query_changes]
     assert all(c[0] != "set_target" for c in cluster.calls)
+
+
+@pytest.mark.parametrize("mode, remaining", [("active", 6), ("reactive", 8)])
+def test_a_lowered_max_removes_executors_even_without_a_policy_opinion(mode, remaining):
+    """`reactive` (no opinion on the count) in active mode: the bound still holds; reactive mode never acts."""
+    clock, cluster, rec = make(overrides={"policy.name": "reactive", "mode": mode, "executors.max": 12}, executors=8)
+    from dataclasses import replace
+
+    rec.update_control(lambda c: replace(c, max_executors=6))
+    clock.advance(TICK)
+    record = rec.tick()
+    assert (record.decision.target, record.decision.reason) == (6, Reason.BOUNDED_MAX)
+    clock.advance(TICK * 3)
+    rec.tick()
+    assert len(cluster.alive) == remaining
