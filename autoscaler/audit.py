@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from autoscaler.model import ActionOutcome, Reason
+from autoscaler.model import ActionOutcome, Mode, Reason
 from autoscaler.report import describe_params_change, executor_direction, iso, seconds, tick_json
 
 if TYPE_CHECKING:
@@ -214,7 +214,8 @@ def describe_tick(r: TickRecord) -> tuple[str, Reason]:
     direction = executor_direction(r)
     if direction is not None:
         if d.changes:
-            parts.append(f"executors {d.current} -> {d.target} ({d.reason.value})")
+            reactive = " [reactive mode: not applied]" if r.mode.mode != Mode.ACTIVE else ""
+            parts.append(f"executors {d.current} -> {d.target} ({d.reason.value}){reactive}")
         else:
             parts.append(f"executors held at {d.current}, wanted {d.proposed} ({d.reason.value})")
         reasons.append(direction[1] if d.changes else d.reason)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from autoscaler.model import ExecutorDecision, QueryChange, QueryLoad, QueryParams, QueryRefusal, QueryView, Reason
+from autoscaler.model import ExecutorDecision, Mode, QueryChange, QueryLoad, QueryParams, QueryRefusal, QueryView, Reason
 
 if TYPE_CHECKING:
     from autoscaler.reconciler import ActionResult, TickRecord
@@ -129,8 +129,9 @@ def result_json(r: ActionResult) -> dict[str, Any]:
 def executor_direction(record: TickRecord) -> tuple[str, Reason] | None:
     """Direction and reason of the tick's executor decision, or None when no change was wanted.
 
-    ``up``/``down``: the target changed (reason ``Paused``/``DryRun`` when that kept it from
-    being applied); ``hold``: a change was wanted but normalization held it.
+    ``up``/``down``: the target changed (reason ``Paused``/``DryRun``/``UseAvailable`` when
+    pausing, a dry run or reactive mode kept it from being applied); ``hold``: a change was
+    wanted but normalization held it.
     """
     d = record.decision
     if d.changes:
@@ -140,6 +141,8 @@ def executor_direction(record: TickRecord) -> tuple[str, Reason] | None:
             return direction, Reason.PAUSED
         if record.dry_run:
             return direction, Reason.DRY_RUN
+        if record.mode.mode != Mode.ACTIVE:
+            return direction, Reason.USE_AVAILABLE  # reactive mode neither requests nor removes
         return direction, d.reason
     if d.proposed is not None and d.proposed != d.current:
         return HOLD, d.reason

@@ -179,3 +179,14 @@ def test_every_rescale_of_a_mixed_run_is_explained_with_its_pause():
         assert why["reason"] == event.reason.value
         if event.subject == "q":
             assert why["pause_seconds"] == 2.0
+
+
+def test_reactive_mode_says_an_executor_change_is_not_applied():
+    clock, cluster, rec = make(overrides={"policy.name": "reactive", "mode": "reactive", "executors.max": 12}, executors=8)
+    rec.update_control(lambda c: replace(c, max_executors=6))
+    for _ in range(3):
+        clock.advance(TICK)
+        rec.tick()
+    [entry] = rec.audit.entries(kind=DECISION)
+    assert entry.what == "executors 8 -> 6 (BoundedByMax) [reactive mode: not applied]" and entry.repeats == 3
+    assert entry.reason == Reason.USE_AVAILABLE.value and len(cluster.alive) == 8
