@@ -39,6 +39,17 @@ def _wait(check: Callable[[], bool], timeout: float) -> float:
     raise TimeoutError("condition not reached")
 
 
+def _newest_start(host: Any) -> Any:
+    samples = host.views()[0].samples
+    return samples[-1].started_at if samples else None
+
+
+def _batches_after(host: Any, since: Any, count: int) -> Callable[[], bool]:
+    """True once ``count`` batches started after ``since``: counted by start time, since the
+    query's buffer stops growing at its window (240 batches) and a length would never get there."""
+    return lambda: sum(1 for s in host.views()[0].samples if since is None or s.started_at > since) >= count
+
+
 def _summary(values: list[float]) -> dict[str, float]:
     return {
         "median": round(statistics.median(values), 2),
@@ -63,7 +74,7 @@ def measure(repeats: int = 3, log: Callable[[str], None] = print) -> dict[str, A
         ex.remove([e.id for e in view.alive[2:]], clock.now())
         ex.set_target(2, clock.now())
         _wait(lambda: count() == 2, 60)
-        for i in range(repeats):
+        for _ in range(repeats):
             ex.set_target(3, clock.now())
             adds.append(_wait(lambda: count() == 3, 60))
             victim = sorted(ex.observe(clock.now()).alive, key=lambda e: e.added_at or clock.now())[-1]
@@ -81,8 +92,7 @@ def measure(repeats: int = 3, log: Callable[[str], None] = print) -> dict[str, A
             host.start_all()
             try:
                 for target in [4, 2] * repeats:
-                    seen = len(host.views()[0].samples)
-                    _wait(lambda: len(host.views()[0].samples) >= seen + 3, 120)
+                    _wait(_batches_after(host, _newest_start(host), 3), 120)
                     params = host.views()[0].params
                     host.rescale(QueryChange("latency", params, replace(params, parallelism=target), Reason.OPERATOR_REQUEST), clock.now())
                     outcomes: list[Any] = []
