@@ -76,7 +76,11 @@ def test_query_rescaled_several_times_from_its_checkpoint_loses_and_duplicates_n
             assert view.status == QueryStatus.RUNNING and view.params.parallelism == target
             # the new run's first batch with rows was read by Spark with `target` tasks (as the
             # sink saw it on the executors, not as the host asked for it)
-            first = next(s for s in view.samples if s.started_at >= view.run_started_at and s.input_rows > 0)
+            def first_with_rows():
+                v = host.views()[0]
+                return next((s for s in v.samples if s.started_at >= v.run_started_at and s.input_rows > 0), None)
+
+            first = wait_until(first_with_rows, 60, "a batch with rows in the new run")
             record = json.loads((tmp_path / "out" / f"batch-{first.batch_id}.json").read_text())
             assert record["partitions"] == target, record
     finally:
