@@ -77,12 +77,14 @@ class PipelineSpec:
 
 _collected: list[PipelineSpec] = []
 _collect_lock = threading.Lock()
+DEFAULT_TRIGGER = "2s"
+_UNSET: Any = object()  # a trigger the decorator was not given
 
 
 def pipeline(
     name: str | None = None,
     *,
-    trigger: str | float | timedelta | None = "2s",
+    trigger: str | float | timedelta | None = _UNSET,
     available_now: bool = False,
     initial_parallelism: int | None = None,
     min_parallelism: int = 1,
@@ -96,11 +98,18 @@ def pipeline(
 
     def decorate(fn: Builder) -> Builder:
         spec_name = name or fn.__name__
+        if available_now and trigger is not _UNSET:
+            # silently ignoring it would leave the author believing it applies
+            raise PipelineError(
+                f"pipeline {spec_name!r}: trigger does not apply to an available_now pipeline "
+                "(it processes what is there, commits and finishes); drop one of them"
+            )
+        given = DEFAULT_TRIGGER if trigger is _UNSET else trigger
         try:
             spec = PipelineSpec(
                 name=spec_name,
                 build=fn,
-                trigger=None if trigger is None else parse_duration(trigger),
+                trigger=None if given is None else parse_duration(given),
                 available_now=available_now,
                 initial_parallelism=initial_parallelism,
                 min_parallelism=min_parallelism,

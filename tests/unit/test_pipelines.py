@@ -24,6 +24,7 @@ def test_module_pipelines_are_loaded_with_their_declarations(tmp_path):
     )
     a, b = load_pipelines(module)
     assert (a.name, a.trigger, a.max_parallelism, a.partitions_per_core) == ("a", timedelta(seconds=5), 16, 2)
+    assert load_pipelines(write(tmp_path, "d.py", "from autoscaler import pipeline\n@pipeline()\ndef d(s, c): pass\n"))[0].trigger == timedelta(seconds=2)
     assert b.name == "b" and b.available_now and b.initial_params(4).trigger_interval is None
     assert a.initial_params(3).parallelism == 6  # two partitions per core on 3 cores
     assert [s.name for s in load_pipelines(module, only=["b"])] == ["b"]
@@ -50,6 +51,11 @@ def test_module_pipelines_are_loaded_with_their_declarations(tmp_path):
         ),
         pytest.param(
             "from autoscaler import pipeline\n@pipeline('a', trigger='soon')\ndef a(s, c): pass\n", "pipeline 'a': trigger", id="bad-trigger"
+        ),
+        pytest.param(
+            "from autoscaler import pipeline\n@pipeline('a', available_now=True, trigger='1s')\ndef a(s, c): pass\n",
+            "pipeline 'a': trigger does not apply to an available_now pipeline",
+            id="trigger-on-a-bounded-pipeline",
         ),
         pytest.param(
             "from autoscaler import pipeline\n@pipeline('a', max_rows_per_batch=2**63)\ndef a(s, c): pass\n",
