@@ -204,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and score it against an oracle with perfect foresight.",
     )
     sim.add_argument("--trace", type=Path, required=True, help="trace CSV with a 'timestamp,value' header (NAB format)")
-    sim.add_argument("--policy", default="default", help="policy name (default: the recommended policy)")
+    sim.add_argument("--policy", help="policy name (default: the recommended policy, 'default')")
     sim.add_argument("--compare", action="store_true", help="run every registered policy and print a table")
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     sim.add_argument("--plot", type=_output_file(*_IMAGE), help="write a PNG of input rate, capacity, executors and lag")
@@ -216,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--tick", type=_positive_float, default=10.0, help="reconcile interval in seconds (default 10)")
     sim.add_argument("--param", type=_key_value, action="append", default=[], metavar="NAME=VALUE", help="policy parameter")
     sim.add_argument("--set", type=_key_value, action="append", default=[], metavar="NAME=VALUE", help="simulator parameter (see docs/benchmarks.md)")
-    sim.add_argument("--jobs", type=_positive_int, default=1, help="policies simulated in parallel with --compare")
+    sim.add_argument("--jobs", type=_positive_int, help="policies simulated in parallel with --compare (default 1)")
 
     sub.add_parser("policies", help="list the registered scaling policies")
     doc = sub.add_parser("settings-doc", help="print the settings reference (Markdown)")
@@ -422,11 +422,13 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         series=args.plot is not None,
     )
     if args.compare:
-        if args.param:
-            return _fail("--param applies to one policy; it cannot be combined with --compare")
+        # options that name one policy would be ignored by a run of every policy: refused
+        for given, option in ((bool(args.param), "--param"), (args.policy is not None, "--policy")):
+            if given:
+                return _fail(f"{option} applies to one policy; it cannot be combined with --compare")
         try:
             with _progress_line(trace.name) as progress:
-                results = compare_policies(trace, jobs=args.jobs, progress=progress, **options)
+                results = compare_policies(trace, jobs=args.jobs or 1, progress=progress, **options)
         except (ValueError, SettingsError, SimulationError) as exc:
             return _fail(str(exc))
         if args.plot:
@@ -438,11 +440,14 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         else:
             print(format_table(results))
         return 0
+    if args.jobs is not None:
+        return _fail("--jobs runs the policies of --compare in parallel; one policy runs in one process")
+    policy = args.policy if args.policy is not None else "default"
     try:
-        policy_class(args.policy)
+        policy_class(policy)
         with _progress_line(trace.name) as progress:
-            one = None if progress is None else (lambda share: progress(args.policy, share))
-            result = simulate(trace, policy=args.policy, params=params, progress=one, **options)
+            one = None if progress is None else (lambda share: progress(policy, share))
+            result = simulate(trace, policy=policy, params=params, progress=one, **options)
     except (PolicyError, SettingsError, ValueError, SimulationError) as exc:
         return _fail(str(exc))
     if args.plot:

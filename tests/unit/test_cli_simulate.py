@@ -100,6 +100,11 @@ def test_bad_traces_end_with_a_message_and_a_non_zero_exit(tmp_path, capsys, con
         pytest.param(["--param", "target_utilization=3"], "params.target_utilization", id="bad-policy-parameter"),
         pytest.param(["--set", "executor_startup=-5"], "executor_startup must be a finite number >= 0", id="negative-sim-parameter"),
         pytest.param(["--set", "nope=1"], "unknown simulator parameter 'nope'", id="unknown-sim-parameter"),
+        # options a run of every policy would ignore
+        pytest.param(["--compare", "--policy", "static"], "--policy applies to one policy; it cannot be combined with --compare", id="policy-with-compare"),
+        pytest.param(["--compare", "--param", "x=1"], "--param applies to one policy", id="param-with-compare"),
+        pytest.param(["--jobs", "2"], "--jobs runs the policies of --compare in parallel", id="jobs-without-compare"),
+        pytest.param(["--policy", ""], "unknown policy ''", id="empty-policy-name"),
         pytest.param(["--peak-executors", "100001"], "peak executors must be within 1..100000", id="peak-beyond-any-cluster"),
         pytest.param(["--max-executors", "100001"], "max executors must be within 1..100000", id="max-beyond-any-cluster"),
         # a tick below the daemon's shortest interval was turned into the text "1e-07s", which the
