@@ -39,6 +39,7 @@ from autoscaler.loop import ReconcileLoop
 from autoscaler.model import JAVA_LONG_MAX, QueryView
 from autoscaler.reconciler import Reconciler
 from autoscaler.report import decision_json, iso, load_json, params_json, query_view_json, seconds
+from autoscaler.state import StateStoreError
 
 T = TypeVar("T")
 Ref: TypeAlias = T | Callable[[], T] | None  # a value, or how to get it once it exists
@@ -215,6 +216,7 @@ class LoopView(BaseModel):
     consecutive_failures: int | None
     errors: dict[str, int]
     last_success_at: str | None
+    state_error: str | None = Field(None, description="Why the state store could not be written on the last tick (null: saved).")
 
 
 class AuditEntryView(BaseModel):
@@ -291,7 +293,7 @@ CONTROL_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Missing or unknown bearer token."},
     403: {"model": ErrorBody, "description": "Control API disabled: no token is configured."},
     422: {"model": ErrorBody, "description": "Invalid change; `loc` names the field. Nothing was applied."},
-    503: {"model": ErrorBody, "description": "The daemon is still starting."},
+    503: {"model": ErrorBody, "description": "The daemon is still starting, or the state store cannot be written (nothing was applied)."},
 }
 QUERY_ERRORS: dict[int | str, dict[str, Any]] = {
     **CONTROL_ERRORS,
@@ -370,6 +372,11 @@ def create_app(
             loc: list[str | int] = ["path", "name"] if field == "name" else (["body"] if field == "body" else ["body", *field.split(".")])
             detail.append({"loc": loc, "msg": message, "type": {404: "not_found", 409: "conflict"}.get(exc.status, "value_error")})
         return JSONResponse({"detail": detail}, status_code=exc.status)
+
+    @app.exception_handler(StateStoreError)
+    async def unsaved(_: Request, exc: StateStoreError) -> JSONResponse:
+        # the change is saved before it is applied (a restart must not forget it): not applied
+        return _error(503, [], f"the change was not applied: {exc}", "state_not_saved")
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -618,6 +625,7 @@ def _status(rec: Reconciler, loop: ReconcileLoop | None, application: str, contr
             consecutive_failures=loop.consecutive_failures if loop else None,
             errors=dict(loop.errors) if loop else {},
             last_success_at=iso(loop.last_success_at) if loop else None,
+            state_error=rec.state_error,
         ),
         control_api_enabled=control_enabled,
     )

@@ -36,6 +36,7 @@ from autoscaler.normalize import NormalizeInput, normalize
 from autoscaler.planner import QueryPlanInput, executor_position, plan_executors, plan_queries
 from autoscaler.ports import ClusterObserver, ExecutorActuator, QueryActuator, StateStore
 from autoscaler.settings import Settings
+from autoscaler.state.base import StateStoreError
 from autoscaler.state.schema import restore_state
 from autoscaler.window import Fitter, evaluate_query, record_rates
 from autoscaler.values import replace, value
@@ -135,6 +136,7 @@ class Reconciler:
         self.audit = audit if audit is not None else AuditTrail(settings.audit.max_count, settings.audit.max_age)
         self.last: TickRecord | None = None
         self.last_snapshot: Snapshot | None = None
+        self.state_error: str | None = None  # why the last tick's state could not be saved (None: saved)
         self._cost_models: dict[str, CostModelCache] = {}
         self._restore()
         self.policy: Policy = self._make_policy()
@@ -142,13 +144,17 @@ class Reconciler:
     # --- control ---------------------------------------------------------------------------
 
     def update_control(self, change: Callable[[ControlState], ControlState]) -> ControlState:
-        """Apply an operator change atomically; it takes effect on the next tick."""
+        """Apply an operator change atomically; it takes effect on the next tick.
+
+        The change is saved before it is applied: when the state store cannot be written,
+        :class:`StateStoreError` is raised and nothing changed (a pause that a restart would
+        forget is not applied).
+        """
         with self._lock:
             new = change(self.control)
-            if new.policy_params != self.control.policy_params:
-                self.policy = self._make_policy(new)
-            self.control = new
-            self._save()
+            policy = self._make_policy(new) if new.policy_params != self.control.policy_params else self.policy
+            self._save(new)
+            self.policy, self.control = policy, new
             return new
 
     def _make_policy(self, control: ControlState | None = None) -> Policy:
@@ -262,7 +268,7 @@ class Reconciler:
             now, s.history.max_age, s.history.max_count, s.history.rate_max_age, rate_steps * max(1, len(snap.queries))
         )
         self._consume_query_requests(snap, plan, results)
-        self._save()
+        self._save_tick()
         return TickRecord(
             at=now,
             mode=mode,
@@ -427,9 +433,24 @@ class Reconciler:
             )
         self.control = control
 
-    def _save(self) -> None:
+    def _save(self, control: ControlState | None = None) -> None:
         if self.state_store is not None:
-            self.state_store.save({"history": self.history.to_json(), "control": self.control.to_json()})
+            self.state_store.save({"history": self.history.to_json(), "control": (control if control is not None else self.control).to_json()})
+
+    def _save_tick(self) -> None:
+        """Save what the tick changed. The tick has acted by now: a store that cannot be written
+        (a full disk, a revoked permission) must not also lose its record and audit entry, so the
+        failure is logged (once while it lasts), shown in the status, and retried every tick."""
+        try:
+            self._save()
+        except StateStoreError as exc:
+            if str(exc) != self.state_error:
+                log.error("state_save_failed", error=str(exc))
+            self.state_error = str(exc)
+            return
+        if self.state_error is not None:
+            log.info("state_saved", detail="the state store is written again")
+        self.state_error = None
 
     def _log(self, r: TickRecord, entry: AuditEntry | None) -> None:
         decided = r.notable and (entry is None or entry.repeats == 1)  # a folded repetition is not logged again

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Sequence
+from typing import Any, Sequence
 
 from autoscaler.planner import request_waiting_since
 from autoscaler.model import (
@@ -281,3 +281,25 @@ class LoadFeeder:
             )
             self.batch_id += 1
             self.t += timedelta(seconds=max(2.0, seconds))
+
+
+class FlakyStateStore:
+    """A state store whose writes fail while ``broken`` (a full disk, a revoked permission)."""
+
+    def __init__(self) -> None:
+        from autoscaler.state import MemoryStateStore
+
+        self.inner, self.broken = MemoryStateStore(), False
+
+    def load(self) -> Any:
+        return self.inner.load()
+
+    def save(self, state: Any) -> None:
+        from autoscaler.state import StateStoreError
+
+        if self.broken:
+            raise StateStoreError("state file '/var/lib/x/state.json': cannot be written: [Errno 28] No space left on device")
+        self.inner.save(state)
+
+    def __str__(self) -> str:
+        return "flaky state store"

@@ -303,3 +303,22 @@ def test_the_schema_is_served_and_documents_auth():
         patch = schema["paths"]["/api/v1/control"]["patch"]
         assert patch["security"] == [{"HTTPBearer": []}] and {"401", "403", "422"} <= set(patch["responses"])
         assert "security" not in schema["paths"]["/api/v1/status"]["get"]
+
+
+def test_a_change_the_state_store_cannot_save_is_refused_and_not_applied():
+    from tests.fakes import FlakyStateStore
+
+    store = FlakyStateStore()
+    for d in serve(build(state_store=store)):
+        d.tick()
+        store.broken = True
+        r = d.client.post("/api/v1/control/pause", json={"note": "disk full"}, headers=d.auth_header)
+        assert r.status_code == 503
+        assert "the change was not applied" in r.json()["detail"][0]["msg"] and "No space left" in r.json()["detail"][0]["msg"]
+        assert d.client.get("/api/v1/control").json()["overrides"]["paused"] is False and not d.reconciler.control.paused
+        assert d.client.get("/api/v1/decisions", params={"kind": "operator"}).json()["entries"] == []
+        d.tick()  # ticks go on; the status says why nothing is saved
+        assert "No space left" in d.client.get("/api/v1/status").json()["loop"]["state_error"]
+        store.broken = False
+        d.tick()
+        assert d.client.get("/api/v1/status").json()["loop"]["state_error"] is None

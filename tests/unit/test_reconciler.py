@@ -9,7 +9,7 @@ from autoscaler.loop import ReconcileLoop
 from autoscaler.model import Mode, Reason
 from autoscaler.reconciler import Reconciler
 from autoscaler.settings import load_settings
-from tests.fakes import FakeCluster, LoadFeeder, query_view
+from tests.fakes import FakeCluster, FlakyStateStore, LoadFeeder, query_view
 
 TICK = timedelta(seconds=5)
 
@@ -259,3 +259,44 @@ def test_a_lowered_max_removes_executors_even_without_a_policy_opinion(mode, rem
     clock.advance(TICK * 3)
     rec.tick()
     assert len(cluster.alive) == remaining
+
+
+def make_with_store(store, **kw):
+    clock, cluster, _ = make(**kw)
+    settings = load_settings(None, {"executors.max": 6, "policy.name": "static", "policy.params": {"executors": 3}}, environ={})
+    rec = Reconciler(settings=settings, observer=cluster, executors=cluster, queries=cluster, clock=clock, state_store=store)
+    return clock, cluster, rec
+
+
+def test_a_state_store_that_cannot_be_written_does_not_lose_the_ticks_record(caplog):
+    store = FlakyStateStore()
+    clock, cluster, rec = make_with_store(store, executors=1)
+    store.broken = True
+    records = []
+    for _ in range(3):
+        clock.advance(TICK)
+        records.append(rec.tick())  # no TickError: the actions of the tick are done and recorded
+    assert records[0].decision.target == 3 and rec.last is records[-1]
+    assert [e.what for e in rec.audit.entries(kind="decision")][-1].startswith("executors 1 -> 3")
+    assert rec.state_error is not None and "No space left on device" in rec.state_error
+    store.broken = False
+    clock.advance(TICK)
+    rec.tick()
+    assert rec.state_error is None
+    assert store.load()["history"]["events"], "the change made while the store failed is saved once it works"
+
+
+def test_an_operator_change_that_cannot_be_saved_is_not_applied():
+    from dataclasses import replace
+
+    from autoscaler.state import StateStoreError
+
+    store = FlakyStateStore()
+    _, _, rec = make_with_store(store, executors=1)
+    policy = rec.policy
+    store.broken = True
+    with pytest.raises(StateStoreError, match="No space left"):
+        rec.update_control(lambda c: replace(c, paused=True, policy_params={"executors": 5}))
+    assert not rec.control.paused and rec.control.policy_params is None and rec.policy is policy
+    store.broken = False
+    assert rec.update_control(lambda c: replace(c, paused=True)).paused and store.load()["control"]["paused"] is True
