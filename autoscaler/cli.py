@@ -276,11 +276,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from autoscaler.state.schema import restore_state
 
     try:
-        # an unreadable state file, or one the reconciler could not restore, stops us before Spark starts
+        # an unreadable state file, one the reconciler could not restore or one that cannot be
+        # written stops us before Spark starts
         store = open_state_store(settings)
         state = store.load() if store is not None else None
         if state:
             restore_state(state, str(store))
+        if store is not None:
+            store.check_writable()  # every tick saves: a store that cannot be written is found now
     except StateStoreError as exc:
         return _fail(str(exc))
     if args.check:

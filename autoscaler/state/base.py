@@ -52,3 +52,6 @@ class MemoryStateStore:
         text = encode_state(copy.deepcopy(state))
         with self._lock:
             self._text = text
+
+    def check_writable(self) -> None:
+        """Memory can always be written."""

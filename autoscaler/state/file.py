@@ -9,6 +9,7 @@ from scratch would drop an operator's pause or mode override.
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 import threading
@@ -52,6 +53,23 @@ class FileStateStore:
             except OSError as exc:
                 raise StateStoreError(f"{self}: cannot be written: {exc}") from exc
             self._last_text = text
+
+    def check_writable(self) -> None:
+        """Raise :class:`StateStoreError` unless the file could be saved: tried with a temporary
+        file in its directory, or in the nearest existing ancestor while the directory does not
+        exist yet (the first save creates it). Nothing is left behind; permission bits say
+        little to root, so it is tried rather than read off the mode."""
+        directory = self.path.parent
+        while not directory.exists() and directory != directory.parent:
+            directory = directory.parent
+        try:
+            if self.path.is_dir():
+                raise IsADirectoryError(errno.EISDIR, "is a directory", str(self.path))
+            fd, probe = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".probe", dir=directory)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise StateStoreError(f"{self}: cannot be written: {exc}") from exc
 
     def _write(self, text: str) -> None:
         directory = self.path.parent

@@ -34,6 +34,11 @@ class StateStoreContract:
     def test_a_new_store_has_no_state(self, open_store: OpenStore) -> None:
         assert open_store().load() is None
 
+    def test_a_new_store_can_be_written_and_the_check_changes_nothing(self, open_store: OpenStore) -> None:
+        store = open_store()
+        store.check_writable()
+        assert open_store().load() is None
+
     def test_saved_state_loads_back_equal(self, open_store: OpenStore) -> None:
         store = open_store()
         store.save({"a": 1})

@@ -135,6 +135,19 @@ def test_run_check_says_whether_the_saved_state_can_be_restored(tmp_path: Path, 
     assert "control.paused: Input should be a valid boolean" in capsys.readouterr().err
 
 
+def test_a_state_file_that_cannot_be_written_stops_run_before_spark(tmp_path: Path, capsys) -> None:
+    from autoscaler.cli import main
+
+    pipelines = str(Path(__file__).parents[1] / "integration" / "sample_pipelines.py")
+    # readable (no file yet) but not writable, whatever the user's permissions: /proc takes no files
+    assert main(["run", "--pipelines", pipelines, "--state-file", "/proc/spark-autoscaler/s.json", "--check"]) == 2
+    assert "state file '/proc/spark-autoscaler/s.json': cannot be written" in capsys.readouterr().err
+    # a directory that does not exist yet is fine (the first save creates it); the check leaves nothing
+    later = tmp_path / "later" / "deeper" / "s.json"
+    assert main(["run", "--pipelines", pipelines, "--state-file", str(later), "--check"]) == 0
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_what_the_reconciler_saves_is_restored_whole() -> None:
     """The saved-state models are the one description of the file: everything the writers
     (``to_json``) put in comes back equal, times keeping their zones, in time order."""
