@@ -295,11 +295,14 @@ class FlakyStateStore:
         return self.inner.load()
 
     def save(self, state: Any) -> None:
+        self.check_writable()
+        self.inner.save(state)
+
+    def check_writable(self) -> None:
         from autoscaler.state import StateStoreError
 
         if self.broken:
             raise StateStoreError("state file '/var/lib/x/state.json': cannot be written: [Errno 28] No space left on device")
-        self.inner.save(state)
 
     def __str__(self) -> str:
         return "flaky state store"
