@@ -434,8 +434,10 @@ class Reconciler:
         self.control = control
 
     def _save(self, control: ControlState | None = None) -> None:
+        """Save the history with ``control`` (default: the control state in effect)."""
         if self.state_store is not None:
-            self.state_store.save({"history": self.history.to_json(), "control": (control if control is not None else self.control).to_json()})
+            saved = control if control is not None else self.control
+            self.state_store.save({"history": self.history.to_json(), "control": saved.to_json()})
 
     def _save_tick(self) -> None:
         """Save what the tick changed. The tick has acted by now: a store that cannot be written
