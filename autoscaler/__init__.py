@@ -15,7 +15,9 @@ def __getattr__(name: str) -> Any:  # lazy: importing the package must not impor
 
         return getattr(pipelines, name)
     if name == "attach":
-        from autoscaler.attach import attach
+        # the function lives in `attached`: a submodule named `attach` would replace this
+        # attribute with the module once imported ("'module' object is not callable")
+        from autoscaler.attached import attach
 
         return attach
     raise AttributeError(name)

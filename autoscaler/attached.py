@@ -84,6 +84,9 @@ def attach(
         raise TypeError(f"unknown attach() options: {', '.join(sorted(overrides))}")
     settings = settings or load_settings(None, named)
     clock = clock or SystemClock()
+    store = open_state_store(settings)
+    if store is not None:
+        store.check_writable()  # before anything starts, as `run` does
     specs = [p.pipeline_spec if hasattr(p, "pipeline_spec") else p for p in pipelines]
     executors = SparkExecutors(spark, settings.executors.cores)
     host = QueryHost(
@@ -112,7 +115,7 @@ def attach(
         executors=executors,
         queries=host,
         clock=clock,
-        state_store=open_state_store(settings),
+        state_store=store,
         on_tick=metrics.observe_tick,
     )
     loop = ReconcileLoop(reconciler, clock, settings.reconcile_interval, on_error=lambda phase, _: metrics.tick_failed(phase))

@@ -1,0 +1,65 @@
+"""attach(): the daemon in a driver the user owns, on a real local cluster."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import pytest
+
+from autoscaler import attach
+from autoscaler.demo.workload import trace_pipeline
+from autoscaler.model import QueryStatus, Reason
+from autoscaler.pipelines import PipelineContext
+from autoscaler.settings import load_settings
+from autoscaler.traces import RateProfile
+from tests.integration.conftest import wait_until
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def spark(spark_session_factory):
+    return spark_session_factory("local-cluster[2,1,512]")
+
+
+def test_attach_observes_a_users_query_never_restarts_it_and_leaves_it_running(spark, tmp_path):
+    build = trace_pipeline(profile=RateProfile.steps([(600, 200)]), start=time.time() + 2, cost_seconds=0.0002, out_dir=tmp_path / "out")
+    ckpt = str(tmp_path / "ckpt")
+    query = build(spark, PipelineContext("events", 2, ckpt)).queryName("events").option("checkpointLocation", ckpt)
+    query = query.trigger(processingTime="1 second").start()
+    run_id = str(query.runId)
+    state = tmp_path / "state" / "daemon.json"
+    settings = load_settings(
+        None,
+        {"mode": "reactive", "reconcile_interval": "1s", "state.path": str(state), "window.metrics_window": "30s"},
+        environ={},
+    )
+    handle = attach(spark, queries=[query], parallelism={"events": 2}, settings=settings)
+    try:
+
+        def observed():
+            r = handle.reconciler.last
+            return r if r is not None and r.loads and r.loads[0].samples >= 2 else None
+
+        record = wait_until(observed, 90, "ticks that see the user's batches")
+        view = handle.host.views()[0]
+        assert (view.name, view.status, view.rescalable) == ("events", QueryStatus.RUNNING, False)
+        assert record.loads[0].input_rate is not None and record.loads[0].input_rate > 0  # its load reaches the decision
+        # a change asked for (past the API's own check) is held for good: the daemon cannot rebuild the query
+        handle.reconciler.update_control(lambda c: replace(c, query_requests={"events": replace(view.params, parallelism=4)}))
+        refused = wait_until(lambda: (r := handle.reconciler.last) is not None and r.plan.refusals, 30, "the held request")
+        [refusal] = refused
+        assert (refusal.name, refusal.reason) == ("events", Reason.QUERY_NOT_RESCALABLE)
+        assert handle.reconciler.history.events == ()  # nothing was restarted
+    finally:
+        handle.stop()
+    try:
+        assert not handle.thread.is_alive()
+        assert query.isActive and str(query.runId) == run_id and query.exception() is None  # the user's query runs on
+        assert state.is_file()  # the state store works as in driver mode (its directory created by the first save)
+        ticks = handle.loop.ticks
+        time.sleep(2.5)
+        assert handle.loop.ticks == ticks  # the loop stopped
+    finally:
+        query.stop()
