@@ -45,13 +45,14 @@ class PipelineContext:
 
 
 Builder = Callable[[Any, PipelineContext], Any]
+DEFAULT_TRIGGER = timedelta(seconds=2)
 
 
 @dataclass(frozen=True)
 class PipelineSpec:
     name: str
     build: Builder
-    trigger: timedelta | None = timedelta(seconds=2)
+    trigger: timedelta | None = DEFAULT_TRIGGER
     available_now: bool = False  # bounded: process what is there, commit and finish
     initial_parallelism: int | None = None
     min_parallelism: int = 1
@@ -77,7 +78,6 @@ class PipelineSpec:
 
 _collected: list[PipelineSpec] = []
 _collect_lock = threading.Lock()
-DEFAULT_TRIGGER = "2s"
 _UNSET: Any = object()  # a trigger the decorator was not given
 
 

@@ -54,6 +54,18 @@ class SampleWindow:
             return tuple(self._samples)
 
 
+def newest_start(samples: Sequence[BatchSample]) -> datetime | None:
+    """When the newest buffered batch started (None: no batch yet)."""
+    return samples[-1].started_at if samples else None
+
+
+def batches_since(samples: Sequence[BatchSample], since: datetime | None) -> int:
+    """Batches that started after ``since`` (from :func:`newest_start`). Counting the buffer itself
+    would stop once it is full (a query's window keeps 240 batches): a wait for "two more"
+    would then never end."""
+    return sum(1 for s in samples if since is None or s.started_at > since)
+
+
 def arrival_rate(samples: Sequence[BatchSample]) -> float | None:
     """Rows/s arriving: rows processed between the first and last batch start plus backlog growth."""
     if not samples:

@@ -28,6 +28,7 @@ from autoscaler.spark.executors import SparkExecutors
 from autoscaler.spark.host import QueryHost
 from autoscaler.spark.session import build_session, stop_session
 from autoscaler.traces import RateProfile
+from autoscaler.window import batches_since, newest_start
 
 
 def _wait(check: Callable[[], bool], timeout: float) -> float:
@@ -37,17 +38,6 @@ def _wait(check: Callable[[], bool], timeout: float) -> float:
             return time.monotonic() - start
         time.sleep(0.05)
     raise TimeoutError("condition not reached")
-
-
-def _newest_start(host: Any) -> Any:
-    samples = host.views()[0].samples
-    return samples[-1].started_at if samples else None
-
-
-def _batches_after(host: Any, since: Any, count: int) -> Callable[[], bool]:
-    """True once ``count`` batches started after ``since``: counted by start time, since the
-    query's buffer stops growing at its window (240 batches) and a length would never get there."""
-    return lambda: sum(1 for s in host.views()[0].samples if since is None or s.started_at > since) >= count
 
 
 def _summary(values: list[float]) -> dict[str, float]:
@@ -92,7 +82,8 @@ def measure(repeats: int = 3, log: Callable[[str], None] = print) -> dict[str, A
             host.start_all()
             try:
                 for target in [4, 2] * repeats:
-                    _wait(_batches_after(host, _newest_start(host), 3), 120)
+                    since = newest_start(host.views()[0].samples)
+                    _wait(lambda: batches_since(host.views()[0].samples, since) >= 3, 120)  # noqa: B023 - waited for here
                     params = host.views()[0].params
                     host.rescale(QueryChange("latency", params, replace(params, parallelism=target), Reason.OPERATOR_REQUEST), clock.now())
                     outcomes: list[Any] = []

@@ -4,8 +4,8 @@ The source sleeps ``cost`` per row in each partition's task, so throughput grows
 executors even on a 2-core machine. Each batch reads a contiguous range of row ids; the sink
 records the batch's ``min``, ``max``, ``count`` and ``sum`` of ids and the partitions read
 (computed on the executors) in ``batch-N.json``, replaced atomically, so a replayed batch
-overwrites its own record: exactly-once output per batch id. :func:`verify_output` checks the records cover
-``0 .. expected-1`` with no gap and no overlap.
+overwrites its own record: exactly-once output per batch id. :func:`verify_output` checks
+the records cover ``0 .. expected-1`` with no gap and no overlap.
 """
 
 from __future__ import annotations

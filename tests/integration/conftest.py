@@ -13,6 +13,8 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from autoscaler.window import batches_since, newest_start as newest  # noqa: F401 - the tests' names
+
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
@@ -24,18 +26,6 @@ def wait_until(check: Callable[[], Any], timeout: float, what: str, interval: fl
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
-def newest(samples: Any) -> Any:
-    """When the newest buffered batch started (None: no batch yet)."""
-    return samples[-1].started_at if samples else None
-
-
-def batches_since(samples: Any, since: Any) -> int:
-    """Batches that started after ``since`` (from :func:`newest`). Counting the buffer itself
-    would stop once it is full (a query's window keeps 240 batches): a wait for "two more"
-    would then never end."""
-    return sum(1 for s in samples if since is None or s.started_at > since)
 
 
 def rows_consumed(checkpoint: Any) -> int:

@@ -1,9 +1,9 @@
-"""The latency benchmark's waits, on a stand-in host (no Spark)."""
+"""Waiting for more batches (the latency benchmark, the integration tests), on a stand-in host (no Spark)."""
 
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
-from autoscaler.bench.latencies import _batches_after, _newest_start
+from autoscaler.window import batches_since, newest_start
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -19,6 +19,14 @@ class SlidingHost:
 
     def views(self):
         return [SimpleNamespace(samples=[SimpleNamespace(started_at=t) for t in self.starts])]
+
+
+def _batches_after(host, since, count):
+    return lambda: batches_since(host.views()[0].samples, since) >= count
+
+
+def _newest_start(host):
+    return newest_start(host.views()[0].samples)
 
 
 def test_waiting_for_more_batches_counts_new_ones_when_the_buffer_is_full():
