@@ -409,6 +409,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         trace = load_trace(args.trace)
     except TraceError as exc:
         return _fail(str(exc))
+    if args.days is not None and args.days * 86400 > trace.span_seconds:
+        # not an error (a caller may ask for "up to D days"), but not silent either
+        days = trace.span_seconds / 86400
+        print(f"note: trace {trace.name!r} covers {days:.2f} days; simulating all of it, not {args.days:g}", file=sys.stderr)
     try:
         config = SimConfig().with_changes(dict(args.set))
     except ValueError as exc:

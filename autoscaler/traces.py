@@ -30,6 +30,11 @@ class Trace:
         gaps = sorted((b - a).total_seconds() for a, b in zip(self.timestamps, self.timestamps[1:]))
         return gaps[len(gaps) // 2] if gaps else 60.0
 
+    @property
+    def span_seconds(self) -> float:
+        """Seconds the trace covers: first timestamp to last, plus one step (the last value holds a step)."""
+        return (self.timestamps[-1] - self.timestamps[0]).total_seconds() + self.step_seconds
+
 
 def load_trace(path: str | Path) -> Trace:
     path = Path(path)

@@ -92,8 +92,7 @@ def workload_from_trace(trace: Trace, *, peak_rate: float, days: float | None = 
         raise ValueError("peak rate must be > 0")
     t0 = trace.timestamps[0]
     offsets = [(ts - t0).total_seconds() for ts in trace.timestamps]
-    step = trace.step_seconds
-    span = offsets[-1] + step
+    span = trace.span_seconds
     duration = span if days is None else min(span, days * 86400.0)
     if duration <= 0:
         raise ValueError("nothing to simulate: the trace window is empty")

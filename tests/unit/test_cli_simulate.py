@@ -255,3 +255,15 @@ def test_a_terminal_sees_how_far_a_comparison_is(trace, capsys, monkeypatch, job
 def test_no_progress_is_written_when_stderr_is_not_a_terminal(trace, capsys):
     assert main(["simulate", "--trace", str(trace), "--json", "--peak-executors", "8"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_more_days_than_the_trace_holds_simulate_all_of_it_and_say_so(trace, capsys):
+    assert main(["simulate", "--trace", str(trace), "--json", "--days", "30"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["simulated_seconds"] == 2 * 3600
+    assert "note: trace 'small' covers 0.08 days; simulating all of it, not 30" in captured.err
+
+
+def test_days_within_the_trace_print_no_note(trace, capsys):
+    assert main(["simulate", "--trace", str(trace), "--json", "--days", "0.05"]) == 0
+    assert capsys.readouterr().err == ""
