@@ -138,7 +138,7 @@ class PredictivePolicy:
         scale_down_margin: float = Field(
             0.25, ge=0, lt=1, description="Scale down only when it saves at least this share of the cores."
         )
-        catch_up_duration: Duration = Field(timedelta(minutes=3), description="Time allowed to drain a backlog.")
+        catch_up_duration: Duration = Field(timedelta(minutes=5), description="Time allowed to drain a backlog.")
         restart_time: Duration = Field(
             timedelta(seconds=10),
             description="Assumed query restart pause; the largest measured pause is used once known.",
@@ -170,7 +170,7 @@ class PredictivePolicy:
             2.0, ge=0, description="Above the budget the rescale price grows with this power of the pressure."
         )
         min_dwell: Duration = Field(
-            timedelta(minutes=10),
+            timedelta(minutes=5),
             description="No scale-down within this time after a scale-up (unless the latest scale-up was to drain a backlog).",
         )
         startup_time: Duration = Field(

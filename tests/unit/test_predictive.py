@@ -52,8 +52,8 @@ def inp(cores=10, rate=10_000.0, lag=12.0, parallelism=None, history=ScalingHist
 
 
 def policy(**params):
-    """The default policy at the 0.85 target the arithmetic in these tests is written for."""
-    return create_policy("default", {"target_utilization": 0.85, **params})
+    """The default policy at the 0.85 target and 180 s catch-up the arithmetic in these tests is written for."""
+    return create_policy("default", {"target_utilization": 0.85, "catch_up_duration": "3m", **params})
 
 
 def test_predictive_is_the_default_policy():
@@ -191,15 +191,15 @@ def up(minutes_ago: float, reason: Reason, to: int = 14) -> ScalingEvent:
 @pytest.mark.parametrize(
     "events, held",
     [
-        # min_dwell is 10 min: no scale-down 5 min after a scale-up for load (or any limit of one)
-        pytest.param((up(5, Reason.SCALE_UP_FOR_LOAD),), True, id="load-scale-up-starts-the-dwell"),
-        pytest.param((up(5, Reason.MAX_STEP_UP),), True, id="limited-scale-up-starts-the-dwell"),
-        pytest.param((up(11, Reason.SCALE_UP_FOR_LOAD),), False, id="dwell-over"),
+        # min_dwell is 5 min: no scale-down 3 min after a scale-up for load (or any limit of one)
+        pytest.param((up(3, Reason.SCALE_UP_FOR_LOAD),), True, id="load-scale-up-starts-the-dwell"),
+        pytest.param((up(3, Reason.MAX_STEP_UP),), True, id="limited-scale-up-starts-the-dwell"),
+        pytest.param((up(6, Reason.SCALE_UP_FOR_LOAD),), False, id="dwell-over"),
         # capacity added to drain a backlog is released once the ski rental says so (no
         # records here: at once), even after an earlier scale-up for load
-        pytest.param((up(5, Reason.SCALE_UP_FOR_BACKLOG),), False, id="backlog-scale-up-does-not"),
-        pytest.param((up(8, Reason.SCALE_UP_FOR_LOAD, to=10), up(2, Reason.SCALE_UP_FOR_BACKLOG)), False, id="latest-scale-up-decides"),
-        pytest.param((up(8, Reason.SCALE_UP_FOR_BACKLOG, to=10), up(2, Reason.SCALE_UP_FOR_LOAD)), True, id="latest-for-load-holds"),
+        pytest.param((up(3, Reason.SCALE_UP_FOR_BACKLOG),), False, id="backlog-scale-up-does-not"),
+        pytest.param((up(4, Reason.SCALE_UP_FOR_LOAD, to=10), up(2, Reason.SCALE_UP_FOR_BACKLOG)), False, id="latest-scale-up-decides"),
+        pytest.param((up(4, Reason.SCALE_UP_FOR_BACKLOG, to=10), up(2, Reason.SCALE_UP_FOR_LOAD)), True, id="latest-for-load-holds"),
     ],
 )
 def test_no_scale_down_right_after_a_scale_up_for_load(events, held):
