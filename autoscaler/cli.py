@@ -412,7 +412,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.days is not None and args.days * 86400 > trace.span_seconds:
         # not an error (a caller may ask for "up to D days"), but not silent either
         days = trace.span_seconds / 86400
-        print(f"note: trace {trace.name!r} covers {days:.2f} days; simulating all of it, not {args.days:g}", file=sys.stderr)
+        print(f"spark-autoscaler: note: trace {trace.name!r} covers {days:.2f} days; simulating all of it, not {args.days:g}", file=sys.stderr)
     try:
         config = SimConfig().with_changes(dict(args.set))
     except ValueError as exc:

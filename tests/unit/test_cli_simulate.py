@@ -261,7 +261,7 @@ def test_more_days_than_the_trace_holds_simulate_all_of_it_and_say_so(trace, cap
     assert main(["simulate", "--trace", str(trace), "--json", "--days", "30"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["simulated_seconds"] == 2 * 3600
-    assert "note: trace 'small' covers 0.08 days; simulating all of it, not 30" in captured.err
+    assert "spark-autoscaler: note: trace 'small' covers 0.08 days; simulating all of it, not 30" in captured.err
 
 
 def test_days_within_the_trace_print_no_note(trace, capsys):
