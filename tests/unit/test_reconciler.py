@@ -56,7 +56,7 @@ def test_active_mode_follows_a_load_step_up_and_down():
     decisions = [r.decision.target for r in up if r.decision.changes]
     assert decisions[:1] == [4] and len(decisions) <= 2
     assert len(cluster.alive) == 4
-    # the default policy keeps capacity it bought for at least 10 minutes and until its idle
+    # the default policy keeps capacity it bought for at least its 5-minute dwell and until its idle
     # cores have cost a rescale (3 minutes of the cluster); then the normalization's delay
     down = run_for(clock, rec, feeder, 15 * 60, rate=400)
     assert len(cluster.alive) == 1
