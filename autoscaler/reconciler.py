@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from functools import cached_property, partial
 from datetime import datetime, timedelta
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import structlog
 
@@ -38,7 +38,7 @@ from autoscaler.ports import ClusterObserver, ExecutorActuator, QueryActuator, S
 from autoscaler.settings import Settings
 from autoscaler.state.base import StateStoreError
 from autoscaler.state.schema import restore_state
-from autoscaler.window import Fitter, evaluate_query, record_rates
+from autoscaler.window import Fitter, evaluate_query, record_rates, schedule_lag
 from autoscaler.values import replace, value
 from policies import Policy, PolicyInput, create_policy
 
@@ -138,6 +138,7 @@ class Reconciler:
         self.last_snapshot: Snapshot | None = None
         self.state_error: str | None = None  # why the last tick's state could not be saved (None: saved)
         self._cost_models: dict[str, CostModelCache] = {}
+        self._slo_warned: set[tuple[str, timedelta]] = set()  # (query, schedule lag) told once
         self._restore()
         self.policy: Policy = self._make_policy()
 
@@ -207,6 +208,7 @@ class Reconciler:
         lo, hi = self.bounds()
         loads = {q.name: evaluate_query(q, now, s.window.metrics_window, snap.executors.cores, self._fitter(q.name)) for q in snap.queries}
         self._forget_cost_models(snap)
+        self._tell_unreachable_slo(snap)
         history = record_rates(history, snap.queries, now, s.history.rate_step)
         cores_per_executor = snap.executors.cores_per_executor
         policy_input = PolicyInput(
@@ -221,7 +223,7 @@ class Reconciler:
             interval=s.reconcile_interval,
         )
         proposal = self._propose(policy_input, control)
-        backlogged = any(ld.lag is not None and ld.lag > s.normalize.backlog_lag_threshold for ld in loads.values())
+        backlogged = self._backlogged(snap, loads)
         if control.manual_executors is not None:
             target = max(lo, min(hi, control.manual_executors))
             decision = ExecutorDecision(position.current, proposal.executors, target, Reason.MANUAL_TARGET)
@@ -290,6 +292,34 @@ class Reconciler:
             min_executors=lo,
             max_executors=hi,
         )
+
+    def _backlogged(self, snap: Snapshot, loads: Mapping[str, QueryLoad]) -> bool:
+        """Some query lags beyond the backlog threshold and beyond what its schedule explains
+        (a query with a long trigger lags up to two triggers while it keeps up)."""
+        threshold = self.settings.normalize.backlog_lag_threshold
+        for view in snap.queries:
+            load = loads.get(view.name)
+            lag = None if load is None else load.lag
+            if lag is not None and lag > threshold and lag > schedule_lag(view.params.trigger_interval):
+                return True
+        return False
+
+    def _tell_unreachable_slo(self, snap: Snapshot) -> None:
+        """Warn once per query and trigger when the SLO lag is shorter than the query's schedule
+        allows: the policies then judge that query against its schedule (two triggers)."""
+        target = self.settings.slo.target_lag
+        for view in snap.queries:
+            floor = schedule_lag(view.params.trigger_interval)
+            if floor > target and (view.name, floor) not in self._slo_warned:
+                self._slo_warned.add((view.name, floor))
+                log.warning(
+                    "slo_below_schedule",
+                    query=view.name,
+                    trigger_seconds=floor.total_seconds() / 2,
+                    target_lag_seconds=target.total_seconds(),
+                    judged_against_seconds=floor.total_seconds(),
+                    detail="a query that keeps up lags up to two triggers; more executors cannot shorten that",
+                )
 
     @staticmethod
     def _planning_cores(snap: Snapshot, mode: EffectiveMode, decision: ExecutorDecision) -> int:

@@ -174,7 +174,8 @@ class NormalizeSettings(_Model):
         le=1, description="One step removes at most `current x factor` executors (at least one)."
     )
     backlog_lag_threshold: Duration = Field(
-        timedelta(seconds=30), description="No scale-down while any query's lag exceeds this."
+        timedelta(seconds=30),
+        description="No scale-down while any query's lag exceeds this (and two of its trigger intervals, the lag it has while keeping up).",
     )
     query_rescale_cooldown: Duration = Field(
         timedelta(seconds=30),
@@ -191,7 +192,11 @@ class NormalizeSettings(_Model):
 
 
 class SloSettings(_Model):
-    target_lag: Duration = Field(timedelta(seconds=60), description="Lag a query should stay under.")
+    target_lag: Duration = Field(
+        timedelta(seconds=60),
+        description="Lag a query should stay under. Scaling judges a query against at least two of its "
+        "trigger intervals, the lag it has while keeping up.",
+    )
 
 
 class WindowSettings(_Model):

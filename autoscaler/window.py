@@ -54,6 +54,16 @@ class SampleWindow:
             return tuple(self._samples)
 
 
+def schedule_lag(trigger: timedelta | None) -> timedelta:
+    """The lag a query that keeps up has anyway: up to two trigger intervals.
+
+    A row waits for the next trigger (up to one interval) and then for its batch (up to one
+    more, as long as batches fit their interval). More executors cannot shorten this part of
+    the lag; only the lag beyond it is a backlog that scaling can drain.
+    """
+    return 2 * trigger if trigger else timedelta(0)
+
+
 def newest_start(samples: Sequence[BatchSample]) -> datetime | None:
     """When the newest buffered batch started (None: no batch yet)."""
     return samples[-1].started_at if samples else None

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from autoscaler.history import ScalingHistory
 from autoscaler.model import Proposal, QueryLoad, QueryStatus, QueryView, Snapshot
 from autoscaler.values import value
+from autoscaler.window import schedule_lag
 
 
 class PolicyParams(BaseModel):
@@ -60,6 +61,16 @@ class PolicyInput:
             and load.known
             and load.model is not None
         ]
+
+    def target_lag_for(self, view: QueryView) -> timedelta:
+        """The SLO lag ``view``'s schedule can meet: ``target_lag``, or its :func:`schedule_lag`
+        (two triggers) when that is longer.
+
+        A query with a 2-minute trigger lags up to 4 minutes while it keeps up; judged against a
+        1-minute SLO, every batch would look late and a policy would scale to the maximum and
+        never back, for nothing.
+        """
+        return max(self.target_lag, schedule_lag(view.params.trigger_interval))
 
     @property
     def resizing(self) -> bool:

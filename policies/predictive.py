@@ -42,6 +42,7 @@ from autoscaler.model import BatchSample, Proposal, QueryLoad, QueryView, Reason
 from autoscaler.sequences import count_after
 from autoscaler.settings import Duration
 from autoscaler.values import value
+from autoscaler.window import schedule_lag
 from policies.base import PolicyInput, PolicyParams, register
 from policies.target_utilization import utilization, utilization_floor, waiting_rows
 
@@ -351,7 +352,8 @@ class PredictivePolicy:
             # the latest batch shows a step at once (not the first batches of a run: they
             # hold the rows that arrived during the restart pause)
             arrival = max(arrival, last.input_rate)
-        late = load.lag is not None and load.lag > inp.target_lag
+        target_lag = inp.target_lag_for(view)
+        late = load.lag is not None and load.lag > target_lag
         if load.live_rate is not None and (late or load.live_rate >= STEP_FACTOR * arrival):
             arrival = max(arrival, load.live_rate)
         catch_up = p.catch_up_duration.total_seconds()
@@ -379,7 +381,8 @@ class PredictivePolicy:
             peak=peak,
             method=method,
             late=late,
-            lagging=load.lag is not None and load.lag > inp.target_lag * p.lag_fraction,
+            # lagging: beyond a share of the SLO, and beyond what the schedule alone explains
+            lagging=load.lag is not None and load.lag > max(target_lag * p.lag_fraction, schedule_lag(trigger)),
         )
 
     def _target_size(self, view: QueryView, load: QueryLoad, inp: PolicyInput, demand: Demand) -> tuple[int, int]:
@@ -395,7 +398,7 @@ class PredictivePolicy:
             # a restart pauses the query: the rows of the pause must be caught up, unless the lag
             # the SLO leaves absorbs them (Flink's restart term, needed only beyond that slack)
             pause = self._restart_seconds(inp)
-            slack = (inp.target_lag - (load.lag or timedelta(0))).total_seconds() - (trigger.total_seconds() if trigger else 0.0)
+            slack = (inp.target_lag_for(view) - (load.lag or timedelta(0))).total_seconds() - (trigger.total_seconds() if trigger else 0.0)
             if pause > slack and catch_up > 0:
                 plan_rate += demand.arrival * pause / catch_up
                 sized = self._fewest_cores(model, view, plan_rate, max_cores)

@@ -28,6 +28,7 @@ from autoscaler.capacity import aligned_parallelism
 from autoscaler.costmodel import BatchCostModel
 from autoscaler.model import Proposal, QueryLoad, QueryView, Reason
 from autoscaler.settings import Duration
+from autoscaler.window import schedule_lag
 from policies.base import PolicyInput, PolicyParams, register
 
 
@@ -84,8 +85,7 @@ def waiting_rows(load: QueryLoad, trigger: timedelta | None, rate: float | None 
     rate = load.input_rate if rate is None else rate
     if load.lag is None or not rate:
         return reported
-    normal = 2 * (trigger.total_seconds() if trigger else 0.0)
-    implied = rate * max(0.0, load.lag.total_seconds() - normal)
+    implied = rate * max(0.0, (load.lag - schedule_lag(trigger)).total_seconds())
     return max(reported, implied)
 
 
@@ -149,12 +149,15 @@ class TargetUtilizationPolicy:
         partitions = view.params.parallelism
         arrival = load.input_rate or 0.0
         busy = utilization(model, partitions, max(1, inp.current_cores), arrival, trigger)
-        lagging = load.lag is not None and load.lag > inp.target_lag
+        target_lag = inp.target_lag_for(view)
+        lagging = load.lag is not None and load.lag > target_lag
+        # a scale-down waits while rows wait beyond a quarter of the SLO or the schedule's own lag
+        backlogged = load.lag is not None and load.lag > max(target_lag / 4, schedule_lag(trigger))
         if lagging:
             reason = Reason.SCALE_UP_FOR_BACKLOG
         elif busy > u + band:
             reason = Reason.SCALE_UP_FOR_LOAD
-        elif busy < u - band and not (load.lag and load.lag > inp.target_lag / 4):
+        elif busy < u - band and not backlogged:
             reason = Reason.SCALE_DOWN_FOR_LOAD
         else:
             reason = Reason.WITHIN_TARGET

@@ -12,6 +12,7 @@ import contextlib
 import gc
 import logging
 import math
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
@@ -126,9 +127,14 @@ class SimResult:
 
 
 def quiet_logs() -> None:
-    """Drop the reconciler's info logs (a simulated month would print millions of lines)."""
+    """Drop the reconciler's info logs (a simulated month would print millions of lines) and
+    write its warnings to stderr: stdout carries the results (``--json``)."""
     if not structlog.is_configured():
-        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+        structlog.configure(
+            wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+            # the stream is looked up per logger, not bound once (tests swap sys.stderr)
+            logger_factory=lambda *_: structlog.PrintLogger(sys.stderr),
+        )
 
 
 def build_workload(trace: Trace, *, config: SimConfig, peak_executors: int, days: float | None) -> Workload:

@@ -5,6 +5,7 @@ import pickle
 from datetime import datetime, timedelta
 
 import pytest
+import structlog
 
 from autoscaler.cli import main
 from autoscaler.model import Proposal, Reason
@@ -267,3 +268,16 @@ def test_more_days_than_the_trace_holds_simulate_all_of_it_and_say_so(trace, cap
 def test_days_within_the_trace_print_no_note(trace, capsys):
     assert main(["simulate", "--trace", str(trace), "--json", "--days", "0.05"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_warnings_go_to_stderr_and_leave_the_json_alone(trace, capsys):
+    structlog.reset_defaults()  # as in a fresh process: nothing configured the logs yet
+    try:
+        # a 2-minute trigger against the 60 s SLO: the daemon warns once (slo_below_schedule)
+        args = ["simulate", "--trace", str(trace), "--json", "--set", "trigger_interval=120"]
+        assert main(args) == 0
+    finally:
+        structlog.reset_defaults()
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["policy"] == "default"
+    assert "slo_below_schedule" in captured.err

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from autoscaler.costmodel import BatchCostModel
 from autoscaler.history import ScalingHistory
 from autoscaler.model import Executor, ExecutorView, QueryLoad, Reason, Snapshot
+from autoscaler.values import replace
 from policies import PolicyError, PolicyInput, create_policy, policy_names
 from policies.target_utilization import fewest_cores, utilization
 from tests.fakes import query_view
@@ -150,3 +151,34 @@ def test_target_utilization_does_not_try_more_cores_than_partitions(monkeypatch)
     model = BatchCostModel(per_slot=900.0, per_task=0.07, fixed=0.2)
     assert fewest_cores(model, 8, 1e9, timedelta(seconds=10), 0.8, 10**12) is None  # 8 tasks can't
     assert tried == list(range(1, 9))  # and a trillion cores are not tried: beyond 8 nothing changes
+
+
+@pytest.mark.parametrize(
+    "trigger, expected",
+    [
+        pytest.param(None, 60, id="as-fast-as-possible"),
+        pytest.param(timedelta(seconds=10), 60, id="short-trigger-keeps-the-slo"),
+        pytest.param(timedelta(seconds=30), 60, id="two-triggers-equal-the-slo"),
+        pytest.param(timedelta(minutes=2), 240, id="long-trigger-two-intervals"),
+    ],
+)
+def test_a_querys_target_lag_is_at_least_what_its_schedule_allows(trigger, expected):
+    i = inp(trigger=trigger)
+    assert i.target_lag_for(i.snapshot.queries[0]) == timedelta(seconds=expected)
+
+
+@pytest.mark.parametrize(
+    "lag, reason",
+    [
+        # 150 s of lag is the schedule of a 2-minute trigger (up to 240 s), not a backlog: at
+        # 400 rows/s a batch of 48000 rows runs 0.2 + 2 x (0.02 + 48000 / 7200) = 13.6 s on 4 cores
+        # (0.11 busy), so the policy scales down as it would with a reachable SLO
+        pytest.param(150, Reason.SCALE_DOWN_FOR_LOAD, id="schedule-lag-is-no-backlog"),
+        # beyond two triggers the rows wait for lack of capacity: a backlog to drain
+        pytest.param(300, Reason.SCALE_UP_FOR_BACKLOG, id="lag-beyond-the-schedule"),
+    ],
+)
+def test_target_utilization_judges_a_long_trigger_against_its_schedule(lag, reason):
+    i = inp(cores=4, rate=400, trigger=timedelta(minutes=2))
+    i = replace(i, loads={"q": replace(i.loads["q"], lag=timedelta(seconds=lag))})
+    assert create_policy("target-utilization").propose(i).reason == reason

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
+import structlog.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -395,3 +396,20 @@ def test_a_rescale_whose_first_trigger_finds_no_data_reports_its_pause_then():
     assert c.rescale(QueryChange("q", params, replace(params, parallelism=4), Reason.POLICY_PARALLELISM, "8 -> 4"), at(20))
     [outcome] = c.observe(at(40)).outcomes
     assert outcome.pause == timedelta(seconds=QUIET.restart_delay) and c.params.parallelism == 4
+
+
+@pytest.mark.parametrize("policy", ["default", "target-utilization"])
+def test_a_trigger_longer_than_the_slo_allows_is_judged_against_its_schedule(policy):
+    # A 2-minute trigger lags up to 4 minutes while it keeps up: against the 60 s SLO every batch
+    # would look late, and the policies used to scale to the maximum and stay there. Judged
+    # against the schedule, they size for the load as they do under a 5-minute SLO.
+    long_trigger = replace(QUIET, trigger_interval=120.0)
+    load = steps((30, 6000.0), (60, 1500.0))
+    with structlog.testing.capture_logs() as logs:
+        short_slo, records = run(load, policy, config=long_trigger)
+    reachable, _ = run(load, policy, config=long_trigger, slo_lag_seconds=300.0)
+    final = records[-1][0].decision.target or records[-1][0].executors_alive
+    assert final <= 3  # 1500 rows/s: two executors' worth at 900 rows/s each
+    assert short_slo.mean_executors <= 1.1 * reachable.mean_executors
+    [told] = [e for e in logs if e["event"] == "slo_below_schedule"]  # once, not every tick
+    assert (told["target_lag_seconds"], told["judged_against_seconds"]) == (60.0, 240.0)
