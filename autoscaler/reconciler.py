@@ -309,13 +309,14 @@ class Reconciler:
         allows: the policies then judge that query against its schedule (two triggers)."""
         target = self.settings.slo.target_lag
         for view in snap.queries:
-            floor = schedule_lag(view.params.trigger_interval)
-            if floor > target and (view.name, floor) not in self._slo_warned:
+            trigger = view.params.trigger_interval
+            floor = schedule_lag(trigger)
+            if trigger and floor > target and (view.name, floor) not in self._slo_warned:
                 self._slo_warned.add((view.name, floor))
                 log.warning(
                     "slo_below_schedule",
                     query=view.name,
-                    trigger_seconds=floor.total_seconds() / 2,
+                    trigger_seconds=trigger.total_seconds(),
                     target_lag_seconds=target.total_seconds(),
                     judged_against_seconds=floor.total_seconds(),
                     detail="a query that keeps up lags up to two triggers; more executors cannot shorten that",
