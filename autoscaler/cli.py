@@ -409,9 +409,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         trace = load_trace(args.trace)
     except TraceError as exc:
         return _fail(str(exc))
-    if args.days is not None and args.days * 86400 > trace.span_seconds:
+    days = trace.span_seconds / 86400
+    if args.days is not None and args.days > days:
         # not an error (a caller may ask for "up to D days"), but not silent either
-        days = trace.span_seconds / 86400
         print(f"spark-autoscaler: note: trace {trace.name!r} covers {days:.2f} days; simulating all of it, not {args.days:g}", file=sys.stderr)
     try:
         config = SimConfig().with_changes(dict(args.set))

@@ -299,8 +299,7 @@ class Reconciler:
         threshold = self.settings.normalize.backlog_lag_threshold
         for view in snap.queries:
             load = loads.get(view.name)
-            lag = None if load is None else load.lag
-            if lag is not None and lag > threshold and lag > schedule_lag(view.params.trigger_interval):
+            if load is not None and load.lag is not None and load.lag > max(threshold, schedule_lag(view.params.trigger_interval)):
                 return True
         return False
 
