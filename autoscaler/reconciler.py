@@ -7,7 +7,7 @@ action heals itself on the next tick. Only ``observe`` and ``act`` touch the clu
 from __future__ import annotations
 
 import threading
-from functools import cached_property, partial
+from functools import partial
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
 
@@ -39,7 +39,7 @@ from autoscaler.settings import Settings
 from autoscaler.state.base import StateStoreError
 from autoscaler.state.schema import restore_state
 from autoscaler.window import Fitter, evaluate_query, record_rates, schedule_lag
-from autoscaler.values import replace, value
+from autoscaler.values import once, replace, value
 from policies import Policy, PolicyInput, create_policy
 
 log = structlog.get_logger("autoscaler.reconciler")
@@ -84,19 +84,20 @@ class TickRecord:
     paused: bool
     dry_run: bool
     duration: timedelta
-    # the snapshot's queries without their batch samples, and asynchronous actions that completed
+    # the snapshot's queries (their batch samples are the snapshot's, not copies), and
+    # asynchronous actions that completed
     queries: tuple[QueryView, ...] = ()
     outcomes: tuple[ActionOutcome, ...] = ()
     min_executors: int | None = None  # effective bounds this tick (settings or operator override)
     max_executors: int | None = None
 
-    @cached_property
+    @once
     def acted(self) -> bool:
         return any(r.ok and r.action in ("remove", "rescale") for r in self.results) or (
             self.decision.changes and any(r.ok and r.action == "set_target" for r in self.results)
         )
 
-    @cached_property
+    @once
     def notable(self) -> bool:
         """Changed (or, paused or in dry run, would change) something, or held/refused a wanted change."""
         wanted = self.decision.proposed is not None and self.decision.proposed != self.decision.current
@@ -139,6 +140,8 @@ class Reconciler:
         self.state_error: str | None = None  # why the last tick's state could not be saved (None: saved)
         self._cost_models: dict[str, CostModelCache] = {}
         self._slo_warned: set[tuple[str, timedelta]] = set()  # (query, schedule lag) told once
+        # rate points kept per query: one a step over the rate history's age
+        self._rate_steps = int(settings.history.rate_max_age / settings.history.rate_step) + 1
         self._restore()
         self.policy: Policy = self._make_policy()
 
@@ -265,9 +268,8 @@ class Reconciler:
         if not paused and not dry:
             results = self._act(plan, now)
         history = self._record_changes(history, now, decision, plan, results)
-        rate_steps = int(s.history.rate_max_age / s.history.rate_step) + 1
         self.history = history.trimmed(
-            now, s.history.max_age, s.history.max_count, s.history.rate_max_age, rate_steps * max(1, len(snap.queries))
+            now, s.history.max_age, s.history.max_count, s.history.rate_max_age, self._rate_steps * max(1, len(snap.queries))
         )
         self._consume_query_requests(snap, plan, results)
         self._save_tick()
@@ -287,7 +289,7 @@ class Reconciler:
             paused=paused,
             dry_run=dry,
             duration=self.clock.now() - now,
-            queries=tuple(replace(q, samples=()) for q in snap.queries),
+            queries=snap.queries,
             outcomes=snap.outcomes,
             min_executors=lo,
             max_executors=hi,
@@ -342,6 +344,8 @@ class Reconciler:
         return cache.fit
 
     def _forget_cost_models(self, snap: Snapshot) -> None:
+        if len(self._cost_models) <= len(snap.queries):
+            return  # every cached model is of a query observed now (evaluation just asked for each)
         for name in self._cost_models.keys() - {q.name for q in snap.queries}:
             del self._cost_models[name]
 
@@ -397,6 +401,8 @@ class Reconciler:
         plan: Plan,
         results: tuple[ActionResult, ...],
     ) -> ScalingHistory:
+        if not decision.changes and not plan.query_changes:
+            return history  # the usual tick: the target re-asserted, no query restarted
         applied = {(r.action, r.subject) for r in results if r.ok}
         if decision.changes and ("set_target", EXECUTORS) in applied and decision.target is not None:
             history = history.with_event(
@@ -411,7 +417,7 @@ class Reconciler:
 
     def _absorb_outcomes(self, history: ScalingHistory, snap: Snapshot) -> ScalingHistory:
         """Attach measured pauses of completed rescales to their history events."""
-        if not any(outcome.pause is not None for outcome in snap.outcomes):
+        if not snap.outcomes or not any(outcome.pause is not None for outcome in snap.outcomes):
             return history
         events = list(history.events)
         for outcome in snap.outcomes:

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from autoscaler.values import replace, value
+from autoscaler.values import once, replace, value
 
 
 def point_class(decorate):
@@ -87,3 +87,25 @@ def test_replace_refuses_what_dataclasses_replace_refuses():
 
 def test_replace_falls_back_to_dataclasses_for_other_classes():
     assert replace(Reference(1), y=5) == Reference(1, 5)
+
+
+def test_once_computes_on_first_access_and_keeps_the_result_on_a_frozen_value():
+    calls = []
+
+    @value
+    class Box:
+        n: int
+
+        @once
+        def doubled(self) -> int:
+            """Twice n."""
+            calls.append(self.n)
+            return 2 * self.n
+
+    box = Box(3)
+    assert (box.doubled, box.doubled, calls) == (6, 6, [3])
+    assert Box(4).doubled == 8 and calls == [3, 4]  # per instance
+    assert box == Box(3) and hash(box) == hash(Box(3))  # the kept result is no field
+    assert isinstance(Box.doubled, once) and Box.doubled.__doc__ == "Twice n."
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        box.n = 5  # type: ignore[misc]
