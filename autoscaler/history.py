@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -13,7 +12,7 @@ from autoscaler.values import value
 EXECUTORS = "executors"
 
 
-@dataclass(frozen=True, slots=True)
+@value(slots=True)
 class ScalingEvent:
     at: datetime
     subject: str  # EXECUTORS or a query name
@@ -27,7 +26,7 @@ class ScalingEvent:
         return "up" if self.to_value > self.from_value else "down"
 
 
-@dataclass(frozen=True, slots=True)
+@value(slots=True)
 class RatePoint:
     """Mean arrival rate of a query over one step of the rate history."""
 

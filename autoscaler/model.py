@@ -7,7 +7,7 @@ a :class:`Proposal` (policy), an :class:`ExecutorDecision` (normalization) and a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Mapping
@@ -84,7 +84,7 @@ class QueryStatus(StrEnum):
 # --- observation ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@value(slots=True)
 class Executor:
     id: str
     cores: int
@@ -127,7 +127,7 @@ class ExecutorView:
         return max(0, self.requested_total - (self.count - len(self.pending_removal)))
 
 
-@dataclass(frozen=True, slots=True)
+@value(slots=True)
 class BatchSample:
     """One completed micro-batch, read from a progress event."""
 
@@ -151,7 +151,7 @@ class BatchSample:
 JAVA_LONG_MAX = 2**63 - 1  # source options such as maxOffsetsPerTrigger are parsed as Java longs
 
 
-@dataclass(frozen=True, slots=True)
+@value(slots=True)
 class QueryParams:
     """Settings a query runs with; changing any of them needs a restart from the checkpoint."""
 

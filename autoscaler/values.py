@@ -5,8 +5,9 @@ a field (measured here: a 10-field instance takes 2.7 us frozen, 0.5 us unfrozen
 some 150 fields of values (snapshot, loads, policy and normalization inputs, decision, record),
 and the simulator runs 260,000 ticks for 30 days. ``@value`` keeps everything ``dataclass(frozen=True)``
 gives (assignment raises ``FrozenInstanceError``, equality, hashing, ``replace``, ``fields``) and
-only swaps ``__init__`` for one that fills the instance dict directly, as ``dataclasses`` would
-generate it: the same parameters, defaults, default factories and ``__post_init__``.
+only swaps ``__init__`` for one that fills the instance dict directly (a slots class: each slot
+through its descriptor), as ``dataclasses`` would generate it: the same parameters, defaults,
+default factories and ``__post_init__``.
 :func:`replace` is ``dataclasses.replace`` for these classes without its per-call walk over
 the fields (1.4 us against 6.4 us for the 17 fields of a ``QueryView``).
 """
@@ -22,13 +23,23 @@ R = TypeVar("R")
 _FACTORY = object()  # marks a parameter left to its default factory
 
 
+@overload
+def value(cls: type[T], /) -> type[T]: ...
+@overload
+def value(*, slots: bool = False) -> Callable[[type[T]], type[T]]: ...
 @dataclass_transform(frozen_default=True)
-def value(cls: type[T]) -> type[T]:
-    """``@dataclass(frozen=True)`` with a fast ``__init__`` (not for slots classes)."""
-    cls = dataclasses.dataclass(frozen=True)(cls)
-    setattr(cls, "__init__", _dict_init(cls))
-    cls.__value_replace__ = _replacer(cls)  # type: ignore[attr-defined]
-    return cls
+def value(cls: type[T] | None = None, /, *, slots: bool = False) -> type[T] | Callable[[type[T]], type[T]]:
+    """``@dataclass(frozen=True)`` with a fast ``__init__``; ``@value(slots=True)`` for
+    ``@dataclass(frozen=True, slots=True)``, whose ``__init__`` sets each slot through its
+    descriptor instead of ``object.__setattr__`` (a batch sample: 1.2 us against 2.9 us)."""
+
+    def build(cls: type[T]) -> type[T]:
+        cls = dataclasses.dataclass(frozen=True, slots=slots)(cls)
+        setattr(cls, "__init__", _fast_init(cls, slots))
+        cls.__value_replace__ = _replacer(cls, slots)  # type: ignore[attr-defined]
+        return cls
+
+    return build if cls is None else build(cls)
 
 
 def replace(obj: T, /, **changes: Any) -> T:
@@ -40,15 +51,16 @@ def replace(obj: T, /, **changes: Any) -> T:
     return replacer(obj, changes)
 
 
-def _replacer(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
+def _replacer(cls: type, slots: bool) -> Callable[[Any, dict[str, Any]], Any]:
     fields = dataclasses.fields(cls)
     names = [f.name for f in fields if f.init]
     fixed = {f.name for f in fields if not f.init}
-    args = ", ".join(f"__changes.pop({n!r}) if {n!r} in __changes else __d[{n!r}]" for n in names)
+    current = "__self.{}" if slots else "__d[{!r}]"
+    args = ", ".join(f"__changes.pop({n!r}) if {n!r} in __changes else {current.format(n)}" for n in names)
     source = (
         "def __value_replace__(__self, __changes):\n"
         "    __changes = dict(__changes)\n"
-        "    __d = __self.__dict__\n"
+        + ("" if slots else "    __d = __self.__dict__\n") +
         f"    __new = __cls({args})\n"
         "    if __changes:\n"
         "        __refuse(__changes)\n"
@@ -66,7 +78,9 @@ def _replacer(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
     return scope["__value_replace__"]
 
 
-def _dict_init(cls: type) -> Callable[..., None]:
+def _fast_init(cls: type, slots: bool) -> Callable[..., None]:
+    """``__init__`` as dataclasses writes it, storing each field into the instance dict (or,
+    with ``slots``, through the slot's descriptor) instead of through ``object.__setattr__``."""
     names: dict[str, Any] = {"_FACTORY": _FACTORY}
     params: list[str] = []
     lines: list[str] = []
@@ -94,10 +108,15 @@ def _dict_init(cls: type) -> Callable[..., None]:
             expr = f"{factory}()"
         else:
             continue  # set by __post_init__
-        lines.append(f"    __fields[{f.name!r}] = {expr}")
+        if slots:
+            names[f"_set_{f.name}"] = cls.__dict__[f.name].__set__  # the slot's member descriptor
+            lines.append(f"    _set_{f.name}(__self, {expr})")
+        else:
+            lines.append(f"    __fields[{f.name!r}] = {expr}")
     if hasattr(cls, "__post_init__"):
         lines.append("    __self.__post_init__()")
-    source = f"def __init__(__self, {', '.join(params)}):\n    __fields = __self.__dict__\n" + "\n".join(lines or ["    pass"]) + "\n"
+    head = f"def __init__(__self, {', '.join(params)}):\n" + ("" if slots else "    __fields = __self.__dict__\n")
+    source = head + "\n".join(lines or ["    pass"]) + "\n"
     scope: dict[str, Any] = {}
     exec(source, names, scope)  # noqa: S102 - generated from the class's own field list, as dataclasses does
     init = scope["__init__"]
@@ -128,5 +147,5 @@ class once(Generic[T, R]):
     def __get__(self, obj: T | None, cls: type | None = None) -> once[T, R] | R:
         if obj is None:
             return self
-        result = obj.__dict__[self.name] = self.compute(obj)  # type: ignore[attr-defined]
+        result = obj.__dict__[self.name] = self.compute(obj)
         return result

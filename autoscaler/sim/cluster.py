@@ -117,6 +117,7 @@ class SimCluster:
         self._next_loss = math.inf
         self._cold: set[str] = set()  # registered executors that have not run a task yet
         self._view_alive: tuple[Executor, ...] | None = None
+        self._view: ExecutorView | None = None  # the last observed executors
         for _ in range(executors):
             self._register(0.0)
         self._cold.clear()  # the initial executors are warm
@@ -124,12 +125,13 @@ class SimCluster:
         # the query
         self.name = query_name
         self.max_samples = max_samples
-        self.params = QueryParams(parallelism=partitions, trigger_interval=timedelta(seconds=config.trigger_interval), max_rows_per_batch=config.max_rows_per_batch)
+        self._set_params(QueryParams(parallelism=partitions, trigger_interval=timedelta(seconds=config.trigger_interval), max_rows_per_batch=config.max_rows_per_batch))
         self.min_parallelism = config.min_partitions
         self.max_parallelism = max(partitions, max_parallelism or partitions)
         self.partitions_per_core = partitions_per_core
         self.status = QueryStatus.RUNNING
         self.run_started = 0.0
+        self._run_started_at = self.at(0.0)
         self.batches_in_run = 0
         self.last_cores = self.cores()
         self.cores_changed_recently = False
@@ -156,6 +158,8 @@ class SimCluster:
         self.executors_removed = 0
         self.executors_lost = 0
         self._schedule_loss()
+        # what happens at each kind of event _next_event returns, in its order
+        self._handlers = (self._executor_ready, self._executor_gone, self._lose_one, self._finish_batch, self._restart, self._trigger)
 
     # --- time ------------------------------------------------------------------------------
 
@@ -167,15 +171,17 @@ class SimCluster:
 
     def advance_to(self, until: float) -> None:
         """Process every event up to ``until`` (seconds since the start)."""
+        handlers = self._handlers
         while True:
             when, kind = self._next_event()
             if when > until:
                 break
             self._account(when)
             self.t = when
-            self._handle(kind)
+            handlers[kind]()
         self._account(until)
-        self.t = max(self.t, until)
+        if until > self.t:
+            self.t = until
 
     def _next_event(self) -> tuple[float, int]:
         best, kind = math.inf, -1
@@ -193,26 +199,18 @@ class SimCluster:
             best, kind = self.next_trigger, 5
         return best, kind
 
-    def _handle(self, kind: int) -> None:
-        if kind == 0:
-            self.starting.pop(0)
-            self._register(self.t)
-            self._slots_changed()
-        elif kind == 1:
-            _, eid = heapq.heappop(self._gone)
-            del self.removing[eid]
-            self.alive.pop(eid, None)
-            self._cold.discard(eid)
-            self._view_alive = None
-            self._schedule_loss()
-        elif kind == 2:
-            self._lose_one()
-        elif kind == 3:
-            self._finish_batch()
-        elif kind == 4:
-            self._restart()
-        elif kind == 5:
-            self._trigger()
+    def _executor_ready(self) -> None:
+        self.starting.pop(0)
+        self._register(self.t)
+        self._slots_changed()
+
+    def _executor_gone(self) -> None:
+        _, eid = heapq.heappop(self._gone)
+        del self.removing[eid]
+        self.alive.pop(eid, None)
+        self._cold.discard(eid)
+        self._view_alive = None
+        self._schedule_loss()
 
     def _account(self, t: float) -> None:
         dt = t - self._acct_t
@@ -329,10 +327,11 @@ class SimCluster:
     def _restart(self) -> None:
         assert self.stop is not None
         self.restart_at = None
-        self.params = self.stop.change.to_params
+        self._set_params(self.stop.change.to_params)
         self._first_batch_outcome, self.stop = self.stop, None
         self.status = QueryStatus.RUNNING
         self.run_started = self.t
+        self._run_started_at = self.at(self.t)
         self.batches_in_run = 0
         self.prev_trigger = None
         self.next_trigger = self.t  # a new run triggers at once
@@ -340,10 +339,12 @@ class SimCluster:
 
     # --- micro-batches ---------------------------------------------------------------------
 
-    def _interval(self) -> float:
-        """The query's trigger interval in seconds (an operator may change it with a rescale)."""
-        trigger = self.params.trigger_interval
-        return trigger.total_seconds() if trigger else self.cfg.trigger_interval
+    def _set_params(self, params: QueryParams) -> None:
+        """The query's settings, and its trigger interval in seconds (an operator may change it
+        with a rescale; without one, the configured interval)."""
+        self.params = params
+        trigger = params.trigger_interval
+        self.interval = trigger.total_seconds() if trigger else self.cfg.trigger_interval
 
     def _noise(self) -> float:
         c = self.cfg
@@ -354,7 +355,7 @@ class SimCluster:
 
     def _trigger(self) -> None:
         c, t = self.cfg, self.t
-        interval = self._interval()
+        interval = self.interval
         # row n arrives at workload.time_of(n), when generation passes n: a partly generated
         # row has arrived (with floor() it would wait, lagging, through a pause in the trace)
         # (no epsilon below: a float sliver over a whole row count at a step boundary, say
@@ -462,11 +463,12 @@ class SimCluster:
         samples = self.samples + (sample,)
         self.samples = samples[-self.max_samples :] if len(samples) > self.max_samples else samples
         self.prev_trigger = b.start
-        self._report_first_batch(t)
+        if self._first_batch_outcome is not None:
+            self._report_first_batch(t)
         if self.stop is not None:
             self._stopped()
             return
-        interval = self._interval()
+        interval = self.interval
         boundary = (math.floor(b.start / interval + _EPS) + 1) * interval
         self.next_trigger = max(t, boundary)
 
@@ -513,16 +515,29 @@ class SimCluster:
             )
         lost, self._lost = tuple(self._lost), []
         outcomes, self._outcomes = tuple(self._outcomes), []
-        view = ExecutorView(
-            alive=self._view_alive,
-            cores_per_executor=self.cfg.cores_per_executor,
-            can_request=self.can_request,
-            can_request_reason=Reason.CAN_REQUEST_EXECUTORS if self.can_request else Reason.CANNOT_REQUEST_EXECUTORS,
-            requested_total=self.requested_total,
-            waiting_since=self._waiting_since,
-            pending_removal=tuple(sorted(self.removing, key=int)),
-            lost=lost,
-        )
+        pending = tuple(sorted(self.removing, key=int)) if self.removing else ()
+        view = self._view
+        if (
+            view is None
+            or view.alive is not self._view_alive
+            or view.can_request != self.can_request
+            or view.requested_total != self.requested_total
+            or view.waiting_since != self._waiting_since
+            or view.pending_removal != pending
+            or view.lost != lost
+        ):
+            # a new view only when something in it changed (the usual tick reuses the last one,
+            # which is immutable, with its cores already summed)
+            view = self._view = ExecutorView(
+                alive=self._view_alive,
+                cores_per_executor=self.cfg.cores_per_executor,
+                can_request=self.can_request,
+                can_request_reason=Reason.CAN_REQUEST_EXECUTORS if self.can_request else Reason.CANNOT_REQUEST_EXECUTORS,
+                requested_total=self.requested_total,
+                waiting_since=self._waiting_since,
+                pending_removal=pending,
+                lost=lost,
+            )
         return Snapshot(at=now, executors=view, queries=(self.query_view(),), outcomes=outcomes)
 
     def query_view(self) -> QueryView:
@@ -544,7 +559,7 @@ class SimCluster:
             partitions_per_core=self.partitions_per_core,
             rescalable=True,
             samples=self.samples,
-            run_started_at=self.at(self.run_started),
+            run_started_at=self._run_started_at,
             batch_running=running,
             batch_tasks=tasks,
             warming=self.batches_in_run < WARMUP_BATCHES or self.cores_changed_recently or cores != self.last_cores,
@@ -564,6 +579,6 @@ class SimCluster:
         if slots <= 0 or self.status != QueryStatus.RUNNING:
             return 0.0
         waves = math.ceil(p / slots)
-        interval = self._interval()
+        interval = self.interval
         per_wave = (interval - c.fixed_cost) / waves - c.task_cost - c.contention * min(p, slots)
         return max(0.0, per_wave * p * c.rows_per_core_second / interval)

@@ -29,21 +29,26 @@ def point_class(decorate):
 
 Point = point_class(value)
 Reference = point_class(dataclass(frozen=True))
+SlotPoint = point_class(value(slots=True))
+SlotReference = point_class(dataclass(frozen=True, slots=True))
+PAIRS = [pytest.param(Point, Reference, id="dict"), pytest.param(SlotPoint, SlotReference, id="slots")]
 
 
 def as_tuple(obj):
     return tuple(getattr(obj, f.name) for f in dataclasses.fields(obj)) + (obj.label,)
 
 
+@pytest.mark.parametrize("Point, Reference", PAIRS)
 @pytest.mark.parametrize(
     "args, kwargs",
     [((1,), {}), ((1, 5), {}), ((1,), {"y": 7, "tags": ("a",)}), ((), {"x": 3, "seen": [1]})],
 )
-def test_fields_defaults_factories_and_post_init_match_a_frozen_dataclass(args, kwargs):
+def test_fields_defaults_factories_and_post_init_match_a_frozen_dataclass(Point, Reference, args, kwargs):
     assert as_tuple(Point(*args, **kwargs)) == as_tuple(Reference(*args, **kwargs))
 
 
-def test_it_stays_frozen_equal_hashable_and_replaceable():
+@pytest.mark.parametrize("Point, Reference", PAIRS)
+def test_it_stays_frozen_equal_hashable_and_replaceable(Point, Reference):
     p = Point(1)
     with pytest.raises(dataclasses.FrozenInstanceError):
         p.x = 2  # type: ignore[misc]
@@ -67,8 +72,9 @@ def test_bad_calls_fail_like_any_function():
             a: int = field(kw_only=True)
 
 
+@pytest.mark.parametrize("Point, Reference", PAIRS)
 @pytest.mark.parametrize("changes", [{}, {"y": 9}, {"x": 4, "tags": ("b",)}, {"seen": [5], "y": 0}])
-def test_replace_matches_dataclasses_replace(changes):
+def test_replace_matches_dataclasses_replace(Point, Reference, changes):
     p, r = Point(1, tags=("a",), seen=[1]), Reference(1, tags=("a",), seen=[1])
     kept = dict(changes)
     new = replace(p, **changes)
@@ -78,7 +84,8 @@ def test_replace_matches_dataclasses_replace(changes):
     assert new.seen is (changes["seen"] if "seen" in changes else p.seen)  # values carried, not copied
 
 
-def test_replace_refuses_what_dataclasses_replace_refuses():
+@pytest.mark.parametrize("Point, Reference", PAIRS)
+def test_replace_refuses_what_dataclasses_replace_refuses(Point, Reference):
     with pytest.raises(ValueError, match="init=False"):
         replace(Point(1), total=3)
     with pytest.raises(TypeError, match="unexpected keyword argument 'z'"):
@@ -109,3 +116,8 @@ def test_once_computes_on_first_access_and_keeps_the_result_on_a_frozen_value():
     assert isinstance(Box.doubled, once) and Box.doubled.__doc__ == "Twice n."
     with pytest.raises(dataclasses.FrozenInstanceError):
         box.n = 5  # type: ignore[misc]
+
+
+def test_a_slots_value_has_no_instance_dict():
+    p = SlotPoint(1)
+    assert not hasattr(p, "__dict__") and SlotPoint.__slots__ == SlotReference.__slots__
