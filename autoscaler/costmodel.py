@@ -212,6 +212,7 @@ class CostModelCache:
         self._model: BatchCostModel | None = None
         self._regime: tuple[object, ...] | None = None
         self._checked: "BatchSample | None" = None  # the newest batch the model was checked against
+        self._fresh = 0  # batches up to that one since the last fit
 
     def fit(self, samples: Sequence["BatchSample"]) -> BatchCostModel | None:
         recent = tuple(samples[-FIT_SAMPLES:])
@@ -219,18 +220,22 @@ class CostModelCache:
             return None
         newest = recent[-1]
         regime = (newest.cores, newest.parallelism, newest.cold)
-        fresh = _count_after(recent, self._samples[-1] if self._samples else None)
+        new = _count_after(recent, self._checked)  # batches since the last call: usually one
+        fresh = self._fresh + new  # ... and since the last fit
+        if fresh >= len(recent):
+            # the last fit's newest batch may have left the buffer: where is it now, if anywhere
+            fresh = _count_after(recent, self._samples[-1] if self._samples else None)
         if (
             self._model is not None
             and not self._model.cold
             and regime == self._regime
             and fresh < REFIT_EVERY
-            and self._explains(recent[len(recent) - _count_after(recent, self._checked) :])
+            and self._explains(recent[len(recent) - new :])
         ):
-            self._checked = newest
+            self._checked, self._fresh = newest, fresh
             return self._model
         self._rows = self._rows_of(recent)
-        self._samples, self._regime, self._checked = recent, regime, newest
+        self._samples, self._regime, self._checked, self._fresh = recent, regime, newest, 0
         self._model = _fit(self._rows)
         return self._model
 

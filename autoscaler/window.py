@@ -21,6 +21,8 @@ from autoscaler.model import BatchSample, QueryLoad, QueryStatus, QueryView
 MIN_SAMPLES = 2
 _STARTED = operator.attrgetter("started_at")
 _ENDED = operator.attrgetter("ended_at")
+_DURATION = operator.attrgetter("duration")
+_SECONDS = timedelta.total_seconds
 RECENT_BATCHES = 3
 MIN_DONE_SHARE = 0.25  # extrapolate a running batch only once a quarter of its tasks are done
 MAX_LIVE_FACTOR = 20.0  # a running batch implies at most 20x the rows of the comparable one
@@ -167,9 +169,9 @@ def evaluate_query(
     # scale-down (the largest recommendation over its window), not of this estimate.
     recent = arrival_rate(samples[-RECENT_BATCHES:]) if len(samples) >= RECENT_BATCHES else arrival_rate(samples)
     live = live_rate_bound(view, last, cores, now)
-    rate = max((r for r in (recent, live) if r is not None), default=None)
+    rate = live if recent is None else recent if live is None else max(recent, live)
     span = (last.ended_at - samples[0].started_at).total_seconds()
-    busy = sum(s.duration.total_seconds() for s in samples)
+    busy = sum(map(_SECONDS, map(_DURATION, samples)))
     backlog = float(last.backlog_rows) if last.backlog_rows is not None else None
     waiting = (now - last.started_at).total_seconds()
     if backlog and rate:
