@@ -58,12 +58,15 @@ class BatchCostModel:
         """Seconds a batch of ``rows`` takes on ``partitions`` tasks and ``cores`` slots."""
         if partitions <= 0 or cores <= 0 or self.per_slot <= 0:
             return math.inf
-        per_task = self.task_overhead(partitions, cores) + rows / (partitions * self.per_slot)
-        return self.fixed + self.waves(partitions, cores) * per_task
+        # waves and task_overhead written out: the policies ask this many times a tick
+        c = cores if cores >= 1 else 1
+        per_task = self.per_task + self.contention * min(partitions, c) + rows / (partitions * self.per_slot)
+        return self.fixed + math.ceil(partitions / c) * per_task
 
     def rows_in(self, partitions: int, cores: int, seconds: float) -> float:
         """Rows a batch that takes ``seconds`` must hold (inverse of :meth:`duration`)."""
-        per_wave = (seconds - self.fixed) / self.waves(partitions, cores) - self.task_overhead(partitions, cores)
+        c = cores if cores >= 1 else 1
+        per_wave = (seconds - self.fixed) / math.ceil(partitions / c) - (self.per_task + self.contention * min(partitions, c))
         return max(0.0, per_wave * partitions * self.per_slot)
 
     def throughput(self, partitions: int, cores: int) -> float:

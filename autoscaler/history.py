@@ -129,7 +129,9 @@ class ScalingHistory:
         if len(events) > max_count:
             events = events[-max_count:]
         recs = self.recommendations
-        recs = recs[bisect.bisect_left(recs, (cutoff,)) :][-max_count:]
+        start = max(bisect.bisect_left(recs, (cutoff,)), len(recs) - max_count)  # one copy, or none
+        if start > 0:
+            recs = recs[start:]
         rates = self.rates
         rate_cutoff = now - (rate_max_age if rate_max_age is not None else max_age)
         if rates and rates[0].at < rate_cutoff:
