@@ -12,7 +12,7 @@ from autoscaler.values import value
 EXECUTORS = "executors"
 
 
-@value(slots=True)
+@value
 class ScalingEvent:
     at: datetime
     subject: str  # EXECUTORS or a query name
@@ -26,7 +26,7 @@ class ScalingEvent:
         return "up" if self.to_value > self.from_value else "down"
 
 
-@value(slots=True)
+@value
 class RatePoint:
     """Mean arrival rate of a query over one step of the rate history."""
 

@@ -84,7 +84,7 @@ class QueryStatus(StrEnum):
 # --- observation ------------------------------------------------------------------------------
 
 
-@value(slots=True)
+@value
 class Executor:
     id: str
     cores: int
@@ -106,18 +106,14 @@ class ExecutorView:
     waiting_since: datetime | None = None
     pending_removal: tuple[str, ...] = ()  # asked to remove, still registered
     lost: tuple[str, ...] = ()  # disappeared since the previous observation, not removed by us
+    cores: int = field(init=False, repr=False, compare=False)  # of the executors alive
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cores", sum([e.cores for e in self.alive]))
 
     @property
     def count(self) -> int:
         return len(self.alive)
-
-    @property
-    def cores(self) -> int:
-        cores = self.__dict__.get("_cores")
-        if cores is None:
-            cores = sum(e.cores for e in self.alive)
-            self.__dict__["_cores"] = cores  # frozen value: computed once
-        return cores
 
     @property
     def pending_executors(self) -> int:
@@ -127,7 +123,7 @@ class ExecutorView:
         return max(0, self.requested_total - (self.count - len(self.pending_removal)))
 
 
-@value(slots=True)
+@value
 class BatchSample:
     """One completed micro-batch, read from a progress event."""
 
@@ -151,7 +147,7 @@ class BatchSample:
 JAVA_LONG_MAX = 2**63 - 1  # source options such as maxOffsetsPerTrigger are parsed as Java longs
 
 
-@value(slots=True)
+@value
 class QueryParams:
     """Settings a query runs with; changing any of them needs a restart from the checkpoint."""
 

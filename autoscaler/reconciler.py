@@ -7,6 +7,7 @@ action heals itself on the next tick. Only ``observe`` and ``act`` touch the clu
 from __future__ import annotations
 
 import threading
+from dataclasses import field
 from functools import partial
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
@@ -39,7 +40,7 @@ from autoscaler.settings import Settings
 from autoscaler.state.base import StateStoreError
 from autoscaler.state.schema import restore_state
 from autoscaler.window import Fitter, evaluate_query, record_rates, schedule_lag
-from autoscaler.values import once, replace, value
+from autoscaler.values import replace, value
 from policies import Policy, PolicyInput, create_policy
 
 log = structlog.get_logger("autoscaler.reconciler")
@@ -90,25 +91,20 @@ class TickRecord:
     outcomes: tuple[ActionOutcome, ...] = ()
     min_executors: int | None = None  # effective bounds this tick (settings or operator override)
     max_executors: int | None = None
+    # derived from the fields above (every tick reads them: the audit trail, the log, the metrics)
+    acted: bool = field(init=False, repr=False, compare=False)  # removed executors, restarted a query or changed the target
+    # changed (or, paused or in dry run, would change) something, or held/refused a wanted change
+    notable: bool = field(init=False, repr=False, compare=False)
 
-    @once
-    def acted(self) -> bool:
-        return any(r.ok and r.action in ("remove", "rescale") for r in self.results) or (
-            self.decision.changes and any(r.ok and r.action == "set_target" for r in self.results)
+    def __post_init__(self) -> None:
+        results, decision = self.results, self.decision
+        acted = any(r.ok and r.action in ("remove", "rescale") for r in results) or (
+            decision.changes and any(r.ok and r.action == "set_target" for r in results)
         )
-
-    @once
-    def notable(self) -> bool:
-        """Changed (or, paused or in dry run, would change) something, or held/refused a wanted change."""
-        wanted = self.decision.proposed is not None and self.decision.proposed != self.decision.current
-        return bool(
-            self.acted
-            or wanted
-            or self.decision.changes
-            or self.plan.refusals
-            or self.plan.query_changes
-            or self.executors_lost
-        )
+        wanted = decision.proposed is not None and decision.proposed != decision.current
+        notable = bool(acted or wanted or decision.changes or self.plan.refusals or self.plan.query_changes or self.executors_lost)
+        object.__setattr__(self, "acted", acted)
+        object.__setattr__(self, "notable", notable)
 
 
 class Reconciler:

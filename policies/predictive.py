@@ -63,6 +63,7 @@ class Demand:
     method: str  # how the peak was forecast
     late: bool  # the lag exceeds the SLO
     lagging: bool  # the lag exceeds lag_fraction of the SLO
+    target_lag: timedelta  # the SLO lag the query's schedule can meet (PolicyInput.target_lag_for)
 
 
 @value
@@ -198,6 +199,10 @@ class PredictivePolicy:
 
     def __init__(self, params: Params) -> None:
         self.p = params
+        # the parameters every tick reads, in seconds
+        self._catch_up = params.catch_up_duration.total_seconds()
+        self._startup = params.startup_time.total_seconds()
+        self._remember_bursts = params.burst_memory > timedelta(0)
         self._forecasts = Memo()  # seasonal forecasts, their series and skill terms; see forecast_rate
         # sizes found per query while its cost model is the same object: the release search asks
         # for the same load records tick after tick (see _fewest_cores)
@@ -212,7 +217,7 @@ class PredictivePolicy:
         k = max(1, inp.cores_per_executor)
         current = inp.target_executors
         details = {f"{s.name}.busy": round(s.busy, 3) for s in sizings}
-        message = "; ".join(s.message for s in sizings)
+        message = sizings[0].message if len(sizings) == 1 else "; ".join([s.message for s in sizings])
         moving = [s for s in sizings if s.reason != Reason.WITHIN_TARGET]
         if not moving:
             return Proposal(current, Reason.WITHIN_TARGET, message, details=details)
@@ -352,23 +357,24 @@ class PredictivePolicy:
             # the latest batch shows a step at once (not the first batches of a run: they
             # hold the rows that arrived during the restart pause)
             arrival = max(arrival, last.input_rate)
-        target_lag = inp.target_lag_for(view)
+        normal_lag = schedule_lag(trigger)
+        target_lag = max(inp.target_lag, normal_lag)  # inp.target_lag_for(view)
         late = load.lag is not None and load.lag > target_lag
         if load.live_rate is not None and (late or load.live_rate >= STEP_FACTOR * arrival):
             arrival = max(arrival, load.live_rate)
-        catch_up = p.catch_up_duration.total_seconds()
+        catch_up = self._catch_up
         # rows waiting once executors asked for now could be working: the backlog now plus what
         # the size we have or are heading to falls behind by until then
         seconds = trigger.total_seconds() if trigger else 0.0
         capacity = load.model.rows_in(view.params.parallelism, have, seconds) / seconds if seconds else arrival
-        waiting = waiting_rows(load, trigger, arrival) + max(0.0, arrival - capacity) * p.startup_time.total_seconds()
+        waiting = waiting_rows(load, trigger, arrival) + max(0.0, arrival - capacity) * self._startup
         soon = peak = arrival
         method = "persistence"
         if p.forecast:
             soon = forecast_rate(inp.history, view.name, inp.now, arrival, step=RATE_STEP, horizon=p.lead_time, memo=self._forecasts).peak
             fc = forecast_rate(inp.history, view.name, inp.now, arrival, step=RATE_STEP, horizon=p.horizon, memo=self._forecasts)
             peak, method = fc.peak, fc.method
-        if p.burst_memory > timedelta(0):
+        if self._remember_bursts:
             # bursts that came and went recently are likely to come again: size for them too
             steps = inp.history.rate_series(view.name, since=inp.now - p.burst_memory)
             remembered = max((r for _, r in steps), default=0.0)
@@ -382,7 +388,8 @@ class PredictivePolicy:
             method=method,
             late=late,
             # lagging: beyond a share of the SLO, and beyond what the schedule alone explains
-            lagging=load.lag is not None and load.lag > max(target_lag * p.lag_fraction, schedule_lag(trigger)),
+            lagging=load.lag is not None and load.lag > max(target_lag * p.lag_fraction, normal_lag),
+            target_lag=target_lag,
         )
 
     def _target_size(self, view: QueryView, load: QueryLoad, inp: PolicyInput, demand: Demand) -> tuple[int, int]:
@@ -391,14 +398,14 @@ class PredictivePolicy:
         assert load.model is not None
         p, model, trigger = self.p, load.model, view.params.trigger_interval
         max_cores = inp.max_executors * max(1, inp.cores_per_executor)
-        catch_up = p.catch_up_duration.total_seconds()
+        catch_up = self._catch_up
         plan_rate = demand.peak + demand.backlog
         sized = self._fewest_cores(model, view, plan_rate, max_cores)
         if sized is not None and sized[1] != view.params.parallelism:
             # a restart pauses the query: the rows of the pause must be caught up, unless the lag
             # the SLO leaves absorbs them (Flink's restart term, needed only beyond that slack)
             pause = self._restart_seconds(inp)
-            slack = (inp.target_lag_for(view) - (load.lag or timedelta(0))).total_seconds() - (trigger.total_seconds() if trigger else 0.0)
+            slack = (demand.target_lag - (load.lag or timedelta(0))).total_seconds() - (trigger.total_seconds() if trigger else 0.0)
             if pause > slack and catch_up > 0:
                 plan_rate += demand.arrival * pause / catch_up
                 sized = self._fewest_cores(model, view, plan_rate, max_cores)

@@ -85,7 +85,7 @@ def test_more_partitions_when_one_task_per_partition_is_not_enough():
 
 def test_no_metrics_means_no_executor_opinion():
     i = inp()
-    i = PolicyInput(**{**i.__dict__, "loads": {"q": QueryLoad(name="q", samples=0)}})
+    i = replace(i, loads={"q": QueryLoad(name="q", samples=0)})
     proposal = create_policy("default").propose(i)
     assert proposal.executors is None and proposal.reason == Reason.NO_METRICS
 
