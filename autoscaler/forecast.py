@@ -241,7 +241,26 @@ def forecast_rate(
     memo: Memo | None = None,
     **options: float | timedelta,
 ) -> Forecast:
-    """The highest rate ``subject`` is expected to receive within ``horizon`` of ``now``.
+    """The highest rate ``subject`` is expected to receive within ``horizon`` of ``now``: the
+    :func:`seasonal_forecast`, never below the ``current`` rate."""
+    peak, method, skill = seasonal_forecast(history, subject, now, step=step, horizon=horizon, memo=memo, **options)
+    if peak is None:
+        return Forecast(current, current, method, skill)
+    return Forecast(current, max(current, peak), method, skill)
+
+
+def seasonal_forecast(
+    history: ScalingHistory,
+    subject: str,
+    now: datetime,
+    *,
+    step: timedelta,
+    horizon: timedelta,
+    memo: Memo | None = None,
+    **options: float | timedelta,
+) -> tuple[float | None, str, float | None]:
+    """(expected peak within ``horizon`` or None, method, skill) of :func:`seasonal_peak` at the
+    start of ``now``'s step.
 
     The seasonal part changes only when a step of history is added, so a caller that passes a
     ``memo`` (its own, e.g. one per policy instance) gets it computed once per step (at the
@@ -252,20 +271,16 @@ def forecast_rate(
     bucket = math.floor(now.timestamp() / seconds)
     if memo is None:
         at = datetime.fromtimestamp(bucket * seconds, tz=now.tzinfo)
-        peak, method, skill = seasonal_peak(history.rate_series(subject), at, step=step, horizon=horizon, **options)  # type: ignore[arg-type]
-    else:
-        key = (subject, bucket, horizon.total_seconds())
-        hit = memo.forecasts.get(key)
-        if hit is not None and hit[0] is history.rates:
-            peak, method, skill = hit[1]
-        else:
-            at = datetime.fromtimestamp(bucket * seconds, tz=now.tzinfo)
-            series = memo.series_of(history, subject, step)
-            terms = memo.terms.setdefault(subject, {})
-            peak, method, skill = seasonal_peak((), at, step=step, horizon=horizon, series=series, terms=terms, **options)  # type: ignore[arg-type]
-            if len(memo.forecasts) > 64:
-                memo.forecasts.clear()
-            memo.forecasts[key] = (history.rates, (peak, method, skill))
-    if peak is None:
-        return Forecast(current, current, method, skill)
-    return Forecast(current, max(current, peak), method, skill)
+        return seasonal_peak(history.rate_series(subject), at, step=step, horizon=horizon, **options)  # type: ignore[arg-type]
+    key = (subject, bucket, horizon.total_seconds())
+    hit = memo.forecasts.get(key)
+    if hit is not None and hit[0] is history.rates:
+        return hit[1]
+    at = datetime.fromtimestamp(bucket * seconds, tz=now.tzinfo)
+    series = memo.series_of(history, subject, step)
+    terms = memo.terms.setdefault(subject, {})
+    found = seasonal_peak((), at, step=step, horizon=horizon, series=series, terms=terms, **options)  # type: ignore[arg-type]
+    if len(memo.forecasts) > 64:
+        memo.forecasts.clear()
+    memo.forecasts[key] = (history.rates, found)
+    return found

@@ -36,7 +36,7 @@ from pydantic import Field, model_validator
 
 from autoscaler.capacity import aligned_parallelism
 from autoscaler.costmodel import BatchCostModel
-from autoscaler.forecast import Memo, forecast_rate
+from autoscaler.forecast import Memo, seasonal_forecast
 from autoscaler.history import EXECUTORS, ScalingEvent
 from autoscaler.model import BatchSample, Proposal, QueryLoad, QueryView, Reason
 from autoscaler.sequences import count_after
@@ -49,6 +49,7 @@ from policies.target_utilization import utilization, utilization_floor, waiting_
 STEP_FACTOR = 4.0  # a running batch implying this many times the recent rate is a step up, not a straggler
 RETURN_RATE = 0.95  # a size the load outgrew stays too small while the rate is at least this share of it
 RATE_STEP = timedelta(minutes=5)  # must match history.rate_step for forecasts (checked at run time)
+_RATE_SECONDS = RATE_STEP.total_seconds()
 # the release search looks back at most this far: no record is older (the rate history keeps
 # hours), and a longer look-back (a huge rescale price) would overflow the date arithmetic
 MAX_LOOKBACK = timedelta(days=365)
@@ -203,12 +204,14 @@ class PredictivePolicy:
         self._catch_up = params.catch_up_duration.total_seconds()
         self._startup = params.startup_time.total_seconds()
         self._remember_bursts = params.burst_memory > timedelta(0)
-        self._forecasts = Memo()  # seasonal forecasts, their series and skill terms; see forecast_rate
+        self._forecasts = Memo()  # seasonal forecasts, their series and skill terms; see seasonal_forecast
         # sizes found per query while its cost model is the same object: the release search asks
         # for the same load records tick after tick (see _fewest_cores)
         self._sizes: dict[str, tuple[BatchCostModel, dict[tuple[object, ...], tuple[int, int] | None]]] = {}
         self._pauses: tuple[tuple[ScalingEvent, ...], float] | None = None  # (events, restart seconds)
         self._records: dict[str, LoadRecords] = {}  # each query's batch records, kept between ticks
+        # each query's seasonal peaks of the current rate step: (rates, step, lead time's, horizon's, method)
+        self._peaks: dict[str, tuple[object, int, float | None, float | None, str]] = {}
 
     def propose(self, inp: PolicyInput) -> Proposal:
         sizings = [self._size(view, load, inp) for view, load in inp.modelled_queries()]
@@ -371,9 +374,7 @@ class PredictivePolicy:
         soon = peak = arrival
         method = "persistence"
         if p.forecast:
-            soon = forecast_rate(inp.history, view.name, inp.now, arrival, step=RATE_STEP, horizon=p.lead_time, memo=self._forecasts).peak
-            fc = forecast_rate(inp.history, view.name, inp.now, arrival, step=RATE_STEP, horizon=p.horizon, memo=self._forecasts)
-            peak, method = fc.peak, fc.method
+            soon, peak, method = self._forecast(inp, view.name, arrival)
         if self._remember_bursts:
             # bursts that came and went recently are likely to come again: size for them too
             steps = inp.history.rate_series(view.name, since=inp.now - p.burst_memory)
@@ -391,6 +392,21 @@ class PredictivePolicy:
             lagging=load.lag is not None and load.lag > max(target_lag * p.lag_fraction, normal_lag),
             target_lag=target_lag,
         )
+
+    def _forecast(self, inp: PolicyInput, subject: str, arrival: float) -> tuple[float, float, str]:
+        """(highest rate expected within the lead time, within the horizon, how the latter was
+        forecast), never below ``arrival``. The seasonal peaks change once a rate step: they are
+        kept for the step (the forecast memo would be asked twice every tick)."""
+        bucket = math.floor(inp.now.timestamp() / _RATE_SECONDS)
+        rates = inp.history.rates
+        kept = self._peaks.get(subject)
+        if kept is None or kept[0] is not rates or kept[1] != bucket:
+            p = self.p
+            lead = seasonal_forecast(inp.history, subject, inp.now, step=RATE_STEP, horizon=p.lead_time, memo=self._forecasts)
+            far = seasonal_forecast(inp.history, subject, inp.now, step=RATE_STEP, horizon=p.horizon, memo=self._forecasts)
+            kept = self._peaks[subject] = (rates, bucket, lead[0], far[0], far[1])
+        _, _, soon, peak, method = kept
+        return (arrival if soon is None else max(arrival, soon)), (arrival if peak is None else max(arrival, peak)), method
 
     def _target_size(self, view: QueryView, load: QueryLoad, inp: PolicyInput, demand: Demand) -> tuple[int, int]:
         """(cores, partitions) for the whole horizon's peak and the backlog; a partition change

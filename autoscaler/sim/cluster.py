@@ -164,7 +164,7 @@ class SimCluster:
     # --- time ------------------------------------------------------------------------------
 
     def at(self, seconds: float) -> datetime:
-        return self.start + timedelta(seconds=seconds)
+        return self.start + timedelta(0, seconds)  # (days, seconds): positional is twice as fast
 
     def seconds(self, when: datetime) -> float:
         return (when - self.start).total_seconds()
@@ -184,6 +184,8 @@ class SimCluster:
             self.t = until
 
     def _next_event(self) -> tuple[float, int]:
+        """(time, kind) of the next event, the earliest; of events at the same time the kind
+        listed first (the kinds index ``_handlers``)."""
         best, kind = math.inf, -1
         if self.starting and self.starting[0] < best:
             best, kind = self.starting[0], 0
@@ -191,11 +193,12 @@ class SimCluster:
             best, kind = self._gone[0][0], 1
         if self._next_loss < best:
             best, kind = self._next_loss, 2
-        if self.batch is not None and self.batch.end < best:
-            best, kind = self.batch.end, 3
+        batch = self.batch
+        if batch is not None and batch.end < best:
+            best, kind = batch.end, 3
         if self.restart_at is not None and self.restart_at < best:
             best, kind = self.restart_at, 4
-        if self.batch is None and self.next_trigger is not None and self.next_trigger < best:
+        if batch is None and self.next_trigger is not None and self.next_trigger < best:
             best, kind = self.next_trigger, 5
         return best, kind
 
@@ -450,14 +453,14 @@ class SimCluster:
         sample = BatchSample(
             batch_id=b.batch_id,
             started_at=self.at(b.start),
-            duration=timedelta(seconds=duration),
+            duration=timedelta(0, duration),
             input_rows=b.rows,
             input_rate=b.rows / since if since else 0.0,
             processing_rate=b.rows / duration if duration > 0 else None,
             backlog_rows=b.available - b.end_offset,
             cores=cores or None,
             parallelism=b.tasks,
-            fixed_overhead=timedelta(seconds=b.fixed),
+            fixed_overhead=timedelta(0, b.fixed),
             cold=cold,
         )
         samples = self.samples + (sample,)
