@@ -97,10 +97,12 @@ class TickRecord:
     notable: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        results, decision = self.results, self.decision
-        acted = any(r.ok and r.action in ("remove", "rescale") for r in results) or (
-            decision.changes and any(r.ok and r.action == "set_target" for r in results)
-        )
+        decision = self.decision
+        acted = False
+        for r in self.results:  # (a loop: two generators cost more than the tick's one result)
+            if r.ok and (r.action in ("remove", "rescale") or r.action == "set_target" and decision.changes):
+                acted = True
+                break
         wanted = decision.proposed is not None and decision.proposed != decision.current
         notable = bool(acted or wanted or decision.changes or self.plan.refusals or self.plan.query_changes or self.executors_lost)
         object.__setattr__(self, "acted", acted)

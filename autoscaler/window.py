@@ -7,11 +7,12 @@ All functions are pure; the shell keeps a bounded deque of :class:`BatchSample` 
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import operator
 import threading
 from collections import deque
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Callable, Optional, Sequence
 
 from autoscaler.costmodel import BatchCostModel, fit_cost_model
@@ -218,6 +219,12 @@ def step_rate(samples: Sequence[BatchSample], start: datetime, end: datetime) ->
     return sum(s.input_rows for s in inside) / span if span > 0 else None
 
 
+@functools.lru_cache(maxsize=8)
+def _step_start(k: int, seconds: float, zone: tzinfo) -> datetime:
+    """Start of rate step ``k`` (the same one tick after tick: built once)."""
+    return datetime.fromtimestamp(k * seconds, zone)
+
+
 def record_rates(history: ScalingHistory, queries: Sequence[QueryView], now: datetime, step: timedelta) -> ScalingHistory:
     """Append each running query's mean arrival rate for the step that ended one step ago.
 
@@ -226,8 +233,7 @@ def record_rates(history: ScalingHistory, queries: Sequence[QueryView], now: dat
     takes the rows since the last batch of the old one. Steps the daemon did not see stay missing.
     """
     seconds = step.total_seconds()
-    k = math.floor(now.timestamp() / seconds) - 2
-    start = datetime.fromtimestamp(k * seconds, now.tzinfo or timezone.utc)
+    start = _step_start(math.floor(now.timestamp() / seconds) - 2, seconds, now.tzinfo or timezone.utc)
     for view in queries:
         if view.status != QueryStatus.RUNNING:
             continue
