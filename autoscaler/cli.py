@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-http", action="store_true", help="do not serve /metrics and the REST API")
     _add_http_flags(demo, defaults=True)
 
-    bench = sub.add_parser("benchmark", help="benchmarks on real Spark")
+    bench = sub.add_parser("benchmark", help="benchmarks on real Spark, and of the simulator's speed")
     bench_sub = bench.add_subparsers(dest="benchmark", required=True)
     step = bench_sub.add_parser("step-load", help="our daemon vs Spark dynamic allocation vs static maximum")
     step.add_argument("--json", action="store_true", help="print one JSON object")
@@ -184,6 +184,17 @@ def build_parser() -> argparse.ArgumentParser:
     step.add_argument("--phases", default="120,180,180", help="seconds of the low, high and low phases")
     step.add_argument("--output", type=_output_file(), help="also write the JSON result to this file")
     step.add_argument("--workdir", type=Path, help="keep checkpoints, sink records and tick logs here")
+
+    speed = bench_sub.add_parser("sim-speed", help="the simulator's time and instructions per tick, and a fingerprint of its decisions")
+    speed.add_argument("--trace", type=Path, required=True, help="trace CSV with a 'timestamp,value' header (NAB format)")
+    speed.add_argument("--policy", default="default", help="policy name (default: 'default')")
+    speed.add_argument("--days", type=_positive_float, default=0.5, help="days simulated per timed run (default 0.5)")
+    speed.add_argument("--repeats", type=_positive_int, default=3, help="timed runs (default 3)")
+    speed.add_argument("--instructions", action="store_true", help="also count instructions per tick under valgrind's callgrind")
+    speed.add_argument("--warm-days", type=_positive_float, default=1.05, help="with --instructions: days simulated before counting (default 1.05)")
+    speed.add_argument("--ticks", type=_positive_int, default=400, help="with --instructions: ticks counted (default 400)")
+    speed.add_argument("--fingerprint", action="store_true", help="also print a hash of every decision of a --days run (equal before and after a change: no decision moved)")
+    speed.add_argument("--json", action="store_true", help="print one JSON object")
 
     lat = bench_sub.add_parser("latencies", help="executor add/remove and query rescale latencies")
     lat.add_argument("--repeats", type=_positive_int, default=3)
@@ -340,6 +351,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_benchmark(args: argparse.Namespace) -> int:
     if args.benchmark == "latencies":
         return _cmd_latencies(args)
+    if args.benchmark == "sim-speed":
+        return _cmd_sim_speed(args)
     from autoscaler.bench.step_load import RUNS, StepProfile, format_table, run_benchmark
 
     runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
@@ -360,6 +373,39 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     if args.output:
         args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2) if args.json else format_table(result))
+    return 0
+
+
+def _cmd_sim_speed(args: argparse.Namespace) -> int:
+    from autoscaler.bench.sim_speed import SimSpeedError, decision_fingerprint, instructions_per_tick, wall_per_tick
+    from autoscaler.sim.runner import SimulationError
+    from autoscaler.traces import TraceError, load_trace
+    from policies import PolicyError, policy_class
+
+    try:
+        policy_class(args.policy)
+        load_trace(args.trace)  # a bad trace is told before anything runs
+        result = wall_per_tick(args.trace, policy=args.policy, days=args.days, repeats=args.repeats)
+        if args.fingerprint:
+            result["fingerprint"] = decision_fingerprint(args.trace, policy=args.policy, days=args.days)
+        if args.instructions:
+            counted = instructions_per_tick(args.trace, policy=args.policy, warm_days=args.warm_days, ticks=args.ticks)
+            result.update({k: counted[k] for k in ("warm_days", "instructions_per_tick")})
+            result["counted_ticks"] = counted["ticks"]
+    except (PolicyError, TraceError, SimulationError, SimSpeedError, ValueError) as exc:
+        return _fail(str(exc))
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(
+        f"{result['policy']} on {result['trace']}, {result['days']:g} day(s) ({result['ticks']} ticks) x {result['repeats']}: "
+        f"{result['us_per_tick_min']} us a tick (median {result['us_per_tick_median']}); "
+        f"30 days at a 10-second tick: {result['projected_30_days_seconds']} s"
+    )
+    if "instructions_per_tick" in result:
+        print(f"instructions a tick: {result['instructions_per_tick']:,} ({result['counted_ticks']} ticks from day {result['warm_days']:g})")
+    if "fingerprint" in result:
+        print(f"decisions fingerprint: {result['fingerprint']}")
     return 0
 
 

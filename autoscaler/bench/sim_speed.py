@@ -1,0 +1,134 @@
+"""How fast the simulator runs a policy, and whether a change moved any decision.
+
+``spark-autoscaler benchmark sim-speed`` measures three things about :func:`~autoscaler.sim.runner.simulate`:
+
+* **wall time per tick**: the loop's ``wall_seconds`` over the ticks, the fastest and the median
+  of a few runs, and what that makes for 30 days at a 10-second tick (259,200 ticks). On a
+  shared 2-core machine the same run varies by a third or more from hour to hour;
+* **instructions per tick** (``--instructions``): the program runs under valgrind's callgrind
+  with instrumentation off until the tick ``warm_days`` in, then counts the instructions of the
+  next ``ticks`` ticks (``callgrind_control -i on/off``). The count does not depend on what else
+  the machine is doing: two versions of the code compare within a fraction of a percent, so a
+  change of a few percent is seen where the wall time cannot show it;
+* **a fingerprint of every decision** (``--fingerprint``): a hash of each tick's proposal,
+  decision, plan and action results and of the result's figures. Equal fingerprints before and
+  after a change mean the change moved no decision (a speed-up must leave them equal).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from autoscaler.reconciler import TickRecord
+from autoscaler.sim.cluster import SimCluster
+from autoscaler.sim.runner import SimResult, simulate
+from autoscaler.traces import load_trace
+
+TICKS_30_DAYS = 30 * 86400 // 10  # the issue's yardstick: 30 days at a 10-second tick
+_COLLECTED = re.compile(r"Collected\s*:\s*([0-9,]+)")
+
+
+class SimSpeedError(Exception):
+    """A measurement could not be made (valgrind missing, the measured run failed)."""
+
+
+def wall_per_tick(trace: Path, *, policy: str = "default", days: float = 0.5, repeats: int = 3) -> dict[str, Any]:
+    """Microseconds per tick of ``repeats`` runs of the first ``days`` of ``trace``."""
+    loaded = load_trace(trace)
+    per_tick: list[float] = []
+    ticks = 0
+    for _ in range(repeats):
+        result = simulate(loaded, policy=policy, days=days)
+        ticks = math.floor(result.simulated_seconds / result.tick_seconds + 1e-9)  # as simulate counts them
+        per_tick.append(result.wall_seconds / ticks * 1e6)
+    fastest, median = min(per_tick), statistics.median(per_tick)
+    return {
+        "policy": policy,
+        "trace": loaded.name,
+        "days": days,
+        "ticks": ticks,
+        "repeats": repeats,
+        "us_per_tick_min": round(fastest, 1),
+        "us_per_tick_median": round(median, 1),
+        "projected_30_days_seconds": round(fastest * TICKS_30_DAYS / 1e6, 1),
+    }
+
+
+def decision_fingerprint(trace: Path, *, policy: str = "default", days: float = 1.0, seed: int = 0) -> str:
+    """SHA-256 of every tick's proposal, decision, plan and results, and of the result's figures."""
+    digest = hashlib.sha256()
+
+    def on_tick(record: TickRecord, cluster: SimCluster) -> None:
+        p, d = record.proposal, record.decision
+        digest.update(
+            repr((record.at, p.executors, p.reason, p.message, dict(p.parallelism), dict(p.details),
+                  d.current, d.proposed, d.target, d.reason, d.limits, d.message, record.plan, record.results)).encode()
+        )
+
+    result = simulate(load_trace(trace), policy=policy, days=days, seed=seed, on_tick=on_tick)
+    digest.update(json.dumps(_figures(result), sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def _figures(result: SimResult) -> dict[str, Any]:
+    figures = result.to_json()
+    figures.pop("wall_seconds")  # the only figure that is not the simulation's
+    return figures
+
+
+def instructions_per_tick(trace: Path, *, policy: str = "default", warm_days: float = 1.05, ticks: int = 400) -> dict[str, Any]:
+    """Instructions per tick of ``ticks`` ticks from ``warm_days`` in, counted by callgrind."""
+    missing = [tool for tool in ("valgrind", "callgrind_control") if shutil.which(tool) is None]
+    if missing:
+        raise SimSpeedError(f"--instructions needs {' and '.join(missing)} on PATH (Debian package valgrind)")
+    command = [
+        "valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null",
+        sys.executable, "-m", "autoscaler.bench.sim_speed", str(trace), policy, repr(warm_days), str(ticks),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    counted = _collected(done.stderr)
+    if done.returncode != 0 or counted is None:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise SimSpeedError(f"the counted run failed (exit {done.returncode}): {' / '.join(tail)}")
+    return {"policy": policy, "trace": Path(trace).stem, "warm_days": warm_days, "ticks": ticks, "instructions_per_tick": round(counted / ticks)}
+
+
+def _collected(valgrind_stderr: str) -> int | None:
+    """The instructions callgrind collected (its ``Collected : N`` line), None if it printed none."""
+    found = _COLLECTED.search(valgrind_stderr)
+    return int(found.group(1).replace(",", "")) if found else None
+
+
+def _counted_run(trace: str, policy: str, warm_days: float, ticks: int) -> None:
+    """Under callgrind: simulate up to ``warm_days`` uncounted, then count ``ticks`` ticks."""
+    first = max(1, math.ceil(warm_days * 8640))  # counting starts after this tick
+    seen = 0
+
+    def toggle(state: str) -> None:
+        subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], capture_output=True, check=True)
+
+    def on_tick(record: TickRecord, cluster: SimCluster) -> None:
+        nonlocal seen
+        seen += 1
+        if seen == first:
+            toggle("on")
+            time.sleep(0.5)  # the request is taken up at valgrind's next check, while this sleeps
+        elif seen == first + ticks:
+            toggle("off")
+
+    simulate(load_trace(trace), policy=policy, days=(first + ticks + 1) * 10 / 86400, on_tick=on_tick)
+
+
+if __name__ == "__main__":  # the program instructions_per_tick runs under valgrind
+    _counted_run(sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]))
