@@ -99,7 +99,7 @@ class TickRecord:
     def __post_init__(self) -> None:
         decision = self.decision
         acted = False
-        for r in self.results:  # (a loop: two generators cost more than the tick's one result)
+        for r in self.results:  # one pass (a tick usually has one result: the target re-asserted)
             if r.ok and (r.action in ("remove", "rescale") or r.action == "set_target" and decision.changes):
                 acted = True
                 break
