@@ -61,13 +61,13 @@ def test_active_mode_scales_executors_up_and_down_with_the_load(spark_session_fa
     )
     records = []
     daemon = DriverDaemon(settings, specs=[spec], spark=spark, on_tick=records.append)
-    report = daemon.start()
-    assert report.mode.value == "active"
-    # executors left from an earlier test are removed down to the initial one (a removal takes ~5 s)
-    wait_until(lambda: daemon.executors.observe(daemon.clock.now()).count == 1, 30, "the extra executors to go", interval=1)
     loop = threading.Thread(target=daemon.loop.run, daemon=True)
-    loop.start()
-    try:
+    try:  # from the start on: a failed check must not leave the query supervisor running
+        report = daemon.start()
+        assert report.mode.value == "active"
+        # executors left from an earlier test are removed down to the initial one (a removal takes ~5 s)
+        wait_until(lambda: daemon.executors.observe(daemon.clock.now()).count == 1, 30, "the extra executors to go", interval=1)
+        loop.start()
         high_from, high_to = start + 40, start + 90
         wait_until(lambda: time.time() > high_to, 200, "the high phase to end", interval=2)
         during_high = [r.executors_alive for r in records if high_from + 15 <= r.at.timestamp() <= high_to]
@@ -79,7 +79,8 @@ def test_active_mode_scales_executors_up_and_down_with_the_load(spark_session_fa
             raise AssertionError(f"{exc}\n{trail(records)}") from None
     finally:
         daemon.loop.stop()
-        loop.join(30)
+        if loop.is_alive():
+            loop.join(30)
         daemon.host.stop_all()
         daemon.stop_http()
     events = [e for e in daemon.reconciler.history.events if e.subject == EXECUTORS]

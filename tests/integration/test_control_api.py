@@ -101,19 +101,22 @@ def running(spark_session_factory, tmp_path_factory):
     )
     records: list = []
     daemon = DriverDaemon(settings, specs=[spec], spark=spark, on_tick=records.append)
-    report = daemon.start()
-    assert report.mode == Mode.ACTIVE
-    thread = threading.Thread(target=daemon.loop.run, daemon=True)  # type: ignore[union-attr]
-    thread.start()
-    r = Running(daemon, records, thread, build, out, ckpt / QUERY, settings, spec)
-    try:
+    r = None
+    try:  # from the start on: a failed check must not leave the daemon and its query running
+        report = daemon.start()
+        assert report.mode == Mode.ACTIVE
+        thread = threading.Thread(target=daemon.loop.run, daemon=True)  # type: ignore[union-attr]
+        thread.start()
+        r = Running(daemon, records, thread, build, out, ckpt / QUERY, settings, spec)
         wait_until(lambda: r.client.get("/readyz").status_code == 200, 60, "the daemon to be ready")
         wait_until(lambda: len(r.query_view().samples) >= 3, 120, "the first batches")
         yield r
     finally:
-        r.client.close()
+        if r is not None:
+            r.client.close()
         daemon.shutdown()
-        thread.join(30)
+        if r is not None:
+            r.thread.join(30)
 
 
 def test_status_metrics_and_audit_are_served_by_the_running_daemon(running):

@@ -47,13 +47,13 @@ def test_reactive_mode_uses_workers_that_join_and_survives_a_worker_killed_mid_b
         )
         records = []
         daemon = DriverDaemon(settings, specs=[spec], spark=spark, on_tick=records.append)
-        report = daemon.start()
-        assert report.mode == Mode.REACTIVE
-        assert report.executors == 1 and report.waited >= timedelta(seconds=4)
-        assert daemon.host.views()[0].params.parallelism == 1
         loop = threading.Thread(target=daemon.loop.run, daemon=True)
-        loop.start()
-        try:
+        try:  # from the start on: a failed check must not leave the query supervisor running
+            report = daemon.start()
+            assert report.mode == Mode.REACTIVE
+            assert report.executors == 1 and report.waited >= timedelta(seconds=4)
+            assert daemon.host.views()[0].params.parallelism == 1
+            loop.start()
             wait_until(lambda: len(daemon.host.views()[0].samples) >= 3, 90, "the first batches")
             joined_at = time.time()
             cluster.add_worker()
@@ -80,7 +80,8 @@ def test_reactive_mode_uses_workers_that_join_and_survives_a_worker_killed_mid_b
             assert str(daemon.host.query("events").runId) == run_id and daemon.host.query("events").exception() is None
         finally:
             daemon.loop.stop()
-            loop.join(30)
+            if loop.is_alive():
+                loop.join(30)
             daemon.host.stop_all()
             daemon.stop_http()
         assert not [res for r in records for res in r.results if res.action in ("set_target", "remove")]
