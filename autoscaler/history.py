@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from autoscaler.model import Reason
+from autoscaler.sequences import Timeline
 from autoscaler.values import value
 
 EXECUTORS = "executors"
@@ -47,11 +48,16 @@ def _event_at(event: ScalingEvent) -> datetime:
 class ScalingHistory:
     events: tuple[ScalingEvent, ...] = ()  # in time order (appended as they happen)
     # executor counts recommended each tick, for the delayed scale-down (max over the window);
-    # in time order (each tick appends ``now``), so windows are found by bisection
-    recommendations: tuple[tuple[datetime, int], ...] = ()
+    # in time order (each tick appends ``now``), so windows are found by bisection. A Timeline
+    # (a tuple given is turned into one): appended and cut every tick without copying it all
+    recommendations: Timeline[tuple[datetime, int]] = Timeline()
     scale_down_since: datetime | None = None
     # arrival rate per query and step (history.rate_step), in time order, for forecasts
     rates: tuple[RatePoint, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.recommendations, Timeline):
+            object.__setattr__(self, "recommendations", Timeline(self.recommendations))
 
     def _with(self, **changes: Any) -> ScalingHistory:
         return ScalingHistory(
@@ -65,7 +71,7 @@ class ScalingHistory:
         return self._with(events=self.events + (event,))
 
     def with_recommendation(self, at: datetime, executors: int) -> ScalingHistory:
-        return self._with(recommendations=self.recommendations + ((at, executors),))
+        return self._with(recommendations=self.recommendations.appended((at, executors)))
 
     def with_scale_down_since(self, at: datetime | None) -> ScalingHistory:
         if at == self.scale_down_since:
@@ -93,7 +99,7 @@ class ScalingHistory:
 
     def max_recommendation_since(self, since: datetime) -> int | None:
         recs = self.recommendations
-        values = [n for at, n in recs[bisect.bisect_left(recs, (since,)) :]]
+        values = [n for at, n in recs.cut(recs.bisect_left((since,)))]
         return max(values) if values else None
 
     def restart_pauses(self) -> list[timedelta]:
@@ -129,9 +135,9 @@ class ScalingHistory:
         if len(events) > max_count:
             events = events[-max_count:]
         recs = self.recommendations
-        start = max(bisect.bisect_left(recs, (cutoff,)), len(recs) - max_count)  # one copy, or none
+        start = max(recs.bisect_left((cutoff,)), len(recs) - max_count)
         if start > 0:
-            recs = recs[start:]
+            recs = recs.cut(start)
         rates = self.rates
         rate_cutoff = now - (rate_max_age if rate_max_age is not None else max_age)
         if rates and rates[0].at < rate_cutoff:

@@ -33,6 +33,7 @@ from pydantic import (
 from autoscaler.control import ControlState
 from autoscaler.history import RatePoint, ScalingEvent, ScalingHistory
 from autoscaler.model import Mode, QueryParams, Reason
+from autoscaler.sequences import Timeline
 from autoscaler.settings import MAX_DURATION
 from autoscaler.state.base import StateStoreError
 
@@ -78,7 +79,7 @@ class SavedHistory(_Saved):
         # in time order, as the history keeps them (a hand edit may have moved lines)
         return ScalingHistory(
             events=tuple(sorted((e.value() for e in self.events), key=lambda e: e.at)),
-            recommendations=tuple(sorted(self.recommendations)),
+            recommendations=Timeline(sorted(self.recommendations)),
             scale_down_since=self.scale_down_since,
             rates=tuple(sorted((RatePoint(at, subject, rate) for at, subject, rate in self.rates), key=lambda r: r.at)),
         )
