@@ -61,12 +61,13 @@ def test_active_mode_scales_executors_up_and_down_with_the_load(spark_session_fa
     )
     records = []
     daemon = DriverDaemon(settings, specs=[spec], spark=spark, on_tick=records.append)
-    loop = threading.Thread(target=daemon.loop.run, daemon=True)
+    loop = None
     try:  # from the start on: a failed check must not leave the query supervisor running
         report = daemon.start()
         assert report.mode.value == "active"
         # executors left from an earlier test are removed down to the initial one (a removal takes ~5 s)
         wait_until(lambda: daemon.executors.observe(daemon.clock.now()).count == 1, 30, "the extra executors to go", interval=1)
+        loop = threading.Thread(target=daemon.loop.run, daemon=True)  # type: ignore[union-attr]  # (set by start)
         loop.start()
         high_from, high_to = start + 40, start + 90
         wait_until(lambda: time.time() > high_to, 200, "the high phase to end", interval=2)
@@ -78,11 +79,9 @@ def test_active_mode_scales_executors_up_and_down_with_the_load(spark_session_fa
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{trail(records)}") from None
     finally:
-        daemon.loop.stop()
-        if loop.is_alive():
+        daemon.shutdown()  # the loop, the queries at a batch boundary, HTTP: whatever start got to
+        if loop is not None:
             loop.join(30)
-        daemon.host.stop_all()
-        daemon.stop_http()
     events = [e for e in daemon.reconciler.history.events if e.subject == EXECUTORS]
     assert any(e.to_value > e.from_value for e in events) and any(e.to_value < e.from_value for e in events)
     removals = [r for r in records for res in r.results if res.action == "remove" and res.ok]

@@ -47,12 +47,13 @@ def test_reactive_mode_uses_workers_that_join_and_survives_a_worker_killed_mid_b
         )
         records = []
         daemon = DriverDaemon(settings, specs=[spec], spark=spark, on_tick=records.append)
-        loop = threading.Thread(target=daemon.loop.run, daemon=True)
+        loop = None
         try:  # from the start on: a failed check must not leave the query supervisor running
             report = daemon.start()
             assert report.mode == Mode.REACTIVE
             assert report.executors == 1 and report.waited >= timedelta(seconds=4)
             assert daemon.host.views()[0].params.parallelism == 1
+            loop = threading.Thread(target=daemon.loop.run, daemon=True)  # type: ignore[union-attr]  # (set by start)
             loop.start()
             wait_until(lambda: len(daemon.host.views()[0].samples) >= 3, 90, "the first batches")
             joined_at = time.time()
@@ -79,11 +80,9 @@ def test_reactive_mode_uses_workers_that_join_and_survives_a_worker_killed_mid_b
             assert (view.restarts, view.last_error) == (0, None)
             assert str(daemon.host.query("events").runId) == run_id and daemon.host.query("events").exception() is None
         finally:
-            daemon.loop.stop()
-            if loop.is_alive():
+            daemon.shutdown()  # the loop, the queries at a batch boundary, HTTP: whatever start got to
+            if loop is not None:
                 loop.join(30)
-            daemon.host.stop_all()
-            daemon.stop_http()
         assert not [res for r in records for res in r.results if res.action in ("set_target", "remove")]
         assert any(e.subject == "events" and e.pause is not None for e in daemon.reconciler.history.events)
         drain(spark, build, "events", tmp_path / "ckpt" / "events", daemon.host.views()[0].params.parallelism)
