@@ -48,17 +48,16 @@ class BatchCostModel:
     points: int = 0  # warm batches the fit used
     cold: bool = False  # fitted on cold batches only (a new run, new executors): too pessimistic
 
-    def task_overhead(self, partitions: int, cores: int) -> float:
-        return self.per_task + self.contention * min(partitions, max(1, cores))
-
     def waves(self, partitions: int, cores: int) -> int:
         return math.ceil(partitions / max(1, cores))
+
+    # duration and rows_in write the formula out in one call each: the policies ask this many
+    # times a tick. c = max(1, C); each task pays w + k x min(P, c) besides its rows.
 
     def duration(self, partitions: int, cores: int, rows: float) -> float:
         """Seconds a batch of ``rows`` takes on ``partitions`` tasks and ``cores`` slots."""
         if partitions <= 0 or cores <= 0 or self.per_slot <= 0:
             return math.inf
-        # waves and task_overhead written out: the policies ask this many times a tick
         c = cores if cores >= 1 else 1
         per_task = self.per_task + self.contention * min(partitions, c) + rows / (partitions * self.per_slot)
         return self.fixed + math.ceil(partitions / c) * per_task
