@@ -402,11 +402,17 @@ def _cmd_sim_speed(args: argparse.Namespace) -> int:
         f"{result['us_per_tick_min']} us a tick (median {result['us_per_tick_median']}); "
         f"30 days at a 10-second tick: {result['projected_30_days_seconds']} s"
     )
+    m = result["machine"]
+    print(f"measured on {m['python']}, {m['cpu']}, {m['cores']} cores, L2 {_kib(m['l2_kib'])}, L3 {_kib(m['l3_kib'])}")
     if "instructions_per_tick" in result:
         print(f"instructions a tick: {result['instructions_per_tick']:,} ({result['counted_ticks']} ticks from day {result['warm_days']:g})")
     if "fingerprint" in result:
         print(f"decisions fingerprint: {result['fingerprint']}")
     return 0
+
+
+def _kib(size: int | None) -> str:
+    return "unknown" if size is None else f"{size // 1024} MiB" if size >= 1024 and size % 1024 == 0 else f"{size} KiB"
 
 
 def _cmd_latencies(args: argparse.Namespace) -> int:

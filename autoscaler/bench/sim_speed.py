@@ -13,6 +13,10 @@
 * **a fingerprint of every decision** (``--fingerprint``): a hash of each tick's proposal,
   decision, plan and action results and of the result's figures. Equal fingerprints before and
   after a change mean the change moved no decision (a speed-up must leave them equal).
+
+Every result names the machine it was measured on (:func:`machine`): a tick's working set is
+larger than some cores' L2 cache, so the same instructions take twice as long on a host with a
+512 KiB L2 as on one with 2 MiB (both seen on this project's 2-core machines).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import hashlib
 import json
 import math
 import os
+import platform
 import re
 import shutil
 import statistics
@@ -37,6 +42,9 @@ from autoscaler.traces import load_trace
 
 TICKS_30_DAYS = 30 * 86400 // 10  # the issue's yardstick: 30 days at a 10-second tick
 _COLLECTED = re.compile(r"Collected\s*:\s*([0-9,]+)")
+CPU_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
+_SIZE = re.compile(r"(\d+)\s*([KMG]?)")  # sysfs writes "48K", "2048K"
+_UNIT_BYTES = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 
 
 class SimSpeedError(Exception):
@@ -62,7 +70,47 @@ def wall_per_tick(trace: Path, *, policy: str = "default", days: float = 0.5, re
         "us_per_tick_min": round(fastest, 1),
         "us_per_tick_median": round(median, 1),
         "projected_30_days_seconds": round(fastest * TICKS_30_DAYS / 1e6, 1),
+        "machine": machine(),
     }
+
+
+def machine(caches: Path = CPU_CACHES, cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
+    """What the wall times depend on: the Python, the CPU model and its caches (KiB, None: unknown)."""
+    return {
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "cpu": _cpu_model(cpuinfo) or platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "l2_kib": cache_kib(caches, 2),
+        "l3_kib": cache_kib(caches, 3),
+    }
+
+
+def cache_kib(caches: Path, level: int) -> int | None:
+    """Size of the first CPU's unified (or data) cache of ``level``, from sysfs's ``index*/{level,type,size}``."""
+    try:
+        for index in sorted(caches.glob("index*")):
+            if _read(index / "level") == str(level) and _read(index / "type") in ("Unified", "Data"):
+                found = _SIZE.fullmatch(_read(index / "size"))
+                if found:
+                    return int(found.group(1)) * _UNIT_BYTES[found.group(2)] // 1024
+    except OSError:
+        pass  # not Linux, or sysfs hidden: unknown
+    return None
+
+
+def _read(path: Path) -> str:
+    return path.read_text().strip()
+
+
+def _cpu_model(cpuinfo: Path) -> str | None:
+    try:
+        for line in cpuinfo.read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                return value.strip()
+    except OSError:
+        pass
+    return None
 
 
 def decision_fingerprint(trace: Path, *, policy: str = "default", days: float = 1.0, seed: int = 0) -> str:

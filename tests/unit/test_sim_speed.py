@@ -10,8 +10,10 @@ from autoscaler.bench.sim_speed import (
     TICKS_30_DAYS,
     SimSpeedError,
     _collected,
+    cache_kib,
     decision_fingerprint,
     instructions_per_tick,
+    machine,
     wall_per_tick,
 )
 from autoscaler.cli import main
@@ -35,6 +37,31 @@ def test_wall_time_per_tick_and_what_it_makes_for_30_days(trace):
     # 30 days at a 10-second tick are 259,200 ticks at the fastest run's pace
     assert TICKS_30_DAYS == 259_200
     assert out["projected_30_days_seconds"] == pytest.approx(out["us_per_tick_min"] * 259_200 / 1e6, abs=0.1)
+
+
+def _cache(root, index, level, kind, size):
+    folder = root / f"index{index}"
+    folder.mkdir(parents=True)
+    for name, text in (("level", level), ("type", kind), ("size", size)):
+        (folder / name).write_text(f"{text}\n")
+
+
+def test_the_machine_is_described_by_its_cpu_and_cache_sizes(tmp_path):
+    caches = tmp_path / "cache"
+    _cache(caches, 0, 1, "Data", "48K")
+    _cache(caches, 1, 1, "Instruction", "64K")
+    _cache(caches, 2, 2, "Unified", "2048K")
+    _cache(caches, 3, 3, "Unified", "480M")
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: Some CPU @ 2.60GHz\nflags\t: fpu\n")
+    out = machine(caches, cpuinfo)
+    assert (out["cpu"], out["l2_kib"], out["l3_kib"]) == ("Some CPU @ 2.60GHz", 2048, 480 * 1024)
+    assert out["python"].startswith(("CPython 3.", "PyPy 3."))
+    assert cache_kib(caches, 1) == 48  # the data cache, not the instruction cache
+    assert cache_kib(caches, 4) is None  # no such level
+    assert cache_kib(tmp_path / "no-sysfs", 2) is None
+    missing = machine(tmp_path / "no-sysfs", tmp_path / "no-cpuinfo")
+    assert (missing["l2_kib"], missing["l3_kib"]) == (None, None) and missing["cpu"]  # falls back to the platform's name
 
 
 def test_the_fingerprint_is_the_same_for_the_same_run_and_moves_with_any_decision(trace):
@@ -69,8 +96,10 @@ def test_cli_prints_json_with_the_fingerprint(trace, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["fingerprint"] == decision_fingerprint(trace, policy="static", days=0.02)
     assert out["ticks"] == 172 and "instructions_per_tick" not in out
+    assert set(out["machine"]) == {"python", "cpu", "cores", "l2_kib", "l3_kib"}
     assert main(args) == 0
-    assert "30 days at a 10-second tick" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "30 days at a 10-second tick" in text and "measured on CPython" in text and " L2 " in text
 
 
 def test_cli_refuses_an_unknown_policy_with_a_message(trace, capsys):
