@@ -40,6 +40,7 @@ from autoscaler.model import JAVA_LONG_MAX, QueryView
 from autoscaler.reconciler import Reconciler
 from autoscaler.report import decision_json, iso, load_json, params_json, query_view_json, seconds
 from autoscaler.state import StateStoreError
+from autoscaler.window import judged_lag
 
 T = TypeVar("T")
 Ref: TypeAlias = T | Callable[[], T] | None  # a value, or how to get it once it exists
@@ -170,6 +171,10 @@ class QueryInfo(BaseModel):
     batch_running: bool
     run_started_at: str | None
     last_error: str | None
+    target_lag_seconds: float = Field(
+        description="The lag this query is scaled to stay under: the SLO (`slo.target_lag`), or two trigger "
+        "intervals when its schedule allows no less (a query that keeps up lags up to two triggers)."
+    )
     metrics: LoadView | None = Field(description="Evaluated over the metric window at the last tick.")
     pending_request: Params | None = Field(description="Settings an operator asked for, applied at the next batch boundary.")
 
@@ -571,6 +576,7 @@ def _queries(rec: Reconciler) -> list[QueryInfo]:
         out.append(
             QueryInfo(
                 **query_view_json(v),
+                target_lag_seconds=judged_lag(rec.settings.slo.target_lag, v.params.trigger_interval).total_seconds(),
                 metrics=LoadView(**load_json(load, cores)) if load else None,
                 pending_request=Params(**params_json(pending)) if pending else None,
             )

@@ -67,6 +67,12 @@ def schedule_lag(trigger: timedelta | None) -> timedelta:
     return 2 * trigger if trigger else timedelta(0)
 
 
+def judged_lag(target_lag: timedelta, trigger: timedelta | None) -> timedelta:
+    """The lag a query with ``trigger`` is scaled to stay under: the SLO's ``target_lag``, or its
+    :func:`schedule_lag` when that is longer (no number of executors gets below it)."""
+    return max(target_lag, schedule_lag(trigger))
+
+
 def newest_start(samples: Sequence[BatchSample]) -> datetime | None:
     """When the newest buffered batch started (None: no batch yet)."""
     return samples[-1].started_at if samples else None

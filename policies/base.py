@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from autoscaler.history import ScalingHistory
 from autoscaler.model import Proposal, QueryLoad, QueryStatus, QueryView, Snapshot
 from autoscaler.values import value
-from autoscaler.window import schedule_lag
+from autoscaler.window import judged_lag
 
 
 class PolicyParams(BaseModel):
@@ -63,14 +63,14 @@ class PolicyInput:
         ]
 
     def target_lag_for(self, view: QueryView) -> timedelta:
-        """The SLO lag ``view``'s schedule can meet: ``target_lag``, or its :func:`schedule_lag`
-        (two triggers) when that is longer.
+        """The SLO lag ``view``'s schedule can meet: ``target_lag``, or two triggers when that is
+        longer (:func:`~autoscaler.window.judged_lag`).
 
         A query with a 2-minute trigger lags up to 4 minutes while it keeps up; judged against a
         1-minute SLO, every batch would look late and a policy would scale to the maximum and
         never back, for nothing.
         """
-        return max(self.target_lag, schedule_lag(view.params.trigger_interval))
+        return judged_lag(self.target_lag, view.params.trigger_interval)
 
     @property
     def resizing(self) -> bool:

@@ -251,6 +251,19 @@ def test_a_query_rate_limit_change_restarts_the_query_on_the_next_tick(d):
     assert 'spark_autoscaler_query_rescales_total{application="harness",query="q",result="ok"} 1.0' in text
 
 
+def test_a_query_shows_the_lag_it_is_scaled_for_the_slo_or_two_triggers_when_longer(d):
+    d.run_for(20, rate=400)
+    slo = d.reconciler.settings.slo.target_lag.total_seconds()
+    q = d.client.get("/api/v1/queries/q").json()
+    assert q["params"]["trigger_interval_seconds"] * 2 < slo and q["target_lag_seconds"] == slo
+    r = d.client.patch("/api/v1/queries/q", json={"trigger_interval_seconds": slo * 0.75}, headers=d.auth_header)
+    assert r.status_code == 200, r.text
+    d.tick(400)
+    d.tick(400)  # restarted with the new trigger: a query that keeps up now lags up to 1.5 x the SLO
+    [q] = d.client.get("/api/v1/status").json()["queries"]
+    assert q["params"]["trigger_interval_seconds"] == slo * 0.75 and q["target_lag_seconds"] == slo * 1.5
+
+
 @pytest.mark.parametrize(
     "name, body, status, where",
     [
