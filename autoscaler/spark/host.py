@@ -44,6 +44,23 @@ class RescaleError(RuntimeError):
     pass
 
 
+def trigger_interval(query: Any) -> timedelta | None:
+    """The processing-time trigger a running query was started with (None: batches back to back,
+    a one-shot trigger, or not readable).
+
+    PySpark does not expose a query's trigger; the JVM's ``StreamExecution.trigger`` does
+    (``ProcessingTimeTrigger(intervalMs)``; a query started without ``.trigger()`` has 0 ms).
+    The policies need it for queries the user started: a query that keeps up lags up to two
+    triggers, and its batches' busy share is measured against the trigger.
+    """
+    try:
+        interval_ms = int(query._jsq.streamingQuery().trigger().intervalMs())
+    except Exception as exc:  # availableNow/once (no interval), Spark Connect (no JVM), a stopped session
+        log.debug("trigger_unknown", query=getattr(query, "name", None), error=str(exc))
+        return None
+    return timedelta(milliseconds=interval_ms) if interval_ms > 0 else None
+
+
 @dataclass
 class _PendingOutcome:
     change: QueryChange
@@ -141,8 +158,9 @@ class QueryHost:
     def attach(self, query: Any, parallelism: int) -> None:
         """Track a query the user started and owns (metrics only; it is never restarted)."""
         name = query.name or str(query.id)
+        params = QueryParams(parallelism=parallelism, trigger_interval=trigger_interval(query))
         with self._lock:
-            run = _Run(name, None, QueryParams(parallelism=parallelism), SampleWindow(self.max_samples), None)
+            run = _Run(name, None, params, SampleWindow(self.max_samples), None)
             run.query, run.run_id, run.status = query, str(query.runId), QueryStatus.RUNNING
             run.run_started_at = self.clock.now()
             self._runs[name] = run

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from datetime import timedelta
 
 import pytest
 
@@ -12,6 +13,7 @@ from autoscaler.demo.workload import trace_pipeline
 from autoscaler.model import QueryStatus, Reason
 from autoscaler.pipelines import PipelineContext
 from autoscaler.settings import load_settings
+from autoscaler.spark.host import trigger_interval
 from autoscaler.traces import RateProfile
 from tests.integration.conftest import wait_until
 
@@ -45,6 +47,7 @@ def test_attach_observes_a_users_query_never_restarts_it_and_leaves_it_running(s
         record = wait_until(observed, 90, "ticks that see the user's batches")
         view = handle.host.views()[0]
         assert (view.name, view.status, view.rescalable) == ("events", QueryStatus.RUNNING, False)
+        assert view.params.trigger_interval == timedelta(seconds=1)  # read from the running query's JVM side
         assert record.loads[0].input_rate is not None and record.loads[0].input_rate > 0  # its load reaches the decision
         # a change asked for (past the API's own check) is held for good: the daemon cannot rebuild the query
         handle.reconciler.update_control(lambda c: replace(c, query_requests={"events": replace(view.params, parallelism=4)}))
@@ -63,3 +66,20 @@ def test_attach_observes_a_users_query_never_restarts_it_and_leaves_it_running(s
         assert handle.loop.ticks == ticks  # the loop stopped
     finally:
         query.stop()
+
+
+def test_a_running_querys_trigger_is_read_from_spark(spark, tmp_path):
+    rate = spark.readStream.format("rate").option("rowsPerSecond", 5).load()
+
+    def start(name, **trigger):
+        writer = rate.writeStream.format("noop").queryName(name).option("checkpointLocation", str(tmp_path / name))
+        return (writer.trigger(**trigger) if trigger else writer).start()
+
+    queries = [start("every_7s", processingTime="7 seconds"), start("back_to_back"), start("once", availableNow=True)]
+    try:
+        # a processing-time trigger is its interval; none (batches back to back) and a one-shot
+        # trigger have no interval
+        assert [trigger_interval(q) for q in queries] == [timedelta(seconds=7), None, None]
+    finally:
+        for q in queries:
+            q.stop()
