@@ -41,7 +41,7 @@ from autoscaler.state.base import StateStoreError
 from autoscaler.state.schema import restore_state
 from autoscaler.window import Fitter, evaluate_query, record_rates, schedule_lag
 from autoscaler.values import replace, value
-from policies import Policy, PolicyInput, create_policy
+from policies import Policy, PolicyInput, check_proposal, create_policy
 
 log = structlog.get_logger("autoscaler.reconciler")
 
@@ -349,9 +349,11 @@ class Reconciler:
 
     def _propose(self, inp: PolicyInput, control: ControlState) -> Proposal:
         try:
-            return self.policy.propose(inp)
+            proposal = self.policy.propose(inp)
+            check_proposal(self.settings.policy.name, proposal, inp.snapshot.queries)
         except Exception as exc:
             raise TickError("policy", exc) from exc
+        return proposal
 
     def _wanted_params(
         self, snap: Snapshot, proposal: Proposal, control: ControlState

@@ -10,13 +10,15 @@ its parameters as a frozen pydantic model ``Params``.
 
 from __future__ import annotations
 
+import math
+import warnings
 from datetime import datetime, timedelta
-from typing import Any, Callable, ClassVar, Mapping, Protocol, TypeVar
+from typing import Any, Callable, ClassVar, Iterator, Mapping, Protocol, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from autoscaler.history import ScalingHistory
-from autoscaler.model import Proposal, QueryLoad, QueryStatus, QueryView, Snapshot
+from autoscaler.model import Proposal, QueryLoad, QueryStatus, QueryView, Reason, Snapshot
 from autoscaler.values import value
 from autoscaler.window import judged_lag
 
@@ -107,11 +109,17 @@ NO_EXTRA_SAFETY: Mapping[str, Any] = {
 
 
 class PolicyError(ValueError):
-    """Unknown policy or invalid parameters."""
+    """Unknown policy, invalid parameters, a policy that failed to load or proposed something invalid."""
 
 
+class PolicyPluginWarning(UserWarning):
+    """A third-party policy failed to load; the other policies work."""
+
+
+ENTRY_POINT_GROUP = "spark_autoscaler.policies"
 _REGISTRY: dict[str, type[Any]] = {}
 _ALIASES: dict[str, str] = {}
+_BROKEN: dict[str, str] = {}  # entry-point name -> why it failed to load
 
 P = TypeVar("P")
 
@@ -120,8 +128,10 @@ def register(name: str, *, aliases: tuple[str, ...] = ()) -> Callable[[type[P]],
     """Class decorator: make a policy available by ``name`` (and aliases)."""
 
     def decorate(cls: type[P]) -> type[P]:
-        if name in _REGISTRY or name in _ALIASES:
-            raise PolicyError(f"policy {name!r} is registered twice")
+        for taken in (name, *aliases):
+            if taken in _REGISTRY or taken in _ALIASES:
+                raise PolicyError(f"policy {taken!r} is registered twice (again by {cls.__module__}.{cls.__qualname__})")
+        _check_policy_class(name, cls)
         cls.name = name  # type: ignore[attr-defined]
         _REGISTRY[name] = cls
         for alias in aliases:
@@ -129,6 +139,23 @@ def register(name: str, *, aliases: tuple[str, ...] = ()) -> Callable[[type[P]],
         return cls
 
     return decorate
+
+
+def _check_policy_class(name: str, cls: type[Any]) -> None:
+    """What the reconciler relies on: ``Params`` (a :class:`PolicyParams`), built by ``cls(params)``,
+    and ``propose``."""
+    params = getattr(cls, "Params", None)
+    if not (isinstance(params, type) and issubclass(params, PolicyParams)):
+        raise PolicyError(f"policy {name!r} ({cls.__qualname__}) needs a nested class Params(PolicyParams) declaring its parameters")
+    if not callable(getattr(cls, "propose", None)):
+        raise PolicyError(f"policy {name!r} ({cls.__qualname__}) needs a method propose(self, inp: PolicyInput) -> Proposal")
+
+
+def record_broken(name: str, why: str) -> None:
+    """Remember a third-party policy that failed to load: asking for it says why; a warning says
+    so once on stderr (never on stdout, which carries results such as ``simulate --json``)."""
+    _BROKEN[name] = why
+    warnings.warn(f"policy {name!r} is unavailable: {why}", PolicyPluginWarning, stacklevel=2)
 
 
 def policy_names() -> list[str]:
@@ -142,6 +169,8 @@ def resolve_name(name: str) -> str:
 def policy_class(name: str) -> type[Any]:
     real = resolve_name(name)
     if real not in _REGISTRY:
+        if real in _BROKEN:
+            raise PolicyError(f"policy {name!r} is unavailable: {_BROKEN[real]}")
         raise PolicyError(f"unknown policy {name!r}; known: {', '.join(policy_names())}")
     return _REGISTRY[real]
 
@@ -157,5 +186,86 @@ def create_policy(name: str, params: Mapping[str, Any] | None = None) -> Policy:
             msg = "unknown parameter" if err["type"] == "extra_forbidden" else err["msg"]
             problems.append(f"params.{loc}: {msg}" if loc else msg)
         raise PolicyError(f"policy {name!r}: " + "; ".join(problems)) from None
-    policy: Policy = cls(parsed)
+    try:
+        policy: Policy = cls(parsed)
+    except Exception as exc:  # a third-party constructor's bug, told by name at start-up
+        raise PolicyError(f"policy {name!r} could not be built from its parameters: {type(exc).__name__}: {exc}") from exc
     return policy
+
+
+def check_proposal(policy: str, proposal: object, queries: Sequence[QueryView]) -> None:
+    """Raise :class:`PolicyError` naming what is wrong when ``proposal`` is not one the reconciler
+    can act on (a third-party policy's bug must not reach the cluster as a negative executor
+    count or a query with no partitions, nor the metrics as an unbounded label)."""
+    if _plainly_valid(proposal):
+        return  # the usual tick, checked without the generator (a few hundred instructions)
+    problems = list(_proposal_problems(proposal, queries))
+    if problems:
+        raise PolicyError(f"policy {policy!r} proposed what cannot be acted on: " + "; ".join(problems))
+
+
+_isfinite = math.isfinite
+
+
+def _plainly_valid(proposal: object) -> bool:
+    """The common proposal, checked fast: plain types, no parallelism, finite float details."""
+    if type(proposal) is not Proposal:
+        return False
+    executors, details = proposal.executors, proposal.details
+    if not (
+        (executors is None or (type(executors) is int and executors >= 0))
+        and type(proposal.reason) is Reason
+        and type(proposal.message) is str
+        and proposal.parallelism == {}
+        and type(details) is dict
+    ):
+        return False
+    for key, number in details.items():
+        if type(key) is not str or type(number) is not float or not _isfinite(number):
+            return False
+    return True
+
+
+def _proposal_problems(proposal: object, queries: Sequence[QueryView]) -> Iterator[str]:
+    if not isinstance(proposal, Proposal):
+        yield f"propose() returned {type(proposal).__name__}, not a Proposal"
+        return
+    executors = proposal.executors
+    if executors is not None and not (_whole(executors) and executors >= 0):
+        yield f"executors must be None or a whole number >= 0, got {executors!r}"
+    if not isinstance(proposal.reason, Reason):
+        yield f"reason must be a Reason, got {proposal.reason!r}"
+    if not isinstance(proposal.message, str):
+        yield f"message must be text, got {type(proposal.message).__name__}"
+    parallelism: object = proposal.parallelism
+    if not isinstance(parallelism, Mapping):
+        yield f"parallelism must map query names to partitions, got {type(parallelism).__name__}"
+    elif parallelism:
+        yield from _parallelism_problems(parallelism, queries)
+    details: object = proposal.details
+    if not isinstance(details, Mapping):
+        yield f"details must map text to numbers, got {type(details).__name__}"
+    else:
+        for key, number in details.items():
+            if not (isinstance(key, str) and _finite(number)):
+                yield f"details must map text to finite numbers, got {key!r}: {number!r}"
+
+
+def _parallelism_problems(parallelism: Mapping[Any, Any], queries: Sequence[QueryView]) -> Iterator[str]:
+    views = {q.name: q for q in queries}
+    for name, partitions in parallelism.items():
+        view = views.get(name)
+        if view is None:
+            yield f"parallelism for {name!r}, which is not a query of the snapshot"
+        elif not (_whole(partitions) and partitions >= 1):
+            yield f"parallelism of {name!r} must be a whole number >= 1, got {partitions!r}"
+        elif view.rescalable and not view.min_parallelism <= partitions <= view.max_parallelism:
+            yield f"parallelism of {name!r} is {partitions}, outside the query's range [{view.min_parallelism}, {view.max_parallelism}]"
+
+
+def _whole(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
