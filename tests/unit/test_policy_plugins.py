@@ -23,7 +23,7 @@ import policies.base as base
 from autoscaler.model import Proposal, Reason
 from autoscaler.sim.runner import SimulationError, simulate
 from autoscaler.traces import load_trace
-from policies import PolicyError, PolicyParams, check_proposal, create_policy, policy_class, register
+from policies import PolicyError, PolicyParams, check_proposal, create_policy, register
 from tests.fakes import query_view
 
 QUERIES = (
