@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
 import subprocess
 import sys
-import re
 import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -214,8 +215,6 @@ def plugins(tmp_path):
 
 
 def cli(site, *args: str) -> subprocess.CompletedProcess[str]:
-    import os
-
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *sys.path])}
     return subprocess.run([sys.executable, "-m", "autoscaler", *args], capture_output=True, text=True, env=env, timeout=300)
 
