@@ -142,8 +142,8 @@ def register(name: str, *, aliases: tuple[str, ...] = ()) -> Callable[[type[P]],
 
 
 def _check_policy_class(name: str, cls: type[Any]) -> None:
-    """What the reconciler relies on: ``Params`` (a :class:`PolicyParams`), built by ``cls(params)``,
-    and ``propose``."""
+    """What the reconciler relies on besides ``cls(params)`` (tried by :func:`create_policy`):
+    ``Params``, a :class:`PolicyParams`, and ``propose``."""
     params = getattr(cls, "Params", None)
     if not (isinstance(params, type) and issubclass(params, PolicyParams)):
         raise PolicyError(f"policy {name!r} ({cls.__qualname__}) needs a nested class Params(PolicyParams) declaring its parameters")
