@@ -109,7 +109,7 @@ def _cpu_model(cpuinfo: Path) -> str | None:
             if key.strip() == "model name":
                 return value.strip()
     except OSError:
-        pass
+        pass  # no /proc (not Linux): the caller falls back to the platform's name
     return None
 
 
