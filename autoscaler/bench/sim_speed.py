@@ -21,6 +21,8 @@ larger than some cores' L2 cache, so the same instructions take twice as long on
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import hashlib
 import json
 import math
@@ -32,6 +34,8 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -118,15 +122,33 @@ def decision_fingerprint(trace: Path, *, policy: str = "default", days: float = 
     digest = hashlib.sha256()
 
     def on_tick(record: TickRecord, cluster: SimCluster) -> None:
-        p, d = record.proposal, record.decision
-        digest.update(
-            repr((record.at, p.executors, p.reason, p.message, dict(p.parallelism), dict(p.details),
-                  d.current, d.proposed, d.target, d.reason, d.limits, d.message, record.plan, record.results)).encode()
-        )
+        tick = {"at": record.at, "proposal": record.proposal, "decision": record.decision, "plan": record.plan, "results": record.results}
+        digest.update(json.dumps(canonical(tick), sort_keys=True).encode())
 
     result = simulate(load_trace(trace), policy=policy, days=days, seed=seed, on_tick=on_tick)
     digest.update(json.dumps(_figures(result), sort_keys=True).encode())
     return digest.hexdigest()
+
+
+def canonical(obj: Any) -> Any:
+    """``obj`` as plain JSON data: what a decision says, not how its classes are written (a value's
+    init fields by name, an enum by its value, times in ISO 8601 and seconds, floats exactly), so a
+    fingerprint survives moving a class or changing a field's type to an equal-valued one."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: canonical(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.init}
+    if isinstance(obj, enum.Enum):
+        return canonical(obj.value)
+    if isinstance(obj, Mapping):
+        return {str(key): canonical(item) for key, item in obj.items()}
+    if isinstance(obj, (tuple, list)):
+        return [canonical(item) for item in obj]
+    if isinstance(obj, datetime):
+        return obj.isoformat()
+    if isinstance(obj, timedelta):
+        return repr(obj.total_seconds())
+    if isinstance(obj, float):
+        return repr(obj)
+    return obj
 
 
 def _figures(result: SimResult) -> dict[str, Any]:

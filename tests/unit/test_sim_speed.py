@@ -1,8 +1,10 @@
 """``spark-autoscaler benchmark sim-speed``: time and instructions per tick, and the decisions' fingerprint."""
 
+import dataclasses
+import enum
 import json
 import shutil
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -11,6 +13,7 @@ from autoscaler.bench.sim_speed import (
     SimSpeedError,
     _collected,
     cache_kib,
+    canonical,
     decision_fingerprint,
     instructions_per_tick,
     machine,
@@ -116,3 +119,22 @@ def test_cli_refuses_a_span_of_no_days(trace, capsys):
 def test_cli_names_a_missing_trace(tmp_path, capsys):
     assert main(["benchmark", "sim-speed", "--trace", str(tmp_path / "none.csv")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_the_fingerprint_form_names_what_a_decision_says_not_how_its_classes_are_written():
+    @dataclasses.dataclass(frozen=True)
+    class Result:  # the same fields as another class of another module
+        action: str
+        ok: bool
+
+    class Kind(enum.StrEnum):
+        SET_TARGET = "set_target"
+
+    at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    assert canonical(Result(Kind.SET_TARGET, True)) == canonical(Result("set_target", True)) == {"action": "set_target", "ok": True}
+    assert canonical({"at": at, "pause": timedelta(seconds=1.5), "rate": 0.1, "ids": ("1", "2")}) == {
+        "at": "2026-01-01T00:00:00+00:00",
+        "pause": "1.5",
+        "rate": "0.1",
+        "ids": ["1", "2"],
+    }
