@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from autoscaler import __version__
+from autoscaler._version import __version__
 
 
 def _finite_float(text: str) -> float:
@@ -259,9 +259,9 @@ def _fail(message: str, code: int = 2) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from autoscaler.logs import configure_logging
-    from autoscaler.pipelines import PipelineError, load_pipelines
-    from autoscaler.settings import SettingsError, load_settings
+    from autoscaler.runtime.logs import configure_logging
+    from autoscaler.spark.pipelines import PipelineError, load_pipelines
+    from autoscaler.core.settings import SettingsError, load_settings
 
     configure_logging(args.log_format, args.log_level)
     overrides = {
@@ -283,8 +283,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         specs = load_pipelines(settings.pipelines.module)
     except (SettingsError, PipelineError) as exc:
         return _fail(str(exc))
-    from autoscaler.state import StateStoreError, open_state_store
-    from autoscaler.state.schema import restore_state
+    from autoscaler.runtime.state import StateStoreError, open_state_store
+    from autoscaler.runtime.state.schema import restore_state
 
     try:
         # an unreadable state file, one the reconciler could not restore or one that cannot be
@@ -301,9 +301,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         saved = f"; {store} restorable" if state else ""
         print(f"configuration valid; pipelines: {', '.join(s.name for s in specs)}{saved}")
         return 0
-    from autoscaler.auth import TokenFileError
-    from autoscaler.driver import DriverDaemon
-    from autoscaler.server import HttpServerError
+    from autoscaler.ops.auth import TokenFileError
+    from autoscaler.app.driver import DriverDaemon
+    from autoscaler.ops.server import HttpServerError
 
     try:
         daemon = DriverDaemon(settings, specs=specs, state_store=store)
@@ -316,8 +316,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from autoscaler.demo.run import DemoOptions, run_demo
-    from autoscaler.traces import TraceError
+    from autoscaler.tools.demo.run import DemoOptions, run_demo
+    from autoscaler.tools.traces import TraceError
 
     if args.workdir is not None and (problem := _writable_dir(args.workdir, "--workdir")):
         return _fail(problem)
@@ -336,7 +336,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         http=not args.no_http,
         record=args.record,
     )
-    from autoscaler.server import HttpServerError
+    from autoscaler.ops.server import HttpServerError
 
     try:
         summary = run_demo(options)
@@ -353,7 +353,7 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         return _cmd_latencies(args)
     if args.benchmark == "sim-speed":
         return _cmd_sim_speed(args)
-    from autoscaler.bench.step_load import RUNS, StepProfile, format_table, run_benchmark
+    from autoscaler.tools.bench.step_load import RUNS, StepProfile, format_table, run_benchmark
 
     runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
     unknown = [r for r in runs if r not in RUNS]
@@ -377,9 +377,9 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
 
 
 def _cmd_sim_speed(args: argparse.Namespace) -> int:
-    from autoscaler.bench.sim_speed import SimSpeedError, decision_fingerprint, instructions_per_tick, wall_per_tick
-    from autoscaler.sim.runner import SimulationError
-    from autoscaler.traces import TraceError, load_trace
+    from autoscaler.tools.bench.sim_speed import SimSpeedError, decision_fingerprint, instructions_per_tick, wall_per_tick
+    from autoscaler.tools.sim.runner import SimulationError
+    from autoscaler.tools.traces import TraceError, load_trace
     from policies import PolicyError, policy_class
 
     try:
@@ -416,7 +416,7 @@ def _kib(size: int | None) -> str:
 
 
 def _cmd_latencies(args: argparse.Namespace) -> int:
-    from autoscaler.bench.latencies import measure
+    from autoscaler.tools.bench.latencies import measure
 
     _exit_on_sigterm()
     log = (lambda m: print(m, file=sys.stderr)) if args.json else print
@@ -432,12 +432,12 @@ def _cmd_latencies(args: argparse.Namespace) -> int:
 
 
 def _cmd_dashboard(args: argparse.Namespace) -> int:
-    from autoscaler.dashboard import DASHBOARD, render_dashboard
-    from autoscaler.recording import Recording
+    from autoscaler.tools.dashboard.render import DASHBOARD, render_dashboard
+    from autoscaler.tools.dashboard.recording import Recording
 
     dashboard = args.dashboard or DASHBOARD
     if not dashboard.is_file():
-        return _fail(f"--dashboard: {dashboard} not found (it ships in the repository's helm/ folder); pass --dashboard PATH")
+        return _fail(f"--dashboard: {dashboard} not found (it ships with the package as autoscaler/ops/monitoring/); pass --dashboard PATH")
     try:
         recording = Recording.load(args.recording)
     except (OSError, ValueError) as exc:
@@ -450,11 +450,11 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
 def _cmd_simulate(args: argparse.Namespace) -> int:
     import yaml
 
-    from autoscaler.settings import SettingsError
-    from autoscaler.sim import SimConfig
-    from autoscaler.sim.compare import compare_policies, format_table
-    from autoscaler.sim.runner import SimulationError, simulate
-    from autoscaler.traces import TraceError, load_trace
+    from autoscaler.core.settings import SettingsError
+    from autoscaler.tools.sim import SimConfig
+    from autoscaler.tools.sim.compare import compare_policies, format_table
+    from autoscaler.tools.sim.runner import SimulationError, simulate
+    from autoscaler.tools.traces import TraceError, load_trace
     from policies import PolicyError, policy_class
 
     try:
@@ -491,7 +491,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         except (ValueError, SettingsError, SimulationError) as exc:
             return _fail(str(exc))
         if args.plot:
-            from autoscaler.sim.plot import plot_compare
+            from autoscaler.tools.sim.plot import plot_compare
 
             plot_compare(results, args.plot)
         if args.json:
@@ -510,7 +510,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     except (PolicyError, SettingsError, ValueError, SimulationError) as exc:
         return _fail(str(exc))
     if args.plot:
-        from autoscaler.sim.plot import plot_run
+        from autoscaler.tools.sim.plot import plot_run
 
         plot_run(result, args.plot)
     if args.json:
@@ -557,7 +557,7 @@ def _cmd_policies(args: argparse.Namespace) -> int:
 
 
 def _cmd_settings_doc(args: argparse.Namespace) -> int:
-    from autoscaler.settings_doc import render_settings_doc
+    from autoscaler.tools.settings_doc import render_settings_doc
 
     text = render_settings_doc()
     if args.output:

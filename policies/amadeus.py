@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Mapping
 
 from pydantic import Field, model_validator
 
-from autoscaler.model import BatchSample, Proposal, QueryStatus, Reason
+from autoscaler.core.model import BatchSample, Proposal, QueryStatus, Reason
 from policies.base import NO_EXTRA_SAFETY, PolicyInput, PolicyParams, register
 
 

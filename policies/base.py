@@ -17,10 +17,10 @@ from typing import Any, Callable, ClassVar, Iterator, Mapping, Protocol, Sequenc
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from autoscaler.history import ScalingHistory
-from autoscaler.model import Proposal, QueryLoad, QueryStatus, QueryView, Reason, Snapshot
-from autoscaler.values import value
-from autoscaler.window import judged_lag
+from autoscaler.core.history import ScalingHistory
+from autoscaler.core.model import Proposal, QueryLoad, QueryStatus, QueryView, Reason, Snapshot
+from autoscaler.core.values import value
+from autoscaler.core.evaluate import judged_lag
 
 
 class PolicyParams(BaseModel):
@@ -66,7 +66,7 @@ class PolicyInput:
 
     def target_lag_for(self, view: QueryView) -> timedelta:
         """The SLO lag ``view``'s schedule can meet: ``target_lag``, or two triggers when that is
-        longer (:func:`~autoscaler.window.judged_lag`).
+        longer (:func:`~autoscaler.core.evaluate.judged_lag`).
 
         A query with a 2-minute trigger lags up to 4 minutes while it keeps up; judged against a
         1-minute SLO, every batch would look late and a policy would scale to the maximum and

@@ -20,8 +20,8 @@ from typing import Any, ClassVar, Mapping
 
 from pydantic import Field, model_validator
 
-from autoscaler.model import Proposal, QueryStatus, Reason
-from autoscaler.settings import Duration
+from autoscaler.core.model import Proposal, QueryStatus, Reason
+from autoscaler.core.settings import Duration
 from policies.base import NO_EXTRA_SAFETY, PolicyInput, PolicyParams, register
 
 

@@ -31,10 +31,10 @@ from typing import Any, ClassVar, Mapping
 
 from pydantic import Field
 
-from autoscaler.history import EXECUTORS
-from autoscaler.model import Proposal, QueryLoad, QueryStatus, QueryView, Reason
-from autoscaler.settings import Duration
-from autoscaler.window import arrival_rate
+from autoscaler.core.history import EXECUTORS
+from autoscaler.core.model import Proposal, QueryLoad, QueryStatus, QueryView, Reason
+from autoscaler.core.settings import Duration
+from autoscaler.core.evaluate import arrival_rate
 from policies.base import NO_EXTRA_SAFETY, PolicyInput, PolicyParams, register
 from policies.target_utilization import waiting_rows
 

@@ -2,13 +2,13 @@
 
 In the spirit of DS2 and Flink's autoscaler, adapted to micro-batches, with a forecast:
 
-* **capacity** comes from each query's fitted batch cost model (:mod:`autoscaler.costmodel`):
+* **capacity** comes from each query's fitted batch cost model (:mod:`autoscaler.core.costmodel`):
   a batch of ``lambda x I`` rows on ``C`` cores and ``P`` partitions takes
   ``o + ceil(P / C) x (w + k x min(P, C) + R / (P x mu))``; the query's utilization is that
   duration over the trigger interval ``I``;
 * **rate to provision for**: the highest arrival rate expected within ``horizon`` (the current
   rate, or a seasonal forecast from the remembered rates when it has proved better than the
-  current rate, :mod:`autoscaler.forecast`), plus the backlog drained within
+  current rate, :mod:`autoscaler.core.forecast`), plus the backlog drained within
   ``catch_up_duration``, plus, when partitions change, the rows that arrive during the restart
   pause (Flink's restart term, with the largest measured pause);
 * **size**: the fewest cores whose predicted utilization at that rate is at most
@@ -34,15 +34,15 @@ from datetime import datetime, timedelta
 
 from pydantic import Field, model_validator
 
-from autoscaler.capacity import aligned_parallelism
-from autoscaler.costmodel import BatchCostModel
-from autoscaler.forecast import Memo, seasonal_forecast
-from autoscaler.history import EXECUTORS, ScalingEvent
-from autoscaler.model import BatchSample, Proposal, QueryLoad, QueryView, Reason
-from autoscaler.sequences import count_after
-from autoscaler.settings import Duration
-from autoscaler.values import value
-from autoscaler.window import schedule_lag
+from autoscaler.core.capacity import aligned_parallelism
+from autoscaler.core.costmodel import BatchCostModel
+from autoscaler.core.forecast import Memo, seasonal_forecast
+from autoscaler.core.history import EXECUTORS, ScalingEvent
+from autoscaler.core.model import BatchSample, Proposal, QueryLoad, QueryView, Reason
+from autoscaler.core.sequences import count_after
+from autoscaler.core.settings import Duration
+from autoscaler.core.values import value
+from autoscaler.core.evaluate import schedule_lag
 from policies.base import PolicyInput, PolicyParams, register
 from policies.target_utilization import utilization, utilization_floor, waiting_rows
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Mapping
 
-from autoscaler.model import Proposal, Reason
+from autoscaler.core.model import Proposal, Reason
 from policies.base import PolicyInput, PolicyParams, register
 
 

@@ -29,8 +29,8 @@ from typing import Any, ClassVar, Mapping
 
 from pydantic import Field
 
-from autoscaler.model import BatchSample, Proposal, QueryStatus, QueryView, Reason
-from autoscaler.settings import Duration
+from autoscaler.core.model import BatchSample, Proposal, QueryStatus, QueryView, Reason
+from autoscaler.core.settings import Duration
 from policies.base import NO_EXTRA_SAFETY, PolicyInput, PolicyParams, register
 
 

@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from autoscaler.model import Proposal, Reason
+from autoscaler.core.model import Proposal, Reason
 from policies.base import PolicyInput, PolicyParams, register
 
 

@@ -2,7 +2,7 @@
 
 In the spirit of DS2 and Flink's autoscaler, adapted to micro-batches:
 
-* each query's batch cost model (:mod:`autoscaler.costmodel`) predicts how long a batch of
+* each query's batch cost model (:mod:`autoscaler.core.costmodel`) predicts how long a batch of
   ``R`` rows takes on ``C`` cores: ``o + ceil(P / C) x (w + R / (P x mu))``;
 * with trigger interval ``I`` a batch holds ``lambda x I`` rows, so the query's utilization
   on ``C`` cores is ``duration(P, C, lambda x I) / I`` (without a trigger, the share of its
@@ -24,11 +24,11 @@ from datetime import timedelta
 
 from pydantic import Field
 
-from autoscaler.capacity import aligned_parallelism
-from autoscaler.costmodel import BatchCostModel
-from autoscaler.model import Proposal, QueryLoad, QueryView, Reason
-from autoscaler.settings import Duration
-from autoscaler.window import schedule_lag
+from autoscaler.core.capacity import aligned_parallelism
+from autoscaler.core.costmodel import BatchCostModel
+from autoscaler.core.model import Proposal, QueryLoad, QueryView, Reason
+from autoscaler.core.settings import Duration
+from autoscaler.core.evaluate import schedule_lag
 from policies.base import PolicyInput, PolicyParams, register
 
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Sequence
 
-from autoscaler.planner import request_waiting_since
-from autoscaler.model import (
+from autoscaler.core.plan import request_waiting_since
+from autoscaler.core.model import (
     ActionOutcome,
     BatchSample,
     Executor,
@@ -188,7 +188,7 @@ def steady_batches(
     backlog: int | None = 0,
 ) -> list[BatchSample]:
     """Batches of a query receiving ``rate`` rows/s, timed by the batch cost model."""
-    from autoscaler.costmodel import BatchCostModel
+    from autoscaler.core.costmodel import BatchCostModel
 
     model = BatchCostModel(per_slot=per_slot, per_task=per_task, fixed=fixed)
     out = []
@@ -241,7 +241,7 @@ class LoadFeeder:
         fixed: float = 0.2,
         report_backlog: bool = False,
     ):
-        from autoscaler.costmodel import BatchCostModel
+        from autoscaler.core.costmodel import BatchCostModel
 
         self.cluster, self.name = cluster, name
         self.model = BatchCostModel(per_slot=per_slot, per_task=per_task, fixed=fixed)
@@ -287,7 +287,7 @@ class FlakyStateStore:
     """A state store whose writes fail while ``broken`` (a full disk, a revoked permission)."""
 
     def __init__(self) -> None:
-        from autoscaler.state import MemoryStateStore
+        from autoscaler.runtime.state import MemoryStateStore
 
         self.inner, self.broken = MemoryStateStore(), False
 
@@ -299,7 +299,7 @@ class FlakyStateStore:
         self.inner.save(state)
 
     def check_writable(self) -> None:
-        from autoscaler.state import StateStoreError
+        from autoscaler.runtime.state import StateStoreError
 
         if self.broken:
             raise StateStoreError("state file '/var/lib/x/state.json': cannot be written: [Errno 28] No space left on device")

@@ -15,15 +15,15 @@ from typing import Any, Iterator
 import httpx
 from prometheus_client import CollectorRegistry
 
-from autoscaler.api import create_app
-from autoscaler.auth import ApiAuth
-from autoscaler.clock import FakeClock
-from autoscaler.loop import ReconcileLoop
-from autoscaler.metrics import Metrics
-from autoscaler.recording import MetricsRecorder
-from autoscaler.reconciler import Reconciler, TickRecord
-from autoscaler.server import HttpServer
-from autoscaler.settings import Settings, load_settings
+from autoscaler.ops.api import create_app
+from autoscaler.ops.auth import ApiAuth
+from autoscaler.runtime.clock import FakeClock
+from autoscaler.runtime.loop import ReconcileLoop
+from autoscaler.ops.metrics import Metrics
+from autoscaler.tools.dashboard.recording import MetricsRecorder
+from autoscaler.runtime.reconciler import Reconciler, TickRecord
+from autoscaler.ops.server import HttpServer
+from autoscaler.core.settings import Settings, load_settings
 from tests.fakes import FakeCluster, LoadFeeder, query_view
 
 TOKEN = "test-token-0123456789abcdef"
@@ -168,7 +168,7 @@ def _chain(*callbacks: Any) -> Any:
 
 
 def _commands(d: Daemon) -> Any:
-    from autoscaler.commands import Commands
+    from autoscaler.runtime.commands import Commands
 
     return Commands(d.reconciler, clock=d.clock, metrics=d.metrics)
 
@@ -178,8 +178,8 @@ if __name__ == "__main__":  # python -m tests.harness docs/img/dashboard.png
     import tempfile
     from pathlib import Path
 
-    from autoscaler.dashboard import render_dashboard
-    from autoscaler.recording import Recording
+    from autoscaler.tools.dashboard.render import render_dashboard
+    from autoscaler.tools.dashboard.recording import Recording
 
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/img/dashboard.png")
     with tempfile.TemporaryDirectory() as tmp:

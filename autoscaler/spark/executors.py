@@ -18,9 +18,9 @@ from typing import Any, Sequence
 
 import structlog
 
-from autoscaler.model import Executor, ExecutorView, Reason
-from autoscaler.planner import request_waiting_since
-from autoscaler.ports import NotReady
+from autoscaler.core.model import Executor, ExecutorView, Reason
+from autoscaler.core.plan import request_waiting_since
+from autoscaler.runtime.ports import NotReady
 
 log = structlog.get_logger("autoscaler.spark.executors")
 

@@ -27,12 +27,12 @@ from typing import Any, Callable, Sequence
 
 import structlog
 
-from autoscaler.clock import Clock
-from autoscaler.model import ActionOutcome, QueryChange, QueryParams, QueryStatus, QueryView
-from autoscaler.pipelines import PipelineContext, PipelineError, PipelineSpec
+from autoscaler.runtime.clock import Clock
+from autoscaler.core.model import ActionOutcome, QueryChange, QueryParams, QueryStatus, QueryView
+from autoscaler.spark.pipelines import PipelineContext, PipelineError, PipelineSpec
 from autoscaler.spark.checkpoint import read_checkpoint, remove_offsets_after
 from autoscaler.spark.progress import parse_progress, state_partitions
-from autoscaler.window import SampleWindow
+from autoscaler.core.evaluate import SampleWindow
 
 log = structlog.get_logger("autoscaler.spark.host")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from autoscaler.model import Snapshot
+from autoscaler.core.model import Snapshot
 from autoscaler.spark.executors import SparkExecutors
 from autoscaler.spark.host import QueryHost
 

@@ -13,7 +13,7 @@ import re
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
-from autoscaler.model import BatchSample
+from autoscaler.core.model import BatchSample
 
 _RATE_SOURCE = re.compile(r"RateStreamV2\[rowsPerSecond=(\d+)")
 

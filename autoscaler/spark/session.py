@@ -8,7 +8,7 @@ import signal
 import sys
 from typing import Any, Mapping
 
-from autoscaler.settings import SparkSettings
+from autoscaler.core.settings import SparkSettings
 
 # Facts measured on the project machines (docs/architecture.md): without SPARK_LOCAL_IP the
 # driver binds to the first non-loopback interface; executors' Python workers must use this

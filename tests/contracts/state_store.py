@@ -1,4 +1,4 @@
-"""The contract every :class:`autoscaler.ports.StateStore` must pass.
+"""The contract every :class:`autoscaler.runtime.ports.StateStore` must pass.
 
 Subclass :class:`StateStoreContract` in a ``Test...`` class and provide the ``open_store``
 fixture: a callable that opens a store on the *same* backing each time it is called, so a
@@ -16,11 +16,11 @@ from typing import Any, Callable
 
 import pytest
 
-from autoscaler.clock import FakeClock
-from autoscaler.model import Mode, QueryParams
-from autoscaler.ports import StateStore
-from autoscaler.reconciler import Reconciler
-from autoscaler.settings import load_settings
+from autoscaler.runtime.clock import FakeClock
+from autoscaler.core.model import Mode, QueryParams
+from autoscaler.runtime.ports import StateStore
+from autoscaler.runtime.reconciler import Reconciler
+from autoscaler.core.settings import load_settings
 from tests.fakes import FakeCluster, LoadFeeder, query_view
 
 OpenStore = Callable[[], StateStore]

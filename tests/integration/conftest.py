@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from autoscaler.window import batches_since, newest_start as newest  # noqa: F401 - the tests' names
+from autoscaler.core.evaluate import batches_since, newest_start as newest  # noqa: F401 - the tests' names
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -42,7 +42,7 @@ def rows_consumed(checkpoint: Any) -> int:
 
 def assert_every_row_once(out: Any, checkpoint: Any) -> int:
     """Every row Spark consumed came out of the sink exactly once, and no other row; returns the rows."""
-    from autoscaler.demo.workload import verify_output
+    from autoscaler.tools.demo.workload import verify_output
 
     expected = rows_consumed(checkpoint)
     check = verify_output(out, expected)
@@ -51,7 +51,7 @@ def assert_every_row_once(out: Any, checkpoint: Any) -> int:
 
 
 def session(master: str, **conf: str) -> Any:
-    from autoscaler.settings import SparkSettings
+    from autoscaler.core.settings import SparkSettings
     from autoscaler.spark.session import build_session
 
     return build_session(SparkSettings(master=master, app_name="spark-autoscaler-test", conf={"spark.executor.cores": "1", **conf}))

@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 
 from autoscaler import pipeline
-from autoscaler.demo.workload import trace_pipeline
-from autoscaler.traces import RateProfile
+from autoscaler.tools.demo.workload import trace_pipeline
+from autoscaler.tools.traces import RateProfile
 
 START = float(os.environ.get("SAMPLE_START", "0"))
 OUT = Path(os.environ.get("SAMPLE_OUT", "sample-output"))

@@ -8,12 +8,12 @@ from datetime import timedelta
 
 import pytest
 
-from autoscaler.demo.workload import drain, trace_pipeline
-from autoscaler.driver import DriverDaemon
-from autoscaler.history import EXECUTORS
-from autoscaler.pipelines import PipelineSpec
-from autoscaler.settings import load_settings
-from autoscaler.traces import RateProfile
+from autoscaler.tools.demo.workload import drain, trace_pipeline
+from autoscaler.app.driver import DriverDaemon
+from autoscaler.core.history import EXECUTORS
+from autoscaler.spark.pipelines import PipelineSpec
+from autoscaler.core.settings import load_settings
+from autoscaler.tools.traces import RateProfile
 from tests.integration.conftest import assert_every_row_once, wait_until
 
 pytestmark = pytest.mark.spark

@@ -9,12 +9,12 @@ from datetime import timedelta
 import pytest
 
 from autoscaler import attach
-from autoscaler.demo.workload import trace_pipeline
-from autoscaler.model import QueryStatus, Reason
-from autoscaler.pipelines import PipelineContext
-from autoscaler.settings import load_settings
+from autoscaler.tools.demo.workload import trace_pipeline
+from autoscaler.core.model import QueryStatus, Reason
+from autoscaler.spark.pipelines import PipelineContext
+from autoscaler.core.settings import load_settings
 from autoscaler.spark.host import trigger_interval
-from autoscaler.traces import RateProfile
+from autoscaler.tools.traces import RateProfile
 from tests.integration.conftest import wait_until
 
 pytestmark = pytest.mark.spark

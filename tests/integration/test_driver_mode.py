@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.pipelines import PipelineContext, load_pipelines
+from autoscaler.spark.pipelines import PipelineContext, load_pipelines
 from autoscaler.spark.checkpoint import read_checkpoint
 from tests.integration.conftest import assert_every_row_once, wait_until
 

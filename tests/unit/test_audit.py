@@ -7,9 +7,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from autoscaler.audit import DECISION, EVENT, OPERATOR, AuditTrail
-from autoscaler.history import EXECUTORS
-from autoscaler.model import ActionOutcome, QueryParams, Reason
+from autoscaler.runtime.audit import DECISION, EVENT, OPERATOR, AuditTrail
+from autoscaler.core.history import EXECUTORS
+from autoscaler.core.model import ActionOutcome, QueryParams, Reason
 from tests.fakes import LoadFeeder, query_view
 from tests.unit.test_reconciler import TICK, run_for
 from tests.unit.test_reconciler import make as make_default
@@ -164,7 +164,7 @@ def test_paused_ticks_record_the_wanted_change_as_not_applied():
 
 
 def test_every_rescale_of_a_mixed_run_is_explained_with_its_pause():
-    from autoscaler.audit import explain_event
+    from autoscaler.runtime.audit import explain_event
 
     clock, cluster, rec = make(executors=1)
     cluster.add_query(query_view(parallelism=2, max_parallelism=16))

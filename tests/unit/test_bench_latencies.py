@@ -3,7 +3,7 @@
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
-from autoscaler.window import batches_since, newest_start
+from autoscaler.core.evaluate import batches_since, newest_start
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

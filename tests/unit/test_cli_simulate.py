@@ -8,8 +8,8 @@ import pytest
 import structlog
 
 from autoscaler.cli import main
-from autoscaler.model import Proposal, Reason
-from autoscaler.reconciler import TickError
+from autoscaler.core.model import Proposal, Reason
+from autoscaler.runtime.reconciler import TickError
 from policies import PolicyInput, PolicyParams
 from policies.base import _REGISTRY
 
@@ -243,7 +243,7 @@ def test_a_terminal_sees_how_far_the_simulation_is(trace, capsys, monkeypatch):
 def test_a_terminal_sees_how_far_a_comparison_is(trace, capsys, monkeypatch, jobs, last):
     terminal = _Terminal()
     monkeypatch.setattr("sys.stderr", terminal)
-    monkeypatch.setattr("autoscaler.sim.compare.compared_policies", lambda: ["default", "static"])
+    monkeypatch.setattr("autoscaler.tools.sim.compare.compared_policies", lambda: ["default", "static"])
     assert main(["simulate", "--trace", str(trace), "--compare", "--jobs", jobs, "--days", "0.04"]) == 0
     shown = [line.strip() for line in terminal.text.split("\r") if line.strip()]
     assert shown[-1] == last

@@ -7,10 +7,10 @@ from datetime import timedelta
 
 import pytest
 
-from autoscaler.audit import OPERATOR
-from autoscaler.commands import ChangeError, Commands
-from autoscaler.control import ControlState
-from autoscaler.model import Mode, QueryParams, Reason
+from autoscaler.runtime.audit import OPERATOR
+from autoscaler.runtime.commands import ChangeError, Commands
+from autoscaler.core.control import ControlState
+from autoscaler.core.model import Mode, QueryParams, Reason
 from tests.fakes import query_view
 from tests.unit.test_reconciler import TICK, make
 

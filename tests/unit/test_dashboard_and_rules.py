@@ -13,13 +13,14 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from autoscaler.dashboard import DASHBOARD, iter_panels, panel_exprs, render_dashboard, substitute_variables
-from autoscaler.metrics import Metrics
-from autoscaler.promql import Evaluator, PromQLError, parse
-from autoscaler.recording import Recording
+from autoscaler.tools.dashboard.render import DASHBOARD, iter_panels, panel_exprs, render_dashboard, substitute_variables
+from autoscaler.ops import assets
+from autoscaler.ops.metrics import Metrics
+from autoscaler.tools.dashboard.promql import Evaluator, PromQLError, parse
+from autoscaler.tools.dashboard.recording import Recording
 
 ROOT = Path(__file__).resolve().parents[2]
-RULES = ROOT / "helm" / "spark-autoscaler" / "rules"
+RULES = assets.RULES
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(
     PROMTOOL is None, reason="promtool not installed (Debian package `prometheus`; .ci/run installs it)"

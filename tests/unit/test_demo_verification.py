@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from autoscaler.demo.workload import verify_output
+from autoscaler.tools.demo.workload import verify_output
 
 
 def record(out, batch, lo, hi, lag=1.0):
@@ -36,7 +36,7 @@ def test_a_record_whose_sum_does_not_match_its_range_is_inconsistent(tmp_path):
 
 @pytest.mark.parametrize("mode", ["active", "reactive"])
 def test_the_demo_configuration_is_valid(mode, tmp_path):
-    from autoscaler.demo.run import DemoOptions, demo_settings
+    from autoscaler.tools.demo.run import DemoOptions, demo_settings
     from policies import create_policy
 
     settings = demo_settings(DemoOptions(mode=mode), tmp_path)
@@ -51,9 +51,9 @@ def test_the_live_view_prints_a_lag_of_zero(lag, shown):
     import io
     from datetime import timedelta
 
-    from autoscaler.demo.run import PIPELINE, LiveView
-    from autoscaler.traces import RateProfile
-    from autoscaler.values import replace
+    from autoscaler.tools.demo.run import PIPELINE, LiveView
+    from autoscaler.tools.traces import RateProfile
+    from autoscaler.core.values import replace
     from tests.harness import build
 
     daemon = build(query_name=PIPELINE)

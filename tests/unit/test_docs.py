@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from autoscaler.settings_doc import render_settings_doc
+from autoscaler.tools.settings_doc import render_settings_doc
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,24 +19,24 @@ def test_every_setting_has_a_description():
 def test_the_metrics_table_in_the_operations_guide_is_current():
     import re
 
-    from autoscaler.metrics import render_metrics_table
+    from autoscaler.ops.metrics import render_metrics_table
 
     text = (ROOT / "docs" / "operations.md").read_text()
     table = re.search(r"<!-- metrics-table:[^>]*-->\n(.*?)<!-- /metrics-table -->", text, re.S)
     assert table is not None
     assert table.group(1) == render_metrics_table(), (
-        "docs/operations.md's metrics table is stale: paste the output of `python -m autoscaler.metrics`"
+        "docs/operations.md's metrics table is stale: paste the output of `python -m autoscaler.ops.metrics`"
     )
 
 
 def test_the_simulator_calibration_table_in_the_benchmarks_is_current():
     import re
 
-    from autoscaler.sim.config import render_calibration_table
+    from autoscaler.tools.sim.config import render_calibration_table
 
     text = (ROOT / "docs" / "benchmarks.md").read_text()
     table = re.search(r"<!-- calibration-table:[^>]*-->\n(.*?)<!-- /calibration-table -->", text, re.S)
     assert table is not None
     assert table.group(1) == render_calibration_table(), (
-        "docs/benchmarks.md's calibration table is stale: paste the output of `python -m autoscaler.sim.config`"
+        "docs/benchmarks.md's calibration table is stale: paste the output of `python -m autoscaler.tools.sim.config`"
     )

@@ -16,9 +16,9 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Callable
 
-from autoscaler.clock import SystemClock
-from autoscaler.model import QueryChange, QueryStatus, Reason
-from autoscaler.pipelines import PipelineSpec
+from autoscaler.runtime.clock import SystemClock
+from autoscaler.core.model import QueryChange, QueryStatus, Reason
+from autoscaler.spark.pipelines import PipelineSpec
 from autoscaler.spark.host import QueryHost
 
 

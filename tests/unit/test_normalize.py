@@ -4,10 +4,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autoscaler.history import EXECUTORS, ScalingEvent, ScalingHistory
-from autoscaler.model import Proposal, Reason
-from autoscaler.normalize import NormalizeInput, normalize
-from autoscaler.settings import NormalizeSettings
+from autoscaler.core.history import EXECUTORS, ScalingEvent, ScalingHistory
+from autoscaler.core.model import Proposal, Reason
+from autoscaler.core.normalize import NormalizeInput, normalize
+from autoscaler.core.settings import NormalizeSettings
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=timezone.utc)
 S = NormalizeSettings(

@@ -6,12 +6,12 @@ import sys
 
 def test_attach_stays_the_function_after_its_module_is_imported():
     import autoscaler
-    import autoscaler.attached
+    import autoscaler.app.attached
 
-    assert autoscaler.attach is autoscaler.attached.attach
+    assert autoscaler.attach is autoscaler.app.attached.attach
     from autoscaler import attach
 
-    assert attach is autoscaler.attached.attach and callable(autoscaler.attach)
+    assert attach is autoscaler.app.attached.attach and callable(autoscaler.attach)
 
 
 def test_importing_the_package_and_declaring_pipelines_does_not_import_pyspark():

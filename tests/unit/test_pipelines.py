@@ -3,7 +3,7 @@ from datetime import timedelta
 
 import pytest
 
-from autoscaler.pipelines import PipelineError, PipelineSpec, load_pipelines
+from autoscaler.spark.pipelines import PipelineError, PipelineSpec, load_pipelines
 
 
 def write(tmp_path, name, text):

@@ -3,8 +3,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from autoscaler.history import ScalingEvent, ScalingHistory
-from autoscaler.model import (
+from autoscaler.core.history import ScalingEvent, ScalingHistory
+from autoscaler.core.model import (
     Executor,
     ExecutorDecision,
     ExecutorView,
@@ -13,7 +13,7 @@ from autoscaler.model import (
     QueryStatus,
     Reason,
 )
-from autoscaler.planner import (
+from autoscaler.core.plan import (
     request_waiting_since,
     QueryPlanInput,
     choose_removals,
@@ -22,7 +22,7 @@ from autoscaler.planner import (
     plan_queries,
     removal_order,
 )
-from autoscaler.settings import NormalizeSettings
+from autoscaler.core.settings import NormalizeSettings
 from tests.fakes import query_view
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)

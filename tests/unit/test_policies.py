@@ -4,10 +4,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.costmodel import BatchCostModel
-from autoscaler.history import ScalingHistory
-from autoscaler.model import Executor, ExecutorView, QueryLoad, Reason, Snapshot
-from autoscaler.values import replace
+from autoscaler.core.costmodel import BatchCostModel
+from autoscaler.core.history import ScalingHistory
+from autoscaler.core.model import Executor, ExecutorView, QueryLoad, Reason, Snapshot
+from autoscaler.core.values import replace
 from policies import PolicyError, PolicyInput, create_policy, policy_names
 from policies.target_utilization import fewest_cores, utilization
 from tests.fakes import query_view

@@ -21,9 +21,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import policies.base as base
-from autoscaler.model import Proposal, Reason
-from autoscaler.sim.runner import SimulationError, simulate
-from autoscaler.traces import load_trace
+from autoscaler.core.model import Proposal, Reason
+from autoscaler.tools.sim.runner import SimulationError, simulate
+from autoscaler.tools.traces import load_trace
 from policies import PolicyError, PolicyParams, check_proposal, create_policy, register
 from tests.fakes import query_view
 

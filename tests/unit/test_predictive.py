@@ -7,11 +7,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autoscaler.costmodel import BatchCostModel
-from autoscaler.forecast import forecast_rate
-from autoscaler.history import EXECUTORS, RatePoint, ScalingEvent, ScalingHistory
-from autoscaler.model import BatchSample, Executor, ExecutorView, QueryLoad, Reason, Snapshot
-from autoscaler.sim import SimConfig, Workload, simulate
+from autoscaler.core.costmodel import BatchCostModel
+from autoscaler.core.forecast import forecast_rate
+from autoscaler.core.history import EXECUTORS, RatePoint, ScalingEvent, ScalingHistory
+from autoscaler.core.model import BatchSample, Executor, ExecutorView, QueryLoad, Reason, Snapshot
+from autoscaler.tools.sim import SimConfig, Workload, simulate
 from policies import PolicyError, PolicyInput, create_policy, resolve_name
 from policies.predictive import fewest_cores, plan_partitions, rescale_price
 from policies.target_utilization import utilization
@@ -469,7 +469,7 @@ def test_a_memo_carried_through_an_evolving_history_forecasts_exactly_as_without
     # at the front as the reconciler does (by age to 30 hours, by count within a step), read one
     # or two steps late; the memo moves its series and reuses skill terms from step to step, and
     # must change no forecast
-    from autoscaler.forecast import Memo
+    from autoscaler.core.forecast import Memo
 
     step, start = timedelta(minutes=5), datetime(2026, 1, 1, tzinfo=timezone.utc)
     rng = __import__("random").Random(7)

@@ -4,11 +4,11 @@ from datetime import timedelta
 
 import pytest
 
-from autoscaler.clock import FakeClock
-from autoscaler.loop import ReconcileLoop
-from autoscaler.model import Mode, Reason
-from autoscaler.reconciler import Reconciler
-from autoscaler.settings import load_settings
+from autoscaler.runtime.clock import FakeClock
+from autoscaler.runtime.loop import ReconcileLoop
+from autoscaler.core.model import Mode, Reason
+from autoscaler.runtime.reconciler import Reconciler
+from autoscaler.core.settings import load_settings
 from tests.fakes import FakeCluster, FlakyStateStore, LoadFeeder, query_view
 
 TICK = timedelta(seconds=5)
@@ -194,8 +194,8 @@ def test_an_operator_rate_limit_request_rescales_the_query_and_is_consumed():
 
 
 def test_saved_overrides_that_no_longer_fit_the_configuration_are_dropped_on_restart():
-    from autoscaler.control import ControlState
-    from autoscaler.state import MemoryStateStore
+    from autoscaler.core.control import ControlState
+    from autoscaler.runtime.state import MemoryStateStore
 
     store = MemoryStateStore()
     saved = ControlState(paused=True, min_executors=5, policy_params={"executors": 2})
@@ -289,7 +289,7 @@ def test_a_state_store_that_cannot_be_written_does_not_lose_the_ticks_record(cap
 def test_an_operator_change_that_cannot_be_saved_is_not_applied():
     from dataclasses import replace
 
-    from autoscaler.state import StateStoreError
+    from autoscaler.runtime.state import StateStoreError
 
     store = FlakyStateStore()
     _, _, rec = make_with_store(store, executors=1)

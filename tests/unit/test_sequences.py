@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autoscaler.sequences import Timeline, count_after
+from autoscaler.core.sequences import Timeline, count_after
 
 
 def test_count_after_finds_the_item_by_identity_from_the_end():

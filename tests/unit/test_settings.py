@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autoscaler.model import Mode
-from autoscaler.settings import SettingsError, format_duration, load_settings, parse_duration
+from autoscaler.core.model import Mode
+from autoscaler.core.settings import SettingsError, format_duration, load_settings, parse_duration
 
 
 @pytest.mark.parametrize(

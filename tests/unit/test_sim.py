@@ -11,11 +11,11 @@ import structlog.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.model import QueryChange, QueryStatus, Reason
-from autoscaler.sim import SimCluster, SimConfig, Workload, simulate
-from autoscaler.sim.metrics import lag_percentile, limited_oracle_executor_seconds, max_lag, oracle_executor_seconds, time_above
-from autoscaler.sim.workload import workload_from_trace
-from autoscaler.traces import Trace
+from autoscaler.core.model import QueryChange, QueryStatus, Reason
+from autoscaler.tools.sim import SimCluster, SimConfig, Workload, simulate
+from autoscaler.tools.sim.metrics import lag_percentile, limited_oracle_executor_seconds, max_lag, oracle_executor_seconds, time_above
+from autoscaler.tools.sim.workload import workload_from_trace
+from autoscaler.tools.traces import Trace
 from policies.predictive import PredictivePolicy
 
 QUIET = SimConfig(duration_noise=0.0, slow_batch_probability=0.0, executor_startup_jitter=0.0)

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from autoscaler.bench.sim_speed import (
+from autoscaler.tools.bench.sim_speed import (
     TICKS_30_DAYS,
     SimSpeedError,
     _collected,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.clock import FakeClock
-from autoscaler.reconciler import Reconciler
-from autoscaler.settings import load_settings
-from autoscaler.state import FileStateStore, MemoryStateStore, StateStoreError, open_state_store
+from autoscaler.runtime.clock import FakeClock
+from autoscaler.runtime.reconciler import Reconciler
+from autoscaler.core.settings import load_settings
+from autoscaler.runtime.state import FileStateStore, MemoryStateStore, StateStoreError, open_state_store
 from tests.fakes import FakeCluster
 from tests.contracts.state_store import StateStoreContract
 
@@ -154,10 +154,10 @@ def test_what_the_reconciler_saves_is_restored_whole() -> None:
     import json
     from datetime import datetime, timedelta, timezone
 
-    from autoscaler.control import ControlState
-    from autoscaler.history import RatePoint, ScalingEvent, ScalingHistory
-    from autoscaler.model import Mode, QueryParams, Reason
-    from autoscaler.state.schema import restore_state
+    from autoscaler.core.control import ControlState
+    from autoscaler.core.history import RatePoint, ScalingEvent, ScalingHistory
+    from autoscaler.core.model import Mode, QueryParams, Reason
+    from autoscaler.runtime.state.schema import restore_state
 
     utc, cet = timezone.utc, timezone(timedelta(hours=1))
     t0 = datetime(2026, 11, 22, 10, 0, tzinfo=utc)

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autoscaler.traces import RateProfile, TraceError, compress_trace, load_trace, scale_to_peak
+from autoscaler.tools.traces import RateProfile, TraceError, compress_trace, load_trace, scale_to_peak
 
 
 def write(tmp_path, text):
@@ -114,7 +114,7 @@ def test_compressing_a_day_of_taxi_demand(tmp_path):
 
 
 def test_prefixed_profile_delays_the_trace_by_a_constant_phase():
-    from autoscaler.traces import prefixed
+    from autoscaler.tools.traces import prefixed
 
     p = prefixed(RateProfile.steps([(10, 300)]), 5, 100)
     assert p.rate_at(2) == 100 and p.rate_at(6) == 300 and p.rate_at(16) == 0

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from autoscaler.values import replace, value
+from autoscaler.core.values import replace, value
 
 
 def point_class(decorate):

@@ -1,0 +1,238 @@
+"""Driver mode: the daemon owns the Spark session and hosts the user's pipelines.
+
+Start-up order keeps "nothing started half-way": import and validate the pipelines, start the
+HTTP server (health, metrics and the REST API answer while Spark starts; ``/readyz`` only
+after the first successful tick), create the session, wait (at most
+``resource_wait_timeout``) for the initial executors, build every pipeline once without
+starting it, then start them all and run the reconcile loop until SIGTERM/SIGINT, which stops
+every query at a batch boundary before the session stops and the HTTP server closes.
+
+Metrics, the audit trail and the state store (``state.path``) belong to the daemon; the
+reconciler restores history and operator overrides from the store when it is created.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Callable, Sequence
+
+import structlog
+
+from prometheus_client import CollectorRegistry
+
+from autoscaler.runtime.audit import AuditTrail
+from autoscaler.ops.auth import ApiAuth
+from autoscaler.runtime.clock import Clock, SystemClock
+from autoscaler.runtime.loop import ReconcileLoop
+from autoscaler.ops.metrics import Metrics
+from autoscaler.core.model import Mode
+from autoscaler.core.modes import resolve_mode
+from autoscaler.spark.pipelines import PipelineError, PipelineSpec, load_pipelines
+from autoscaler.core.plan import choose_removals
+from autoscaler.runtime.ports import StateStore
+from autoscaler.runtime.reconciler import Reconciler, TickRecord
+from autoscaler.ops.server import HttpServer, serve_daemon
+from autoscaler.core.settings import Settings
+from autoscaler.spark.executors import SparkExecutors
+from autoscaler.spark.host import QueryHost
+from autoscaler.spark.observer import SparkObserver
+from autoscaler.spark.session import build_session, stop_session
+from autoscaler.runtime.state import open_state_store
+
+log = structlog.get_logger("autoscaler.driver")
+
+
+@dataclass(frozen=True)
+class StartupReport:
+    mode: Mode
+    mode_reason: str
+    wanted_executors: int
+    executors: int
+    waited: timedelta
+
+
+class DriverDaemon:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        specs: Sequence[PipelineSpec] | None = None,
+        spark: Any = None,
+        clock: Clock | None = None,
+        state_store: StateStore | None = None,
+        on_tick: Callable[[TickRecord], None] | None = None,
+        registry: CollectorRegistry | None = None,
+        auth: ApiAuth | None = None,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.state_store = state_store if state_store is not None else open_state_store(settings)
+        self.on_tick = on_tick
+        self.registry = registry or CollectorRegistry()
+        self.application = _application(spark, settings)
+        self.metrics = Metrics(self.registry, application=self.application, policy=settings.policy.name)
+        self.metrics.configure(settings)
+        self.audit = AuditTrail(settings.audit.max_count, settings.audit.max_age)
+        self.auth = auth
+        self.http: HttpServer | None = None
+        if specs is None:
+            if not settings.pipelines.module:
+                raise PipelineError("no pipelines: set pipelines.module (a .py file or module with @pipeline functions)")
+            specs = load_pipelines(settings.pipelines.module)
+        self.specs = list(specs)
+        self._own_spark = spark is None
+        self.spark = spark
+        self.executors: SparkExecutors | None = None
+        self.host: QueryHost | None = None
+        self.reconciler: Reconciler | None = None
+        self.loop: ReconcileLoop | None = None
+        self.startup: StartupReport | None = None
+        self._stopped = threading.Event()
+
+    # --- start-up ----------------------------------------------------------------------------
+
+    def start(self) -> StartupReport:
+        s = self.settings
+        if s.http.enabled and self.http is None:
+            self.start_http()
+        try:
+            if self.spark is None:
+                self.spark = build_session(s.spark)
+            self.executors = SparkExecutors(self.spark, s.executors.cores)
+            self.startup = self._wait_for_resources()
+            self.host = QueryHost(
+                self.spark,
+                self.specs,
+                checkpoint_root=s.pipelines.checkpoint_root,
+                clock=self.clock,
+                registered_cores=self.executors.registered_cores,
+                max_samples=s.window.max_samples,
+                stop_timeout=s.pipelines.stop_timeout,
+                restart_backoff_max=s.pipelines.restart_backoff_max,
+            )
+            self.host.prepare(max(1, self.executors.registered_cores()))
+            self.host.start_all()
+            self.reconciler = Reconciler(
+                settings=s,
+                observer=SparkObserver(self.executors, self.host),
+                executors=self.executors,
+                queries=self.host,
+                clock=self.clock,
+                state_store=self.state_store,
+                on_tick=self._tick_done,
+                audit=self.audit,
+            )
+            self.loop = ReconcileLoop(self.reconciler, self.clock, s.reconcile_interval, on_error=self._tick_failed)
+        except BaseException:
+            self._teardown()
+            self.stop_http()
+            raise
+        if self.reconciler.control != type(self.reconciler.control)():
+            log.info("overrides_restored", control=self.reconciler.control.to_json())
+        return self.startup
+
+    # --- HTTP: metrics, health, REST API --------------------------------------------------
+
+    def start_http(self) -> HttpServer:
+        """Serve ``/metrics``, ``/healthz``, ``/readyz`` and the REST API on ``http.host:http.port``."""
+        self.http = serve_daemon(
+            self.settings,
+            reconciler=lambda: self.reconciler,
+            loop=lambda: self.loop,
+            registry=self.registry,
+            metrics=self.metrics,
+            clock=self.clock,
+            application=self.application,
+            stopping=self._stopped.is_set,
+            auth=self.auth,
+        )
+        return self.http
+
+    def stop_http(self) -> None:
+        if self.http is not None:
+            self.http.stop()
+            self.http = None
+
+    def _tick_done(self, record: TickRecord) -> None:
+        self.metrics.observe_tick(record)
+        if self.on_tick is not None:
+            self.on_tick(record)
+
+    def _tick_failed(self, phase: str, exc: BaseException) -> None:
+        self.metrics.tick_failed(phase)
+
+    def _wait_for_resources(self) -> StartupReport:
+        """Ask for (active) or wait for (reactive) the initial executors, then go with what is there."""
+        assert self.executors is not None
+        s, ex = self.settings, self.executors
+        now = self.clock.now()
+        view = ex.observe(now)
+        mode = resolve_mode(s.mode, view)
+        wanted = s.executors.start_count
+        if mode.mode == Mode.ACTIVE:
+            # standalone and local-cluster start an executor on every worker: keep `wanted`
+            extra = choose_removals(view, wanted)
+            if extra:
+                ex.remove(extra, now)
+            ex.set_target(wanted, now)
+        have = ex.wait_for(wanted, s.resource_wait_timeout, self.clock)
+        waited = self.clock.now() - now
+        if have < wanted:
+            log.warning("starting_with_fewer_executors", wanted=wanted, registered=have, waited_seconds=waited.total_seconds())
+        log.info("mode_selected", mode=mode.mode.value, reason=mode.reason.value, detail=mode.message)
+        return StartupReport(mode.mode, mode.message, wanted, have, waited)
+
+    # --- running -----------------------------------------------------------------------------
+
+    def install_signal_handlers(self) -> None:
+        def handle(signum: int, _frame: Any) -> None:
+            log.info("signal_received", signal=signal.Signals(signum).name)
+            self.request_stop()
+
+        signal.signal(signal.SIGTERM, handle)
+        signal.signal(signal.SIGINT, handle)
+
+    def request_stop(self) -> None:
+        self._stopped.set()
+        if self.loop is not None:
+            self.loop.stop()
+
+    def run(self, duration: timedelta | None = None) -> None:
+        """Run the reconcile loop until stopped (or for ``duration``), then shut down gracefully."""
+        assert self.loop is not None, "start() first"
+        if duration is not None:
+            timer = threading.Timer(duration.total_seconds(), self.request_stop)
+            timer.daemon = True
+            timer.start()
+        try:
+            if not self._stopped.is_set():
+                self.loop.run()
+        finally:
+            self.shutdown()
+
+    def shutdown(self) -> None:
+        self._stopped.set()  # /readyz reports "stopping" from here on
+        if self.loop is not None:
+            self.loop.stop()
+        if self.host is not None:
+            self.host.stop_all()
+        self._teardown()
+        self.stop_http()
+
+    def _teardown(self) -> None:
+        if self._own_spark and self.spark is not None:
+            stop_session(self.spark)
+            self.spark = None
+
+
+def _application(spark: Any, settings: Settings) -> str:
+    """The ``application`` label: the running session's app name, else ``spark.app_name``."""
+    if spark is not None:
+        try:
+            return str(spark.sparkContext.appName)
+        except Exception:  # a session being torn down, or a stand-in in tests
+            pass
+    return settings.spark.app_name

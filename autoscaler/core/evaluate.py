@@ -1,0 +1,252 @@
+"""Metric windows: turn a query's recent batches into one :class:`QueryLoad`.
+
+All functions are pure; the shell keeps a bounded deque of :class:`BatchSample` per query
+(:class:`SampleWindow`) and the core evaluates the part that falls inside the window.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import math
+import operator
+import threading
+from collections import deque
+from datetime import datetime, timedelta, timezone, tzinfo
+from typing import Callable, Optional, Sequence
+
+from autoscaler.core.costmodel import BatchCostModel, fit_cost_model
+from autoscaler.core.history import RatePoint, ScalingHistory
+from autoscaler.core.model import BatchSample, QueryLoad, QueryStatus, QueryView
+
+MIN_SAMPLES = 2
+_STARTED = operator.attrgetter("started_at")
+_ENDED = operator.attrgetter("ended_at")
+_DURATION = operator.attrgetter("duration")
+_SECONDS = timedelta.total_seconds
+RECENT_BATCHES = 3
+MIN_DONE_SHARE = 0.25  # extrapolate a running batch only once a quarter of its tasks are done
+MAX_LIVE_FACTOR = 20.0  # a running batch implies at most 20x the rows of the comparable one
+
+
+class SampleWindow:
+    """Thread-safe bounded buffer of batch samples (listener thread writes, reconciler reads)."""
+
+    def __init__(self, max_samples: int = 240) -> None:
+        self._samples: deque[BatchSample] = deque(maxlen=max_samples)
+        self._lock = threading.Lock()
+
+    def add(self, sample: BatchSample) -> None:
+        """Keep the buffer in time order (what :class:`QueryView` promises): an event that arrives
+        late goes where its batch started."""
+        with self._lock:
+            buf = self._samples
+            if not buf or buf[-1].started_at <= sample.started_at:
+                buf.append(sample)
+                return
+            index = bisect.bisect_right(buf, sample.started_at, key=_STARTED)
+            if len(buf) == buf.maxlen:
+                if index == 0:
+                    return  # older than everything a full buffer keeps
+                buf.popleft()
+                index -= 1
+            buf.insert(index, sample)
+
+    def snapshot(self) -> tuple[BatchSample, ...]:
+        with self._lock:
+            return tuple(self._samples)
+
+
+def schedule_lag(trigger: timedelta | None) -> timedelta:
+    """The lag a query that keeps up has anyway: up to two trigger intervals.
+
+    A row waits for the next trigger (up to one interval) and then for its batch (up to one
+    more, as long as batches fit their interval). More executors cannot shorten this part of
+    the lag; only the lag beyond it is a backlog that scaling can drain.
+    """
+    return 2 * trigger if trigger else timedelta(0)
+
+
+def judged_lag(target_lag: timedelta, trigger: timedelta | None) -> timedelta:
+    """The lag a query with ``trigger`` is scaled to stay under: the SLO's ``target_lag``, or its
+    :func:`schedule_lag` when that is longer (no number of executors gets below it)."""
+    return max(target_lag, schedule_lag(trigger))
+
+
+def newest_start(samples: Sequence[BatchSample]) -> datetime | None:
+    """When the newest buffered batch started (None: no batch yet)."""
+    return samples[-1].started_at if samples else None
+
+
+def batches_since(samples: Sequence[BatchSample], since: datetime | None) -> int:
+    """Batches that started after ``since`` (from :func:`newest_start`). Counting the buffer itself
+    would stop once it is full (a query's window keeps 240 batches): a wait for "two more"
+    would then never end."""
+    return sum(1 for s in samples if since is None or s.started_at > since)
+
+
+def arrival_rate(samples: Sequence[BatchSample]) -> float | None:
+    """Rows/s arriving: rows processed between the first and last batch start plus backlog growth."""
+    if not samples:
+        return None
+    if len(samples) == 1:
+        return samples[0].input_rate
+    first, last = samples[0], samples[-1]
+    span = (last.started_at - first.started_at).total_seconds()
+    if span <= 0:
+        return last.input_rate
+    rows = sum(s.input_rows for s in samples[1:])
+    if first.backlog_rows is not None and last.backlog_rows is not None:
+        rows += last.backlog_rows - first.backlog_rows
+    return max(0.0, rows / span)
+
+
+def live_rate_bound(view: QueryView, last: BatchSample, cores: int, now: datetime) -> float | None:
+    """Arrival rate implied by a batch still running unusually long, or None.
+
+    Spark plans a batch with every row that arrived since the previous one, and progress
+    events arrive only when a batch ends, so a step up stays invisible while its first large
+    batch runs. Compared with the latest batch at the same scale (cores and partitions), a
+    batch running ``x`` times as long holds about ``x`` times its rows (the fixed cost taken
+    out); when a share ``f`` of its tasks is done its whole duration is about ``age / f``.
+    Only batches running over 1.5x the comparable one count, and a new run or changed
+    executors (slow because cold) do not count at all.
+    """
+    if not view.batch_running or view.warming or cores <= 0:
+        return None
+    if view.run_started_at is not None and last.started_at < view.run_started_at:
+        return None
+    if last.cold or last.cores != cores or last.parallelism != view.params.parallelism or last.input_rows <= 0:
+        return None
+    trigger = view.params.trigger_interval or timedelta(0)
+    started = max(last.ended_at, last.started_at + trigger)
+    age = (now - started).total_seconds()
+    interval = (started - last.started_at).total_seconds()
+    if age <= 0 or interval <= 0:
+        return None
+    duration = age
+    if view.batch_tasks is not None:
+        done, total = view.batch_tasks
+        if total > 0 and MIN_DONE_SHARE <= done / total < 1:
+            duration = max(age, age * total / done)
+    usual = last.duration.total_seconds()
+    if duration <= 1.5 * usual:
+        return None
+    fixed = last.fixed_overhead.total_seconds() if last.fixed_overhead is not None else 0.0
+    factor = min(MAX_LIVE_FACTOR, (duration - fixed) / max(1e-3, usual - fixed))
+    return last.input_rows * factor / interval
+
+
+Fitter = Callable[[Sequence[BatchSample]], Optional[BatchCostModel]]
+
+
+def _ended_by(samples: Sequence[BatchSample], now: datetime) -> Sequence[BatchSample]:
+    """The batches that ended by ``now``: the buffer is in time order (a query runs one batch
+    at a time), so only its newest ones can be later (an event stamped ahead of our clock)."""
+    end = len(samples)
+    while end and samples[end - 1].ended_at > now:
+        end -= 1
+    return samples if end == len(samples) else samples[:end]
+
+
+def evaluate_query(
+    view: QueryView, now: datetime, window: timedelta, cores: int = 0, fit: Fitter | None = fit_cost_model
+) -> QueryLoad:
+    """Evaluate a query's recent batches at ``now``.
+
+    The arrival rate comes from the latest batches (and a batch still running), the busy
+    share from the batches that ended within ``window``, the cost model from all buffered warm
+    batches by ``fit`` (None: a policy that does not use it does not pay for it; the
+    reconciler passes a per-query :class:`~autoscaler.core.costmodel.CostModelCache`). Cold
+    batches count for the arrival rate but not for the cost model.
+    """
+    ordered = _ended_by(view.samples, now)
+    samples = ordered[bisect.bisect_left(ordered, now - window, key=_ENDED) :]
+    if len(samples) < MIN_SAMPLES:
+        # batches slower than the window: the latest ones are stale but the best evidence there is
+        samples = ordered[-MIN_SAMPLES:]
+    if not samples:
+        return QueryLoad(name=view.name, samples=0, parallelism=view.params.parallelism)
+    # Capacity is a property of the job, not of the current load: fit it on the buffered
+    # batches, whose sizes vary more than those of one window (needed to separate overheads).
+    model = fit(view.samples) if fit is not None else None
+    last = samples[-1]
+    # The rate over the latest batches, or the bound from a batch still running when that is
+    # higher: a step up is seen within seconds. Smoothing a drop is the job of the delayed
+    # scale-down (the largest recommendation over its window), not of this estimate.
+    recent = arrival_rate(samples[-RECENT_BATCHES:]) if len(samples) >= RECENT_BATCHES else arrival_rate(samples)
+    live = live_rate_bound(view, last, cores, now)
+    rate = live if recent is None else recent if live is None else max(recent, live)
+    span = (last.ended_at - samples[0].started_at).total_seconds()
+    busy = sum(map(_SECONDS, map(_DURATION, samples)))
+    backlog = float(last.backlog_rows) if last.backlog_rows is not None else None
+    waiting = (now - last.started_at).total_seconds()
+    if backlog and rate:
+        waiting += backlog / rate
+    processing = [s.processing_rate for s in samples if s.processing_rate is not None]
+    return QueryLoad(
+        name=view.name,
+        samples=len(samples),
+        input_rate=rate,
+        processing_rate=sum(processing) / len(processing) if processing else None,
+        model=model,
+        busy_fraction=min(1.0, busy / span) if span > 0 else None,
+        backlog_rows=backlog,
+        lag=timedelta(0, max(0.0, waiting)),  # (days, seconds): positional is twice as fast
+        batch_duration=last.duration,
+        parallelism=view.params.parallelism,
+        recent_rate=recent,
+        live_rate=live,
+    )
+
+
+def step_rate(samples: Sequence[BatchSample], start: datetime, end: datetime) -> float | None:
+    """Mean rows/s that arrived during ``[start, end)``, from the batches planned in it.
+
+    A batch takes the rows that arrived since the previous batch was planned, so the rows of
+    the batches planned in the step, over the time since the batch planned before them, are
+    the step's arrival rate. None when no batch before the step is known.
+    """
+    inside: list[BatchSample] = []
+    before: BatchSample | None = None
+    for s in reversed(samples):
+        if s.started_at >= end:
+            continue
+        if s.started_at >= start:
+            inside.append(s)
+        else:
+            before = s
+            break
+    if before is None:
+        return None
+    if not inside:
+        return 0.0  # no trigger found new rows (Spark skips empty batches)
+    span = (inside[0].started_at - before.started_at).total_seconds()  # inside is newest first
+    return sum(s.input_rows for s in inside) / span if span > 0 else None
+
+
+@functools.lru_cache(maxsize=8)
+def _step_start(k: int, seconds: float, zone: tzinfo) -> datetime:
+    """Start of rate step ``k`` (the same one tick after tick: built once)."""
+    return datetime.fromtimestamp(k * seconds, zone)
+
+
+def record_rates(history: ScalingHistory, queries: Sequence[QueryView], now: datetime, step: timedelta) -> ScalingHistory:
+    """Append each running query's mean arrival rate for the step that ended one step ago.
+
+    One step of delay lets every batch planned in that step report (listener events arrive when
+    a batch ends). A restart within the step does not matter: the first batch of the new run
+    takes the rows since the last batch of the old one. Steps the daemon did not see stay missing.
+    """
+    seconds = step.total_seconds()
+    start = _step_start(math.floor(now.timestamp() / seconds) - 2, seconds, now.tzinfo or timezone.utc)
+    for view in queries:
+        if view.status != QueryStatus.RUNNING:
+            continue
+        last = history.last_rate_at(view.name)
+        if last is not None and last >= start:
+            continue
+        rate = step_rate(view.samples, start, start + step)
+        if rate is not None:
+            history = history.with_rate(RatePoint(start, view.name, rate))
+    return history

@@ -1,0 +1,307 @@
+"""Typed, immutable values that flow through one reconcile tick.
+
+Sources build a :class:`Snapshot`; the pure core turns it into :class:`QueryLoad` values,
+a :class:`Proposal` (policy), an :class:`ExecutorDecision` (normalization) and a :class:`Plan`
+(actions). ``None`` always means "unknown", never zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Mapping
+
+from autoscaler.core.costmodel import BatchCostModel
+from autoscaler.core.values import value
+
+
+class Mode(StrEnum):
+    """How the daemon obtains capacity."""
+
+    AUTO = "auto"
+    REACTIVE = "reactive"
+    ACTIVE = "active"
+
+
+class Reason(StrEnum):
+    """Machine-readable reason attached to every decision, hold and refusal."""
+
+    # policy proposals
+    NO_METRICS = "NoMetrics"
+    WITHIN_TARGET = "WithinTarget"
+    SCALE_UP_FOR_LOAD = "ScaleUpForLoad"
+    SCALE_UP_FOR_BACKLOG = "ScaleUpForBacklog"
+    SCALE_DOWN_FOR_LOAD = "ScaleDownForLoad"
+    USE_AVAILABLE = "UseAvailable"
+    STATIC_TARGET = "StaticTarget"
+    MANUAL_TARGET = "ManualTarget"
+    WAITING_FOR_INTERVAL = "WaitingForPolicyInterval"  # the policy decides on its own timer
+    EXECUTORS_IDLE = "ExecutorsIdle"  # executors without tasks for the idle timeout
+    SCALE_UP_FOR_FORECAST = "ScaleUpForForecast"  # the forecast load needs more soon
+    # normalization holds and clamps
+    BOUNDED_MIN = "BoundedByMin"
+    BOUNDED_MAX = "BoundedByMax"
+    DEAD_BAND = "DeadBand"
+    STABILIZING = "StabilizingAfterRescale"
+    SCALE_DOWN_DELAYED = "ScaleDownDelayed"
+    BACKLOG_BLOCKS_SCALE_DOWN = "BacklogBlocksScaleDown"
+    MAX_STEP_UP = "ScaleUpLimit"
+    MAX_STEP_DOWN = "ScaleDownLimit"
+    ACTION_IN_FLIGHT = "ActionInFlight"
+    PAUSED = "Paused"
+    DRY_RUN = "DryRun"
+    # mode and resources
+    MODE_CONFIGURED = "ModeConfigured"
+    CAN_REQUEST_EXECUTORS = "CanRequestExecutors"
+    CANNOT_REQUEST_EXECUTORS = "CannotRequestExecutors"
+    DYNAMIC_ALLOCATION_ON = "DynamicAllocationOn"
+    REQUEST_NOT_GRANTED = "RequestNotGranted"
+    EXECUTORS_LOST = "ExecutorsLost"
+    # queries
+    PARTITIONS_BELOW_CORES = "PartitionsBelowCores"
+    UNEVEN_WAVES = "UnevenTaskWaves"
+    POLICY_PARALLELISM = "PolicyParallelism"
+    OPERATOR_REQUEST = "OperatorRequest"
+    STATE_PINS_SHUFFLE_PARTITIONS = "StatePinsShufflePartitions"
+    QUERY_NOT_RESCALABLE = "QueryNotRescalable"
+    QUERY_BUSY = "QueryBusy"
+    QUERY_COOLDOWN = "QueryRescaleCooldown"
+    EXECUTORS_SETTLING = "ExecutorsSettling"
+    QUERY_FAILED = "QueryFailed"
+
+
+class QueryStatus(StrEnum):
+    STARTING = "starting"
+    RUNNING = "running"
+    RESCALING = "rescaling"
+    RESTARTING = "restarting"  # waiting to restart after a failure (back-off)
+    FINISHED = "finished"  # bounded source done (availableNow)
+    STOPPED = "stopped"
+    FAILED = "failed"  # gave up, or not managed by us
+
+
+# --- observation ------------------------------------------------------------------------------
+
+
+@value
+class Executor:
+    id: str
+    cores: int
+    active_tasks: int = 0
+    added_at: datetime | None = None
+
+
+@value
+class ExecutorView:
+    """What the driver knows about executors at one instant."""
+
+    alive: tuple[Executor, ...]
+    cores_per_executor: int
+    can_request: bool
+    can_request_reason: Reason
+    requested_total: int | None = None  # the absolute target we last asserted; None: never
+    # since when more executors have been requested than registered (None: not waiting);
+    # changing the target while still waiting keeps the original time
+    waiting_since: datetime | None = None
+    pending_removal: tuple[str, ...] = ()  # asked to remove, still registered
+    lost: tuple[str, ...] = ()  # disappeared since the previous observation, not removed by us
+    cores: int = field(init=False, repr=False, compare=False)  # of the executors alive
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cores", sum([e.cores for e in self.alive]))
+
+    @property
+    def count(self) -> int:
+        return len(self.alive)
+
+    @property
+    def pending_executors(self) -> int:
+        """Requested but not (yet) registered."""
+        if self.requested_total is None:
+            return 0
+        return max(0, self.requested_total - (self.count - len(self.pending_removal)))
+
+
+@value
+class BatchSample:
+    """One completed micro-batch, read from a progress event."""
+
+    batch_id: int
+    started_at: datetime  # trigger start (progress ``timestamp``)
+    duration: timedelta  # ``batchDuration``
+    input_rows: int
+    input_rate: float | None  # rows/s arriving (``inputRowsPerSecond``)
+    processing_rate: float | None  # rows/s while executing (``processedRowsPerSecond``)
+    backlog_rows: int | None  # latestOffset - endOffset where the source reports it
+    cores: int | None = None  # executor cores registered when the batch ended
+    parallelism: int | None = None  # source partitions (tasks) the batch ran with
+    fixed_overhead: timedelta | None = None  # planning, offset log, commit: triggerExecution - addBatch
+    cold: bool = False  # warming up (first batches of a run, or executors just changed): not for fits
+    ended_at: datetime = field(init=False, repr=False, compare=False)  # started_at + duration
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ended_at", self.started_at + self.duration)
+
+
+JAVA_LONG_MAX = 2**63 - 1  # source options such as maxOffsetsPerTrigger are parsed as Java longs
+
+
+@value
+class QueryParams:
+    """Settings a query runs with; changing any of them needs a restart from the checkpoint."""
+
+    parallelism: int
+    shuffle_partitions: int | None = None
+    trigger_interval: timedelta | None = None
+    max_rows_per_batch: int | None = None
+
+
+@value
+class QueryView:
+    name: str
+    status: QueryStatus
+    params: QueryParams
+    min_parallelism: int = 1
+    max_parallelism: int = 1024
+    partitions_per_core: int = 1
+    rescalable: bool = True  # hosted by us (we can rebuild it) vs attached
+    stateful: bool = False
+    state_store: str | None = None  # "rocksdb", "hdfs" or None when stateless/unknown
+    # oldest first, by start and so by end (a query runs one batch at a time); the evaluation and
+    # the policies rely on it (SampleWindow keeps it, a late event included)
+    samples: tuple[BatchSample, ...] = ()
+    run_started_at: datetime | None = None
+    last_error: str | None = None
+    restarts: int = 0
+    batch_running: bool = False  # a trigger is executing right now (``status.isTriggerActive``)
+    batch_tasks: tuple[int, int] | None = None  # (completed, total) tasks of the running batch
+    warming: bool = False  # a new run or changed executors: batches are slow because cold
+
+
+@value
+class ActionOutcome:
+    """Completion of an asynchronous action (e.g. a query rescale), reported by the shell."""
+
+    subject: str
+    kind: str  # "rescale", "restart", "finish"
+    ok: bool
+    started_at: datetime
+    finished_at: datetime
+    message: str = ""
+    pause: timedelta | None = None  # stop -> first batch done at the new settings
+    from_params: QueryParams | None = None
+    to_params: QueryParams | None = None
+
+
+@value
+class Snapshot:
+    at: datetime
+    executors: ExecutorView
+    queries: tuple[QueryView, ...] = ()
+    outcomes: tuple[ActionOutcome, ...] = ()
+
+    def query(self, name: str) -> QueryView | None:
+        return next((q for q in self.queries if q.name == name), None)
+
+
+# --- evaluation ---------------------------------------------------------------------------------
+
+
+@value
+class QueryLoad:
+    """Workload of one query, evaluated over its metric window."""
+
+    name: str
+    samples: int
+    input_rate: float | None = None  # rows/s arriving
+    processing_rate: float | None = None  # rows/s while busy, at the observed slots
+    model: BatchCostModel | None = None  # how long a batch takes at a given scale
+    busy_fraction: float | None = None  # share of wall time spent executing batches
+    backlog_rows: float | None = None
+    # freshness: now - generation time of the newest row in the last completed batch,
+    # i.e. time since that batch was planned plus the backlog it left, in seconds of input
+    lag: timedelta | None = None
+    batch_duration: timedelta | None = None
+    parallelism: int | None = None
+    recent_rate: float | None = None  # rows/s over the latest completed batches
+    live_rate: float | None = None  # rows/s implied by a batch running unusually long (an upper bound)
+
+    @property
+    def known(self) -> bool:
+        return self.samples > 0 and self.input_rate is not None
+
+    @property
+    def capacity_per_slot(self) -> float | None:
+        return self.model.per_slot if self.model else None
+
+
+# --- decision -----------------------------------------------------------------------------------
+
+
+@value
+class Proposal:
+    """What a policy wants, before normalization."""
+
+    executors: int | None  # None: the policy does not drive the executor count
+    reason: Reason
+    message: str = ""
+    parallelism: Mapping[str, int] = field(default_factory=dict)
+    details: Mapping[str, float] = field(default_factory=dict)
+
+
+@value
+class ExecutorDecision:
+    current: int
+    proposed: int | None
+    target: int | None
+    reason: Reason
+    limits: tuple[Reason, ...] = ()  # every normalization step that changed or held the value
+    message: str = ""
+
+    @property
+    def changes(self) -> bool:
+        return self.target is not None and self.target != self.current
+
+
+@value
+class EffectiveMode:
+    configured: Mode
+    mode: Mode  # active or reactive
+    reason: Reason
+    fallback: bool = False  # active requested but running reactively on what exists
+    message: str = ""
+
+    @property
+    def requesting(self) -> bool:
+        """Executors are being requested (active mode, not fallen back to reactive behaviour)."""
+        return self.mode == Mode.ACTIVE and not self.fallback
+
+
+@value
+class QueryChange:
+    name: str
+    from_params: QueryParams
+    to_params: QueryParams
+    reason: Reason
+    message: str = ""
+
+
+@value
+class QueryRefusal:
+    name: str
+    wanted: QueryParams
+    reason: Reason
+    message: str
+
+
+@value
+class Plan:
+    set_target: int | None = None  # absolute executor target to assert
+    remove: tuple[str, ...] = ()  # executors to remove, chosen by rule
+    query_changes: tuple[QueryChange, ...] = ()
+    refusals: tuple[QueryRefusal, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return self.set_target is None and not self.remove and not self.query_changes

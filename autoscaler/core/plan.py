@@ -1,0 +1,165 @@
+"""Turn a decision into actions: which executors to remove, which queries to rescale.
+
+Pure functions; the reconciler hands the resulting :class:`Plan` to the actuators.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Mapping, Sequence
+
+from autoscaler.core.capacity import aligned_parallelism, wave_efficiency
+from autoscaler.core.history import ScalingHistory
+from autoscaler.core.model import (
+    Executor,
+    ExecutorDecision,
+    ExecutorView,
+    Mode,
+    QueryChange,
+    QueryParams,
+    QueryRefusal,
+    QueryStatus,
+    QueryView,
+    Reason,
+)
+from autoscaler.core.settings import NormalizeSettings
+from autoscaler.core.values import value
+
+
+def removal_order(alive: Sequence[Executor]) -> list[Executor]:
+    """Executors in the order we remove them: idle first, then newest, then highest id.
+
+    Idle executors lose no running task; among equals the newest has the least cached state
+    and the coldest Python workers. The id breaks ties so the choice is deterministic.
+    """
+
+    def key(e: Executor) -> tuple[int, float, tuple[int, str]]:
+        added = e.added_at.timestamp() if e.added_at else 0.0
+        numeric = int(e.id) if e.id.isdigit() else -1
+        return (e.active_tasks, -added, (-numeric, e.id))
+
+    return sorted(alive, key=key)
+
+
+def choose_removals(view: ExecutorView, target: int) -> tuple[str, ...]:
+    """Executors to remove so that ``target`` stay, skipping those already being removed."""
+    if len(view.alive) <= target:
+        return ()  # the usual tick: nothing to remove
+    staying = [e for e in view.alive if e.id not in view.pending_removal]
+    excess = len(staying) - target
+    if excess <= 0:
+        return ()
+    return tuple(e.id for e in removal_order(staying)[:excess])
+
+
+@value
+class ExecutorPosition:
+    current: int  # where we are, or are heading while a request is outstanding
+    in_flight: bool
+    not_granted: bool  # requested more than registered for longer than the request timeout
+
+
+def request_waiting_since(
+    since: datetime | None, *, registered: int, requested: int | None, arrived: bool, asked_at: datetime | None, now: datetime
+) -> datetime | None:
+    """Since when an executor request has waited without progress (None: nothing outstanding).
+
+    A request counts as not granted once no requested executor has registered for the request
+    timeout: executors that keep arriving, however slowly (a loaded node, image pulls), mean
+    the cluster manager is granting it.
+    """
+    if requested is None or registered >= requested:
+        return None
+    if arrived:
+        return now
+    return since if since is not None else (asked_at or now)
+
+
+def executor_position(view: ExecutorView, now: datetime, request_timeout: timedelta, mode: Mode) -> ExecutorPosition:
+    alive = view.count - len(view.pending_removal)
+    if mode != Mode.ACTIVE or view.requested_total is None:
+        return ExecutorPosition(alive, bool(view.pending_removal), False)
+    waiting = view.requested_total > alive
+    timed_out = waiting and view.waiting_since is not None and now - view.waiting_since > request_timeout
+    if timed_out:
+        # keep heading for the outstanding request (re-asserted every tick) but stop waiting for it
+        return ExecutorPosition(view.requested_total, bool(view.pending_removal), True)
+    return ExecutorPosition(view.requested_total, waiting or bool(view.pending_removal), False)
+
+
+def plan_executors(decision: ExecutorDecision, view: ExecutorView, mode: Mode) -> tuple[int | None, tuple[str, ...]]:
+    """Absolute target to assert and executors to remove (active mode only)."""
+    if mode != Mode.ACTIVE or decision.target is None:
+        return None, ()
+    return decision.target, choose_removals(view, decision.target)
+
+
+@value
+class QueryPlanInput:
+    now: datetime
+    queries: Sequence[QueryView]
+    cores: int  # cores available to the queries now
+    executors_settling: bool  # an executor change is still in flight
+    wanted: Mapping[str, tuple[QueryParams, Reason]]  # explicit requests: policy or operator
+    history: ScalingHistory
+    settings: NormalizeSettings
+
+
+def aligned_params(view: QueryView, cores: int, min_efficiency: float) -> tuple[QueryParams, Reason] | None:
+    """New params when the partitions do not fit the cores, else None."""
+    p = view.params.parallelism
+    if cores <= 0:
+        return None
+    if p < cores and p < view.max_parallelism:
+        reason = Reason.PARTITIONS_BELOW_CORES
+    elif wave_efficiency(p, cores) < min_efficiency:
+        reason = Reason.UNEVEN_WAVES
+    else:
+        return None
+    new_p = aligned_parallelism(cores, view.partitions_per_core, view.min_parallelism, view.max_parallelism)
+    if new_p == p:
+        return None
+    return replace(view.params, parallelism=new_p), reason
+
+
+def refusal_for(view: QueryView, wanted: QueryParams) -> tuple[Reason, str] | None:
+    """Why a query cannot take ``wanted`` now, or None if it can."""
+    if not view.rescalable:
+        return Reason.QUERY_NOT_RESCALABLE, "query is attached, not hosted: the daemon cannot rebuild it"
+    if view.status != QueryStatus.RUNNING:
+        return Reason.QUERY_BUSY, f"query is {view.status.value}"
+    shuffle_changes = wanted.shuffle_partitions is not None and wanted.shuffle_partitions != view.params.shuffle_partitions
+    if view.stateful and shuffle_changes and view.state_store != "rocksdb":
+        return (
+            Reason.STATE_PINS_SHUFFLE_PARTITIONS,
+            f"the checkpoint pins spark.sql.shuffle.partitions={view.params.shuffle_partitions} for its state "
+            f"({view.state_store or 'unknown'} state store); only the RocksDB state store can be repartitioned",
+        )
+    return None
+
+
+def plan_queries(inp: QueryPlanInput) -> tuple[tuple[QueryChange, ...], tuple[QueryRefusal, ...]]:
+    changes: list[QueryChange] = []
+    refusals: list[QueryRefusal] = []
+    for view in inp.queries:
+        if view.status != QueryStatus.RUNNING and view.name not in inp.wanted:
+            continue
+        explicit = inp.wanted.get(view.name)
+        want = explicit or aligned_params(view, inp.cores, inp.settings.min_wave_efficiency)
+        if want is None or want[0] == view.params:
+            continue
+        params, reason = want
+        refused = refusal_for(view, params)
+        if refused is None and explicit is None:
+            last = inp.history.last_change_at(view.name)
+            if last is not None and inp.now - last < inp.settings.query_rescale_cooldown:
+                refused = (Reason.QUERY_COOLDOWN, "rescaled recently; waiting for the cooldown")
+            elif inp.executors_settling:
+                refused = (Reason.EXECUTORS_SETTLING, "waiting for executor changes to settle before rescaling")
+        if refused is not None:
+            refusals.append(QueryRefusal(view.name, params, refused[0], refused[1]))
+            continue
+        msg = f"partitions {view.params.parallelism} -> {params.parallelism} for {inp.cores} core(s)"
+        changes.append(QueryChange(view.name, view.params, params, reason, msg))
+    return tuple(changes), tuple(refusals)

@@ -1,0 +1,426 @@
+"""Configuration: declared once (type, default, description), validated at start-up.
+
+Sources, lowest precedence first: defaults, the YAML file, environment variables
+(``SPARK_AUTOSCALER_*``), command-line flags. Every error names the key and the problem;
+``docs/settings.md`` is generated from these declarations (``spark-autoscaler settings-doc``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Mapping
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from autoscaler.core.model import Mode
+
+# a number of seconds, or parts such as 1h30m (Prometheus and Go write them so): largest unit first
+_NUMBER = r"(\d+(?:\.\d+)?)"
+_PART = re.compile(_NUMBER + r"\s*(ms|s|m|h|d)")
+_SECONDS = re.compile(r"\s*" + _NUMBER + r"\s*")
+_PARTS = re.compile(r"\s*(?:" + _PART.pattern + r"\s*)+")
+_EXPECTED = "expected a duration such as 30s, 5m, 1h or 1h30m"
+# longer durations are no setting anyone means, and "now minus" them overflows the calendar
+MAX_DURATION = timedelta(days=3650)
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _duration_seconds(text: str) -> float:
+    """Seconds in ``text``: ``90``, ``250ms``, ``1.5h``, ``1h30m``, ``2m30s``, ``1d12h``."""
+    if m := _SECONDS.fullmatch(text):
+        return float(m.group(1))
+    if not _PARTS.fullmatch(text):
+        raise ValueError(f"{_EXPECTED}, got {text!r}")
+    parts = _PART.findall(text)
+    sizes = [_UNIT_SECONDS[unit] for _, unit in parts]
+    if any(a <= b for a, b in zip(sizes, sizes[1:])):
+        raise ValueError(f"{_EXPECTED} (each unit once, the largest first), got {text!r}")
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+
+
+def parse_duration(value: Any) -> timedelta:
+    """Accept ``timedelta``, a number of seconds, or a string such as ``250ms``, ``30s``, ``5m``, ``1h``, ``1h30m``."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, bool):
+        raise ValueError(f"{_EXPECTED}, got a boolean")
+    elif isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str):
+        seconds = _duration_seconds(value)
+    else:
+        raise ValueError(f"{_EXPECTED}, got {value!r}")
+    if not math.isfinite(seconds):
+        raise ValueError(f"duration must be a finite number of seconds, got {value!r}")
+    if seconds < 0:
+        raise ValueError(f"duration must not be negative, got {value!r}")
+    if seconds > MAX_DURATION.total_seconds():
+        raise ValueError(f"duration must be at most {MAX_DURATION.days}d (about ten years), got {value!r}")
+    return timedelta(seconds=seconds)
+
+
+def file_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a file (``does not exist``, ``is not a file``), or None."""
+    if not path.exists():
+        return "does not exist"
+    if not path.is_file():
+        return "is not a file"
+    return None
+
+
+def format_duration(value: timedelta) -> str:
+    """The shortest of ``2h``, ``5m`` or seconds that :func:`parse_duration` reads back exactly."""
+    seconds = value.total_seconds()
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    # microseconds, the resolution of a timedelta; not {:g}, which rounds to 6 digits (1234567.5
+    # became 1.23457e+06, a text no duration parser reads) and drops fractions (100000.25 -> 100000)
+    return f"{seconds:.6f}".rstrip("0").rstrip(".") + "s"
+
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration), PlainSerializer(format_duration, return_type=str)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+MIN_RECONCILE_INTERVAL = timedelta(milliseconds=100)
+
+# far beyond any Spark application, well within the Java int Spark's executor requests take
+MAX_EXECUTORS = 100_000
+
+
+class ExecutorSettings(_Model):
+    min: int = Field(1, ge=0, le=MAX_EXECUTORS, description="Fewest executors kept in active mode.")
+    max: int = Field(8, ge=1, le=MAX_EXECUTORS, description="Most executors requested in active mode.")
+    initial: int | None = Field(
+        None, ge=0, le=MAX_EXECUTORS, description="Executors to wait for at start-up; defaults to `min` (at least 1)."
+    )
+    cores: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="Cores per executor; defaults to `spark.executor.cores`, else the cores of a `local-cluster[N,C,M]` master, else 1.",
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ExecutorSettings:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) must not exceed max ({self.max})")
+        if self.initial is not None and not self.min <= self.initial <= self.max:
+            raise ValueError(f"initial ({self.initial}) must lie within [min, max] = [{self.min}, {self.max}]")
+        return self
+
+    @property
+    def start_count(self) -> int:
+        return self.initial if self.initial is not None else max(1, self.min)
+
+
+class PolicySettings(_Model):
+    name: str = Field("default", description="Policy by registered name (`spark-autoscaler policies` lists them).")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="Parameters of the chosen policy, validated by the policy."
+    )
+
+    @model_validator(mode="after")
+    def _known_policy(self) -> PolicySettings:
+        from policies import PolicyError, create_policy
+
+        try:
+            create_policy(self.name, self.params)
+        except PolicyError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+
+class NormalizeSettings(_Model):
+    stabilization: Duration = Field(
+        timedelta(seconds=20), description="No scale-down within this time after the previous executor change."
+    )
+    scale_up_stabilization: Duration = Field(
+        timedelta(0), description="No scale-up within this time after the previous executor change."
+    )
+    scale_down_delay: Duration = Field(
+        timedelta(seconds=60),
+        description="A scale-down waits this long after it is first proposed and then uses the largest "
+        "count recommended meanwhile; any scale-up cancels it.",
+    )
+    dead_band: float = Field(
+        0.0, ge=0, le=1, description="Ignore executor changes smaller than this fraction of the current count."
+    )
+    max_scale_up_factor: float = Field(
+        4.0, gt=0, description="One step adds at most `current x factor` executors (at least one)."
+    )
+    max_scale_down_factor: float = Field(
+        1.0,
+        gt=0,
+        le=1, description="One step removes at most `current x factor` executors (at least one)."
+    )
+    backlog_lag_threshold: Duration = Field(
+        timedelta(seconds=30),
+        description="No scale-down while any query's lag exceeds this (and two of its trigger intervals, the lag it has while keeping up).",
+    )
+    query_rescale_cooldown: Duration = Field(
+        timedelta(seconds=30),
+        description="Least time between two automatic re-alignments of a query's partitions to its cores; "
+        "partitions a policy proposes and operator requests are not delayed.",
+    )
+    min_wave_efficiency: float = Field(
+        0.75,
+        gt=0,
+        le=1,
+        description="Rescale a query when its partitions keep less than this share of the cores busy "
+        "(partitions / ceil(partitions / cores) / cores).",
+    )
+
+
+class SloSettings(_Model):
+    target_lag: Duration = Field(
+        timedelta(seconds=60),
+        description="Lag a query should stay under. Scaling judges a query against at least two of its "
+        "trigger intervals, the lag it has while keeping up.",
+    )
+
+
+class WindowSettings(_Model):
+    metrics_window: Duration = Field(
+        timedelta(seconds=60), description="Batches that ended within this window feed each decision."
+    )
+    max_samples: int = Field(240, ge=1, description="Batches kept per query.")
+
+
+class HistorySettings(_Model):
+    max_age: Duration = Field(timedelta(hours=24), description="Scaling history older than this is dropped.")
+    max_count: int = Field(500, ge=1, description="Most scaling events kept.")
+    rate_step: Duration = Field(
+        timedelta(minutes=5),
+        description="Each query's arrival rate is remembered as one mean per step of this length (for forecasts).",
+    )
+    rate_max_age: Duration = Field(
+        timedelta(days=8), description="Remembered arrival rates older than this are dropped (8 days cover a weekly cycle)."
+    )
+
+    @model_validator(mode="after")
+    def _positive_step(self) -> HistorySettings:
+        if self.rate_step.total_seconds() <= 0:
+            raise ValueError("rate_step must be > 0")
+        return self
+
+
+class PipelineSettings(_Model):
+    module: str | None = Field(
+        None, description="Python file or dotted module defining the pipelines (`@pipeline`)."
+    )
+    checkpoint_root: Path = Field(
+        Path("checkpoints"), description="Directory under which each pipeline gets `<name>/` as checkpoint."
+    )
+    restart_backoff_max: Duration = Field(
+        timedelta(minutes=5), description="Longest wait before restarting a failed query (exponential back-off)."
+    )
+    stop_timeout: Duration = Field(
+        timedelta(seconds=120), description="Longest wait for a batch boundary when stopping a query."
+    )
+
+    @model_validator(mode="after")
+    def _module_exists(self) -> PipelineSettings:
+        if self.module is None:
+            return self
+        if self.module.endswith(".py") or "/" in self.module:
+            if problem := file_problem(Path(self.module)):
+                raise ValueError(f"module: pipeline file {self.module!r} {problem}")
+        elif importlib.util.find_spec(self.module) is None:
+            raise ValueError(f"module: pipeline module {self.module!r} cannot be imported")
+        return self
+
+
+class SparkSettings(_Model):
+    master: str = Field("local-cluster[4,1,512]", description="Spark master URL for driver mode.")
+    app_name: str = Field("spark-autoscaler", description="Spark application name.")
+    conf: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="Extra Spark configuration for the session."
+    )
+
+
+class HttpSettings(_Model):
+    enabled: bool = Field(True, description="Serve `/metrics`, the health checks and the REST API.")
+    host: str = Field(
+        "127.0.0.1", description="Address the HTTP server binds to; `0.0.0.0` only behind a network policy."
+    )
+    port: int = Field(8090, ge=0, le=65535, description="HTTP port (0: any free port, for tests).")
+    token_file: Path | None = Field(
+        None,
+        description="File with the bearer token(s) of the control API: one `TOKEN` or `NAME TOKEN` per line "
+        "(`NAME` is the identity written to the audit trail). Without any token the control "
+        "endpoints are disabled, never open.",
+    )
+    token_env: str = Field(
+        "SPARK_AUTOSCALER_API_TOKEN",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Environment variable holding one more bearer token (identity `operator`).",
+    )
+
+    @model_validator(mode="after")
+    def _token_file_exists(self) -> HttpSettings:
+        if self.token_file is not None and (problem := file_problem(self.token_file)):
+            raise ValueError(f"token_file: {str(self.token_file)!r} {problem}")
+        return self
+
+
+class StateSettings(_Model):
+    path: Path | None = Field(
+        None,
+        description="JSON file keeping the daemon's state (scaling history, pending scale-downs, operator "
+        "overrides) across restarts, written atomically every tick; unset: kept in memory only.",
+    )
+
+
+class AuditSettings(_Model):
+    max_age: Duration = Field(timedelta(hours=24), description="Audit entries older than this are dropped.")
+    max_count: int = Field(1000, ge=1, description="Most audit entries kept (decisions and operator changes).")
+
+
+class Settings(_Model):
+    mode: Mode = Field(Mode.AUTO, description="`auto`, `reactive` or `active`.")
+    dry_run: bool = Field(False, description="Decide and report, but do not act.")
+    reconcile_interval: Duration = Field(
+        timedelta(seconds=5), description=f"Time between two ticks (at least {MIN_RECONCILE_INTERVAL.total_seconds() * 1000:.0f}ms)."
+    )
+    resource_wait_timeout: Duration = Field(
+        timedelta(seconds=60), description="At start-up, wait at most this long for the initial executors."
+    )
+    request_timeout: Duration = Field(
+        timedelta(seconds=60),
+        description="An executor request during which no requested executor registered for this long is reported "
+        "as not granted and the daemon falls back to reactive behaviour.",
+    )
+    executors: ExecutorSettings = Field(default_factory=ExecutorSettings)
+    policy: PolicySettings = Field(default_factory=PolicySettings)
+    normalize: NormalizeSettings = Field(default_factory=NormalizeSettings)
+    slo: SloSettings = Field(default_factory=SloSettings)
+    window: WindowSettings = Field(default_factory=WindowSettings)
+    history: HistorySettings = Field(default_factory=HistorySettings)
+    pipelines: PipelineSettings = Field(default_factory=PipelineSettings)
+    spark: SparkSettings = Field(default_factory=SparkSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
+    state: StateSettings = Field(default_factory=StateSettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
+
+    @field_validator("reconcile_interval")
+    @classmethod
+    def _not_spinning(cls, value: timedelta) -> timedelta:
+        if value < MIN_RECONCILE_INTERVAL:
+            # 0 would tick (and on errors back off) without pause, hammering the driver
+            raise ValueError(f"must be at least {MIN_RECONCILE_INTERVAL.total_seconds() * 1000:.0f}ms, got {format_duration(value)}")
+        return value
+
+
+class SettingsError(ValueError):
+    """Invalid configuration; ``problems`` holds one ``key: message`` line per problem."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("invalid configuration:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+# Environment variables for the common keys (dotted path in the settings tree).
+ENVIRONMENT = {
+    "SPARK_AUTOSCALER_MODE": "mode",
+    "SPARK_AUTOSCALER_DRY_RUN": "dry_run",
+    "SPARK_AUTOSCALER_POLICY": "policy.name",
+    "SPARK_AUTOSCALER_MIN_EXECUTORS": "executors.min",
+    "SPARK_AUTOSCALER_MAX_EXECUTORS": "executors.max",
+    "SPARK_AUTOSCALER_RECONCILE_INTERVAL": "reconcile_interval",
+    "SPARK_AUTOSCALER_PIPELINES": "pipelines.module",
+    "SPARK_AUTOSCALER_CHECKPOINT_ROOT": "pipelines.checkpoint_root",
+    "SPARK_MASTER": "spark.master",
+    "SPARK_AUTOSCALER_HTTP_HOST": "http.host",
+    "SPARK_AUTOSCALER_HTTP_PORT": "http.port",
+    "SPARK_AUTOSCALER_API_TOKEN_FILE": "http.token_file",
+    "SPARK_AUTOSCALER_STATE_PATH": "state.path",
+}
+
+
+def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = tree
+    for key in keys[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = {}
+            node[key] = child
+        node = child
+    node[keys[-1]] = value
+
+
+def _format_error(err: Mapping[str, Any]) -> str:
+    loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
+    msg = str(err["msg"])
+    msg = msg.removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key"
+    return f"{loc}: {msg}" if loc else msg
+
+
+def validate_settings(data: Mapping[str, Any]) -> Settings:
+    try:
+        return Settings.model_validate(dict(data))
+    except ValidationError as exc:
+        raise SettingsError([_format_error(e) for e in exc.errors()]) from None
+
+
+def load_settings(
+    path: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Read YAML, apply environment and ``overrides`` (dotted keys), validate everything at once."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if problem := file_problem(path):
+            raise SettingsError([f"config file {str(path)!r} {problem}"])
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise SettingsError([f"config file {str(path)!r} is not valid YAML: {exc}"]) from None
+        except UnicodeDecodeError as exc:
+            raise SettingsError([f"config file {str(path)!r} is not UTF-8 text ({exc.reason})"]) from None
+        except OSError as exc:
+            raise SettingsError([f"config file {str(path)!r} cannot be read: {exc.strerror or exc}"]) from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise SettingsError([f"config file {str(path)!r} must hold a mapping of settings"])
+        data = loaded
+        module = (data.get("pipelines") or {}).get("module") if isinstance(data.get("pipelines"), dict) else None
+        if isinstance(module, str) and (module.endswith(".py") or "/" in module) and not Path(module).is_absolute():
+            data["pipelines"]["module"] = str((path.parent / module).resolve())
+        for section, key in (("http", "token_file"), ("state", "path")):
+            node = data.get(section)
+            if isinstance(node, dict) and isinstance(node.get(key), str) and not Path(node[key]).is_absolute():
+                node[key] = str((path.parent / node[key]).resolve())
+    env = os.environ if environ is None else environ
+    for var, dotted in ENVIRONMENT.items():
+        if var in env and env[var] != "":
+            _set_path(data, dotted, env[var])
+    for dotted, value in (overrides or {}).items():
+        if value is not None:
+            _set_path(data, dotted, value)
+    return validate_settings(data)

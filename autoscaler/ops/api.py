@@ -1,0 +1,645 @@
+"""The REST API: read what the daemon sees and decided, steer it without stopping anything.
+
+``create_app(...)`` builds a FastAPI application from what it serves; there are no globals, so
+tests build one per case around a reconciler on the fake cluster. Schema at ``/openapi.json``.
+
+* Read (open): ``/healthz``, ``/readyz``, ``/metrics``, ``/api/v1/status``, ``/api/v1/control``,
+  ``/api/v1/decisions``, ``/api/v1/queries``, ``/api/v1/queries/{name}``.
+* Control (bearer token; disabled with 403 when no token is configured): ``PATCH
+  /api/v1/control``, ``POST /api/v1/control/pause|resume``, ``PATCH /api/v1/queries/{name}``,
+  ``DELETE /api/v1/queries/{name}/request``, ``PUT /api/v1/log-level``.
+
+Every error body is ``{"detail": [{"loc": [...], "msg": "...", "type": "..."}]}`` and ``loc``
+names the offending field (as FastAPI's own validation errors do). A change is validated as a
+whole and applied atomically (:mod:`autoscaler.runtime.commands`); it takes effect on the next tick.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated, Any, Callable, Literal, TypeAlias, TypeVar
+
+from fastapi import Depends, FastAPI, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
+
+from autoscaler._version import __version__
+from autoscaler.runtime.audit import KINDS, AuditEntry
+from autoscaler.ops.auth import ApiAuth
+from autoscaler.runtime.clock import Clock, SystemClock
+from autoscaler.runtime.commands import Applied, ChangeError, Commands
+from autoscaler.runtime.loop import ReconcileLoop
+from autoscaler.core.model import JAVA_LONG_MAX, QueryView
+from autoscaler.runtime.reconciler import Reconciler
+from autoscaler.runtime.views import decision_json, iso, load_json, params_json, query_view_json, seconds
+from autoscaler.runtime.state import StateStoreError
+from autoscaler.core.evaluate import judged_lag
+
+T = TypeVar("T")
+Ref: TypeAlias = T | Callable[[], T] | None  # a value, or how to get it once it exists
+
+MAX_COUNT = 100_000
+
+
+def _no_default(schema: dict[str, Any]) -> None:
+    """Optional in a PATCH means "leave as is", not "null": keep ``default`` out of the schema."""
+    schema.pop("default", None)
+
+
+def _absent(**kw: Any) -> Any:
+    return Field(None, json_schema_extra=_no_default, **kw)
+
+
+# --- request bodies ---------------------------------------------------------------------------
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    note: str | None = Field(None, max_length=500, description="Why: written to the audit trail with the change.")
+
+
+class NoteBody(_Body):
+    pass
+
+
+class ControlPatch(_Body):
+    """Fields present are changed together or not at all; ``null`` returns a field to the configuration."""
+
+    paused: StrictBool | None = _absent(description="true: decide and report but do not act; false or null: resume.")
+    mode: Literal["auto", "reactive", "active"] | None = _absent(description="Override `mode`; null: the configured mode.")
+    dry_run: StrictBool | None = _absent(description="Recommend only (true) or act (false); null: the configured `dry_run`.")
+    min_executors: Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)] | None = _absent(description="Override `executors.min`.")
+    max_executors: Annotated[StrictInt, Field(ge=1, le=MAX_COUNT)] | None = _absent(description="Override `executors.max`.")
+    manual_executors: Annotated[StrictInt, Field(ge=0, le=MAX_COUNT)] | None = _absent(
+        description="Hold this executor count instead of the policy's (within the bounds); null: back to the policy."
+    )
+    policy_params: dict[str, Any] | None = _absent(
+        description="Parameters of the configured policy, merged over `policy.params` (replaces earlier overrides); null: none."
+    )
+
+
+class QueryPatch(_Body):
+    """New settings for a hosted query, applied by a restart from its checkpoint at a batch boundary."""
+
+    parallelism: Annotated[StrictInt, Field(ge=1, le=MAX_COUNT)] = _absent(description="Source partitions (tasks per batch).")
+    max_rows_per_batch: Annotated[StrictInt, Field(ge=1, le=JAVA_LONG_MAX)] | None = _absent(
+        description="Rate limit in rows per batch (a source option Spark reads as a Java long); null: unlimited."
+    )
+    trigger_interval_seconds: Annotated[StrictFloat, Field(ge=0.1, le=86400, allow_inf_nan=False)] = _absent(
+        description="Trigger interval in seconds."
+    )
+    shuffle_partitions: Annotated[StrictInt, Field(ge=1, le=MAX_COUNT)] = _absent(
+        description="spark.sql.shuffle.partitions; refused for stateful queries unless their state store is RocksDB."
+    )
+
+
+class LogLevelBody(_Body):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+    logger: str | None = Field(
+        None, max_length=200, pattern=r"^[A-Za-z0-9_.\-]*$", description="Logger name (e.g. `autoscaler.reconciler`); empty or null: root."
+    )
+
+
+# --- responses ---------------------------------------------------------------------------------
+
+
+class Problem(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ErrorBody(BaseModel):
+    detail: list[Problem]
+
+
+class Health(BaseModel):
+    status: str
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "not ready"]
+    reason: str | None = None
+
+
+class Params(BaseModel):
+    parallelism: int
+    shuffle_partitions: int | None
+    trigger_interval_seconds: float | None
+    max_rows_per_batch: int | None
+
+
+class LoadView(BaseModel):
+    samples: int
+    input_rows_per_second: float | None
+    processing_rows_per_second: float | None
+    capacity_rows_per_second: float | None
+    busy_ratio: float | None
+    backlog_rows: float | None
+    lag_seconds: float | None
+    batch_duration_seconds: float | None
+    parallelism: int | None
+
+
+class HistoryEvent(BaseModel):
+    at: str
+    subject: str
+    from_value: int
+    to_value: int
+    reason: str
+    pause_seconds: float | None
+
+
+class QueryInfo(BaseModel):
+    name: str
+    status: str
+    params: Params
+    min_parallelism: int
+    max_parallelism: int
+    rescalable: bool
+    stateful: bool
+    state_store: str | None
+    restarts: int
+    batch_running: bool
+    run_started_at: str | None
+    last_error: str | None
+    target_lag_seconds: float = Field(
+        description="The lag this query is scaled to stay under: the SLO (`slo.target_lag`), or two trigger "
+        "intervals when its schedule allows no less (a query that keeps up lags up to two triggers)."
+    )
+    metrics: LoadView | None = Field(description="Evaluated over the metric window at the last tick.")
+    pending_request: Params | None = Field(description="Settings an operator asked for, applied at the next batch boundary.")
+
+
+class QueryDetail(QueryInfo):
+    held: list[dict[str, Any]] = Field(description="Changes held or refused at the last tick, with reasons.")
+    recent_rescales: list[HistoryEvent]
+
+
+class ModeView(BaseModel):
+    configured: str
+    effective: str | None
+    reason: str | None
+    fallback: bool
+    message: str | None
+
+
+class PolicyView(BaseModel):
+    name: str
+    params: dict[str, Any] = Field(description="Effective parameters: configuration merged with operator overrides.")
+    overrides: dict[str, Any] | None
+
+
+class Bounds(BaseModel):
+    min: int
+    max: int
+    configured_min: int
+    configured_max: int
+
+
+class ExecutorsView(BaseModel):
+    alive: int | None
+    cores: int | None
+    requested: int | None
+    pending: int | None
+    lost_last_tick: list[str]
+    proposed: int | None
+    target: int | None
+    manual_target: int | None
+
+
+class LoopView(BaseModel):
+    ticks: int | None
+    consecutive_failures: int | None
+    errors: dict[str, int]
+    last_success_at: str | None
+    state_error: str | None = Field(None, description="Why the state store could not be written on the last tick (null: saved).")
+
+
+class AuditEntryView(BaseModel):
+    id: int
+    at: str
+    last_at: str
+    repeats: int
+    kind: str
+    who: str
+    what: str
+    reason: str | None
+    details: dict[str, Any]
+
+
+class LastTick(BaseModel):
+    at: str
+    duration_seconds: float | None
+    decision: dict[str, Any]
+    proposal_reason: str
+    proposal_message: str
+
+
+class Status(BaseModel):
+    application: str
+    version: str
+    mode: ModeView
+    policy: PolicyView
+    bounds: Bounds
+    executors: ExecutorsView
+    paused: bool
+    dry_run: bool
+    queries: list[QueryInfo]
+    last_tick: LastTick | None
+    last_decision: AuditEntryView | None = Field(description="The newest audit entry of kind `decision`.")
+    loop: LoopView
+    control_api_enabled: bool
+
+
+class ControlView(BaseModel):
+    paused: bool
+    mode: str | None
+    dry_run: bool | None
+    min_executors: int | None
+    max_executors: int | None
+    manual_executors: int | None
+    policy_params: dict[str, Any] | None
+    query_requests: dict[str, Params]
+
+
+class ControlStatus(BaseModel):
+    overrides: ControlView = Field(description="Operator overrides; null fields follow the configuration.")
+    effective: dict[str, Any]
+
+
+class ChangeResult(BaseModel):
+    control: ControlView
+    changes: dict[str, Any] = Field(description="What changed: field -> {from, to}. Empty when the request changed nothing.")
+    audit_id: int | None
+    effective: str = "next tick"
+
+
+class LogLevelResult(BaseModel):
+    changes: dict[str, Any]
+    audit_id: int | None
+
+
+class Decisions(BaseModel):
+    entries: list[AuditEntryView]
+
+
+# --- the app -------------------------------------------------------------------------------------
+
+CONTROL_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "Missing or unknown bearer token."},
+    403: {"model": ErrorBody, "description": "Control API disabled: no token is configured."},
+    422: {"model": ErrorBody, "description": "Invalid change; `loc` names the field. Nothing was applied."},
+    503: {"model": ErrorBody, "description": "The daemon is still starting, or the state store cannot be written (nothing was applied)."},
+}
+QUERY_ERRORS: dict[int | str, dict[str, Any]] = {
+    **CONTROL_ERRORS,
+    404: {"model": ErrorBody, "description": "Unknown query, or no pending request."},
+    409: {"model": ErrorBody, "description": "The query cannot take this change (attached, or its checkpoint pins the setting)."},
+}
+
+
+def _error(status: int, loc: list[str | int], msg: str, kind: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"detail": [{"loc": loc, "msg": msg, "type": kind}]}, status_code=status, headers=headers)
+
+
+class _Refused(Exception):
+    def __init__(self, response: JSONResponse) -> None:
+        self.response = response
+
+
+def _resolve(ref: Any) -> Any:
+    return ref() if callable(ref) and not isinstance(ref, (Reconciler, ReconcileLoop)) else ref
+
+
+def create_app(
+    *,
+    reconciler: Ref[Reconciler],
+    registry: CollectorRegistry,
+    auth: ApiAuth,
+    loop: Ref[ReconcileLoop] = None,
+    metrics: Any = None,
+    clock: Clock | None = None,
+    application: str = "spark-autoscaler",
+    stopping: Callable[[], bool] = lambda: False,
+) -> FastAPI:
+    """``reconciler`` and ``loop`` may be callables: the daemon serves health and metrics while
+    it is still starting Spark, before they exist."""
+    clock = clock or SystemClock()
+    app = FastAPI(
+        title="spark-autoscaler",
+        version=__version__,
+        description="Observe and steer the elastic scaling daemon for Spark Structured Streaming. "
+        "Control endpoints need `Authorization: Bearer <token>`; changes take effect on the next tick.",
+    )
+    bearer = HTTPBearer(auto_error=False, description="A token from `http.token_file` or `$SPARK_AUTOSCALER_API_TOKEN`.")
+
+    def get_reconciler() -> Reconciler:
+        rec = _resolve(reconciler)
+        if rec is None:
+            raise _Refused(_error(503, [], "the daemon is still starting; retry shortly", "unavailable"))
+        return rec
+
+    def get_loop() -> ReconcileLoop | None:
+        return _resolve(loop)
+
+    def operator(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> str:  # noqa: B008
+        if not auth.enabled:
+            raise _Refused(
+                _error(403, ["header", "authorization"], "control API disabled: configure a token (http.token_file or "
+                       "$SPARK_AUTOSCALER_API_TOKEN) to enable it", "disabled")
+            )
+        who = auth.identify(credentials.credentials if credentials else None)
+        if who is None:
+            raise _Refused(
+                _error(401, ["header", "authorization"], "missing or unknown bearer token", "unauthorized", {"WWW-Authenticate": "Bearer"})
+            )
+        return who
+
+    who_dep = Depends(operator)
+
+    @app.exception_handler(_Refused)
+    async def refused(_: Request, exc: _Refused) -> JSONResponse:
+        return exc.response
+
+    @app.exception_handler(ChangeError)
+    async def change_error(_: Request, exc: ChangeError) -> JSONResponse:
+        detail = []
+        for field, message in exc.problems:
+            loc: list[str | int] = ["path", "name"] if field == "name" else (["body"] if field == "body" else ["body", *field.split(".")])
+            detail.append({"loc": loc, "msg": message, "type": {404: "not_found", 409: "conflict"}.get(exc.status, "value_error")})
+        return JSONResponse({"detail": detail}, status_code=exc.status)
+
+    @app.exception_handler(StateStoreError)
+    async def unsaved(_: Request, exc: StateStoreError) -> JSONResponse:
+        # the change is saved before it is applied (a restart must not forget it): not applied
+        return _error(503, [], f"the change was not applied: {exc}", "state_not_saved")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        """Framework errors in the same shape; 405 lists every method of the path; unparseable body is a 422."""
+        if exc.status_code == 405:
+            methods = sorted({m for route in app.routes if isinstance(route, APIRoute) and route.matches(request.scope)[0] != Match.NONE
+                              for m in route.methods or ()})
+            return _error(405, [], f"method {request.method} not allowed", "method_not_allowed", {"Allow": ", ".join(methods)})
+        if exc.status_code == 400 and "parsing the body" in str(exc.detail):
+            return _error(422, ["body"], "the body is not valid JSON", "json_invalid")
+        return _error(exc.status_code, [], str(exc.detail), "http_error", dict(exc.headers or {}))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        detail = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))} for e in exc.errors()]
+        return JSONResponse({"detail": detail}, status_code=422)
+
+    def commands(rec: Reconciler) -> Commands:
+        return Commands(rec, clock=clock, metrics=metrics)
+
+    # --- health -----------------------------------------------------------------------------
+
+    @app.get("/healthz", response_model=Health, tags=["health"], summary="Liveness: the process serves requests")
+    def healthz() -> Health:
+        return Health(status="ok")
+
+    @app.get(
+        "/readyz",
+        response_model=Readiness,
+        tags=["health"],
+        summary="Readiness: the reconcile loop ticks",
+        responses={503: {"model": Readiness, "description": "Starting, stopping, or no successful tick recently."}},
+    )
+    def readyz() -> Any:
+        reason = _not_ready(_resolve(reconciler), get_loop(), clock, stopping())
+        if reason is not None:
+            return JSONResponse(Readiness(status="not ready", reason=reason).model_dump(), status_code=503)
+        return Readiness(status="ready")
+
+    @app.get("/metrics", include_in_schema=False)
+    def metrics_endpoint() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_PLAIN_0_0_4)  # every Prometheus 2.x and 3.x reads it
+
+    # --- read ---------------------------------------------------------------------------------
+
+    @app.get("/api/v1/status", response_model=Status, tags=["read"], responses={503: {"model": ErrorBody}},
+             summary="Mode and why, policy, bounds, executors, queries with their metrics, last decision")
+    def status() -> Status:
+        rec = get_reconciler()
+        return _status(rec, get_loop(), application, auth.enabled)
+
+    @app.get("/api/v1/control", response_model=ControlStatus, tags=["read"], responses={503: {"model": ErrorBody}},
+             summary="Operator overrides and the effective values")
+    def control_status() -> ControlStatus:
+        rec = get_reconciler()
+        lo, hi = rec.bounds()
+        return ControlStatus(
+            overrides=_control_view(rec),
+            effective={"paused": rec.control.paused, "mode": rec.configured_mode().value, "dry_run": rec.dry_run(),
+                       "min_executors": lo, "max_executors": hi},
+        )
+
+    @app.get("/api/v1/decisions", response_model=Decisions, tags=["read"], responses={503: {"model": ErrorBody}},
+             summary="The audit trail, newest first")
+    def decisions(
+        limit: Annotated[int, Query(ge=1, le=1000, description="Most entries to return.")] = 50,
+        kind: Annotated[Literal["decision", "operator", "event"] | None, Query(description=f"Only entries of this kind ({', '.join(KINDS)}).")] = None,
+    ) -> Decisions:
+        rec = get_reconciler()
+        return Decisions(entries=[_entry_view(e) for e in rec.audit.entries(limit, kind)])
+
+    @app.get("/api/v1/queries", response_model=list[QueryInfo], tags=["read"], responses={503: {"model": ErrorBody}},
+             summary="Every query with its metrics")
+    def queries() -> list[QueryInfo]:
+        return _queries(get_reconciler())
+
+    @app.get("/api/v1/queries/{name}", response_model=QueryDetail, tags=["read"],
+             responses={404: {"model": ErrorBody}, 503: {"model": ErrorBody}}, summary="One query: settings, metrics, held changes, rescales")
+    def query(name: Annotated[str, Path(description="Query (pipeline) name.")]) -> QueryDetail:
+        rec = get_reconciler()
+        info = next((q for q in _queries(rec) if q.name == name), None)
+        if info is None:
+            raise _Refused(_error(404, ["path", "name"], f"unknown query {name!r}", "not_found"))
+        last = rec.last
+        held = [
+            {"reason": r.reason.value, "message": r.message, "wanted": params_json(r.wanted)}
+            for r in (last.plan.refusals if last else ())
+            if r.name == name
+        ]
+        events = [
+            HistoryEvent(at=iso(e.at) or "", subject=e.subject, from_value=e.from_value, to_value=e.to_value,
+                         reason=e.reason.value, pause_seconds=seconds(e.pause))
+            for e in rec.history.events
+            if e.subject == name
+        ][-20:]
+        return QueryDetail(**info.model_dump(), held=held, recent_rescales=events)
+
+    # --- control --------------------------------------------------------------------------------
+
+    def result(rec: Reconciler, applied: Applied) -> ChangeResult:
+        return ChangeResult(control=_control_view(rec), changes=dict(applied.changes), audit_id=applied.entry.id if applied.entry else None)
+
+    @app.patch("/api/v1/control", response_model=ChangeResult, tags=["control"], responses=CONTROL_ERRORS,
+               summary="Change mode, bounds, policy parameters, dry run, pause or the manual executor target, atomically")
+    def patch_control(body: ControlPatch, who: str = who_dep) -> ChangeResult:
+        rec = get_reconciler()
+        changes = {k: getattr(body, k) for k in body.model_fields_set if k != "note"}
+        return result(rec, commands(rec).change_control(who, changes, body.note))
+
+    @app.post("/api/v1/control/pause", response_model=ChangeResult, tags=["control"], responses=CONTROL_ERRORS,
+              summary="Pause scaling: keep deciding and reporting, stop acting")
+    def pause(body: NoteBody | None = None, who: str = who_dep) -> ChangeResult:
+        rec = get_reconciler()
+        return result(rec, commands(rec).change_control(who, {"paused": True}, body.note if body else None))
+
+    @app.post("/api/v1/control/resume", response_model=ChangeResult, tags=["control"], responses=CONTROL_ERRORS,
+              summary="Resume scaling")
+    def resume(body: NoteBody | None = None, who: str = who_dep) -> ChangeResult:
+        rec = get_reconciler()
+        return result(rec, commands(rec).change_control(who, {"paused": False}, body.note if body else None))
+
+    @app.patch("/api/v1/queries/{name}", response_model=ChangeResult, tags=["control"], responses=QUERY_ERRORS,
+               summary="Request new query settings (partitions, rate limit, trigger), applied by a restart from the checkpoint")
+    def patch_query(name: Annotated[str, Path(description="Query (pipeline) name.")], body: QueryPatch, who: str = who_dep) -> ChangeResult:
+        rec = get_reconciler()
+        fields = {k: getattr(body, k) for k in body.model_fields_set if k != "note"}
+        return result(rec, commands(rec).request_query(who, name, fields, body.note))
+
+    @app.delete("/api/v1/queries/{name}/request", response_model=ChangeResult, tags=["control"], responses=QUERY_ERRORS,
+                summary="Withdraw a pending query request")
+    def cancel_query_request(name: Annotated[str, Path(description="Query (pipeline) name.")], who: str = who_dep) -> ChangeResult:
+        rec = get_reconciler()
+        return result(rec, commands(rec).cancel_query_request(who, name))
+
+    @app.put("/api/v1/log-level", response_model=LogLevelResult, tags=["control"], responses=CONTROL_ERRORS,
+             summary="Change a logger's level at once")
+    def log_level(body: LogLevelBody, who: str = who_dep) -> LogLevelResult:
+        rec = get_reconciler()
+        applied = commands(rec).set_log_level(who, body.level, body.logger, body.note)
+        return LogLevelResult(changes=dict(applied.changes), audit_id=applied.entry.id if applied.entry else None)
+
+    return app
+
+
+# --- views ---------------------------------------------------------------------------------------
+
+
+def _not_ready(rec: Reconciler | None, loop: ReconcileLoop | None, clock: Clock, stopping: bool) -> str | None:
+    if stopping:
+        return "stopping"
+    if rec is None:
+        return "starting: the reconciler is not running yet"
+    interval = rec.settings.reconcile_interval
+    stale_after = max(3 * interval, timedelta(seconds=30))
+    last_ok = loop.last_success_at if loop is not None else (rec.last.at if rec.last else None)
+    if last_ok is None:
+        return "no successful reconcile tick yet"
+    age = clock.now() - last_ok
+    if age > stale_after:
+        return f"last successful reconcile tick {age.total_seconds():.0f}s ago (more than {stale_after.total_seconds():.0f}s)"
+    return None
+
+
+def _entry_view(e: AuditEntry) -> AuditEntryView:
+    return AuditEntryView(**e.to_json())
+
+
+def _control_view(rec: Reconciler) -> ControlView:
+    c = rec.control
+    return ControlView(
+        paused=c.paused,
+        mode=c.mode.value if c.mode else None,
+        dry_run=c.dry_run,
+        min_executors=c.min_executors,
+        max_executors=c.max_executors,
+        manual_executors=c.manual_executors,
+        policy_params=dict(c.policy_params) if c.policy_params is not None else None,
+        query_requests={n: Params(**params_json(p)) for n, p in c.query_requests.items()},
+    )
+
+
+def _queries(rec: Reconciler) -> list[QueryInfo]:
+    last = rec.last
+    snap = rec.last_snapshot
+    views: list[QueryView] = list(last.queries) if last else list(snap.queries if snap else ())
+    loads = {ld.name: ld for ld in (last.loads if last else ())}
+    cores = last.executors_cores if last else 0
+    out = []
+    for v in views:
+        load = loads.get(v.name)
+        pending = rec.control.query_requests.get(v.name)
+        out.append(
+            QueryInfo(
+                **query_view_json(v),
+                target_lag_seconds=judged_lag(rec.settings.slo.target_lag, v.params.trigger_interval).total_seconds(),
+                metrics=LoadView(**load_json(load, cores)) if load else None,
+                pending_request=Params(**params_json(pending)) if pending else None,
+            )
+        )
+    return out
+
+
+def _status(rec: Reconciler, loop: ReconcileLoop | None, application: str, control_enabled: bool) -> Status:
+    last = rec.last
+    lo, hi = rec.bounds()
+    e = rec.settings.executors
+    overrides = dict(rec.control.policy_params) if rec.control.policy_params is not None else None
+    decisions = rec.audit.entries(1, "decision")
+    d = last.decision if last else None
+    return Status(
+        application=application,
+        version=__version__,
+        mode=ModeView(
+            configured=rec.configured_mode().value,
+            effective=last.mode.mode.value if last else None,
+            reason=last.mode.reason.value if last else None,
+            fallback=last.mode.fallback if last else False,
+            message=last.mode.message if last else None,
+        ),
+        policy=PolicyView(name=rec.settings.policy.name, params=_policy_params(rec), overrides=overrides),
+        bounds=Bounds(min=lo, max=hi, configured_min=e.min, configured_max=e.max),
+        executors=ExecutorsView(
+            alive=last.executors_alive if last else None,
+            cores=last.executors_cores if last else None,
+            requested=last.executors_requested if last else None,
+            pending=last.executors_pending if last else None,
+            lost_last_tick=list(last.executors_lost) if last else [],
+            proposed=last.proposal.executors if last else None,
+            target=d.target if d else None,
+            manual_target=rec.control.manual_executors,
+        ),
+        paused=rec.control.paused,
+        dry_run=rec.dry_run(),
+        queries=_queries(rec),
+        last_tick=LastTick(
+            at=iso(last.at) or "",
+            duration_seconds=seconds(last.duration),
+            decision=decision_json(last.decision),
+            proposal_reason=last.proposal.reason.value,
+            proposal_message=last.proposal.message,
+        )
+        if last
+        else None,
+        last_decision=_entry_view(decisions[0]) if decisions else None,
+        loop=LoopView(
+            ticks=loop.ticks if loop else None,
+            consecutive_failures=loop.consecutive_failures if loop else None,
+            errors=dict(loop.errors) if loop else {},
+            last_success_at=iso(loop.last_success_at) if loop else None,
+            state_error=rec.state_error,
+        ),
+        control_api_enabled=control_enabled,
+    )
+
+
+def _policy_params(rec: Reconciler) -> dict[str, Any]:
+    params = getattr(rec.policy, "p", None) or getattr(rec.policy, "params", None)
+    if isinstance(params, BaseModel):
+        return params.model_dump(mode="json")
+    return {**rec.settings.policy.params, **(rec.control.policy_params or {})}
+

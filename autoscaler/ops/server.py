@@ -1,0 +1,121 @@
+"""The daemon's HTTP server: uvicorn serving the API app in a background thread.
+
+One process, one thread for HTTP next to the reconcile loop (prometheus-client is
+thread-safe; its multiprocess mode is not needed). ``start()`` returns once the socket
+listens, or raises :class:`HttpServerError` naming the address when it cannot bind.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import structlog
+import uvicorn
+
+log = structlog.get_logger("autoscaler.server")
+
+
+class HttpServerError(RuntimeError):
+    pass
+
+
+class HttpServer:
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 8090) -> None:
+        self.host = host
+        self.requested_port = port
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_config=None,  # keep the daemon's logging (structlog) configuration
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=2,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (the real one when started with port 0)."""
+        servers = getattr(self._server, "servers", None) or []
+        for server in servers:
+            for sock in server.sockets or ():
+                return int(sock.getsockname()[1])
+        return self.requested_port
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def start(self, timeout: float = 15.0) -> HttpServer:
+        self._thread = threading.Thread(target=self._run, name="spark-autoscaler-http", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if not self._thread.is_alive():
+                raise HttpServerError(f"cannot listen on {self.host}:{self.requested_port} (address in use or not available?)")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise HttpServerError(f"HTTP server on {self.host}:{self.requested_port} did not start within {timeout:.0f}s")
+            time.sleep(0.02)
+        log.info("http_listening", url=self.url)
+        return self
+
+    def _run(self) -> None:
+        try:
+            self._server.run()
+        except SystemExit:  # uvicorn exits when it cannot bind; start() reports it
+            pass
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def __enter__(self) -> HttpServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def serve_daemon(
+    settings: Any,
+    *,
+    reconciler: Any,
+    loop: Any,
+    registry: Any,
+    metrics: Any,
+    clock: Any,
+    application: str,
+    stopping: Any = lambda: False,
+    auth: Any = None,
+) -> HttpServer:
+    """Start the HTTP server of a daemon (driver mode, attach mode) on ``http.host:http.port``.
+
+    ``reconciler`` and ``loop`` may be callables returning ``None`` while the daemon starts.
+    """
+    from autoscaler.ops.api import create_app
+    from autoscaler.ops.auth import ApiAuth
+
+    h = settings.http
+    auth = auth or ApiAuth.from_settings(h.token_file, h.token_env)
+    app = create_app(
+        reconciler=reconciler,
+        loop=loop,
+        registry=registry,
+        auth=auth,
+        metrics=metrics,
+        clock=clock,
+        application=application,
+        stopping=stopping,
+    )
+    server = HttpServer(app, h.host, h.port).start()
+    if not auth.enabled:
+        log.info("control_api_disabled", detail=f"no token configured (http.token_file or ${h.token_env}); read-only API")
+    return server

@@ -1,0 +1,27 @@
+"""State stores: where the daemon remembers its history and operator overrides across restarts.
+
+Every store implements :class:`autoscaler.runtime.ports.StateStore` (``load() -> dict | None``,
+``save(dict)``) and passes the contract suite in ``tests/contracts/state_store.py``. The state
+is a JSON object; a store keeps it whole (a save replaces the previous state atomically).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from autoscaler.runtime.state.base import MemoryStateStore, StateStoreError
+from autoscaler.runtime.state.file import FileStateStore
+
+if TYPE_CHECKING:
+    from autoscaler.runtime.ports import StateStore
+    from autoscaler.core.settings import Settings
+
+__all__ = ["FileStateStore", "MemoryStateStore", "StateStoreError", "open_state_store"]
+
+
+def open_state_store(settings: Settings) -> StateStore | None:
+    """The store the settings ask for: a local file when ``state.path`` is set, else none."""
+    if settings.state.path is not None:
+        return FileStateStore(Path(settings.state.path))
+    return None

@@ -1,0 +1,193 @@
+"""User pipelines hosted by the daemon.
+
+A pipeline is a function that, given the session and a :class:`PipelineContext` (current
+parallelism, rate limit, ...), builds the streaming query up to its ``DataStreamWriter``
+without starting it. The daemon sets the query name, checkpoint location and trigger, starts
+it, and rebuilds it with new settings when it rescales from the checkpoint::
+
+    from autoscaler import pipeline
+
+    @pipeline("clicks", trigger="2s", max_parallelism=64)
+    def clicks(spark, ctx):
+        src = spark.readStream.format("kafka").option("minPartitions", ctx.parallelism)...
+        return src.groupBy(...).count().writeStream.foreachBatch(upsert)
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import threading
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable
+
+from autoscaler.core.model import JAVA_LONG_MAX, QueryParams
+from autoscaler.core.settings import file_problem, parse_duration
+
+
+class PipelineError(ValueError):
+    """A pipeline module or pipeline definition is unusable; the message names it."""
+
+
+@dataclass(frozen=True)
+class PipelineContext:
+    """What a pipeline builder may use to shape its query."""
+
+    name: str
+    parallelism: int  # source partitions to read with
+    checkpoint_location: str
+    max_rows_per_batch: int | None = None  # the operator's rate limit, if any
+    trigger_interval: timedelta | None = None
+    shuffle_partitions: int | None = None
+
+
+Builder = Callable[[Any, PipelineContext], Any]
+DEFAULT_TRIGGER = timedelta(seconds=2)
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    name: str
+    build: Builder
+    trigger: timedelta | None = DEFAULT_TRIGGER
+    available_now: bool = False  # bounded: process what is there, commit and finish
+    initial_parallelism: int | None = None
+    min_parallelism: int = 1
+    max_parallelism: int = 256
+    partitions_per_core: int = 1
+    max_rows_per_batch: int | None = None
+    shuffle_partitions: int | None = None  # for a new checkpoint of a stateful query
+    checkpoint: str | None = None  # default: <checkpoint_root>/<name>
+
+    def initial_params(self, cores: int) -> QueryParams:
+        from autoscaler.core.capacity import aligned_parallelism
+
+        parallelism = self.initial_parallelism or aligned_parallelism(
+            cores, self.partitions_per_core, self.min_parallelism, self.max_parallelism
+        )
+        return QueryParams(
+            parallelism=parallelism,
+            shuffle_partitions=self.shuffle_partitions,
+            trigger_interval=None if self.available_now else self.trigger,
+            max_rows_per_batch=self.max_rows_per_batch,
+        )
+
+
+_collected: list[PipelineSpec] = []
+_collect_lock = threading.Lock()
+_UNSET: Any = object()  # a trigger the decorator was not given
+
+
+def pipeline(
+    name: str | None = None,
+    *,
+    trigger: str | float | timedelta | None = _UNSET,
+    available_now: bool = False,
+    initial_parallelism: int | None = None,
+    min_parallelism: int = 1,
+    max_parallelism: int = 256,
+    partitions_per_core: int = 1,
+    max_rows_per_batch: int | None = None,
+    shuffle_partitions: int | None = None,
+    checkpoint: str | None = None,
+) -> Callable[[Builder], Builder]:
+    """Declare a pipeline; the decorated function builds its ``DataStreamWriter``."""
+
+    def decorate(fn: Builder) -> Builder:
+        spec_name = name or fn.__name__
+        if available_now and trigger is not _UNSET:
+            # silently ignoring it would leave the author believing it applies
+            raise PipelineError(
+                f"pipeline {spec_name!r}: trigger does not apply to an available_now pipeline "
+                "(it processes what is there, commits and finishes); drop one of them"
+            )
+        given = DEFAULT_TRIGGER if trigger is _UNSET else trigger
+        try:
+            spec = PipelineSpec(
+                name=spec_name,
+                build=fn,
+                trigger=None if given is None else parse_duration(given),
+                available_now=available_now,
+                initial_parallelism=initial_parallelism,
+                min_parallelism=min_parallelism,
+                max_parallelism=max_parallelism,
+                partitions_per_core=partitions_per_core,
+                max_rows_per_batch=max_rows_per_batch,
+                shuffle_partitions=shuffle_partitions,
+                checkpoint=checkpoint,
+            )
+        except ValueError as exc:
+            raise PipelineError(f"pipeline {spec_name!r}: trigger: {exc}") from None
+        validate_spec(spec)
+        with _collect_lock:
+            _collected.append(spec)
+        fn.pipeline_spec = spec  # type: ignore[attr-defined]
+        return fn
+
+    return decorate
+
+
+def validate_spec(spec: PipelineSpec) -> None:
+    problems = []
+    if not spec.name or not all(c.isalnum() or c in "-_" for c in spec.name):
+        problems.append("name must be non-empty and use letters, digits, '-' or '_'")
+    if spec.min_parallelism < 1:
+        problems.append("min_parallelism must be at least 1")
+    if spec.max_parallelism < spec.min_parallelism:
+        problems.append(f"max_parallelism ({spec.max_parallelism}) is below min_parallelism ({spec.min_parallelism})")
+    if spec.initial_parallelism is not None and not spec.min_parallelism <= spec.initial_parallelism <= spec.max_parallelism:
+        problems.append("initial_parallelism must lie within [min_parallelism, max_parallelism]")
+    if spec.partitions_per_core < 1:
+        problems.append("partitions_per_core must be at least 1")
+    if spec.max_rows_per_batch is not None and not 1 <= spec.max_rows_per_batch <= JAVA_LONG_MAX:
+        problems.append(f"max_rows_per_batch must be at least 1 and at most {JAVA_LONG_MAX} (a Java long)")
+    if spec.shuffle_partitions is not None and spec.shuffle_partitions < 1:
+        problems.append("shuffle_partitions must be at least 1")
+    if problems:
+        raise PipelineError(f"pipeline {spec.name!r}: " + "; ".join(problems))
+
+
+def load_pipelines(module: str, only: list[str] | None = None) -> list[PipelineSpec]:
+    """Import a pipeline module (a ``.py`` file or a dotted name) and return its pipelines."""
+    with _collect_lock:
+        _collected.clear()
+    try:
+        if module.endswith(".py") or "/" in module:
+            path = Path(module).resolve()
+            if problem := file_problem(path):
+                raise PipelineError(f"pipeline module {module!r} {problem}")
+            mod_name = f"spark_autoscaler_pipelines_{path.stem}"
+            spec = importlib.util.spec_from_file_location(mod_name, path)
+            if spec is None or spec.loader is None:
+                raise PipelineError(f"pipeline module {module!r} cannot be loaded")
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[mod_name] = mod
+            spec.loader.exec_module(mod)
+        elif module in sys.modules:
+            importlib.reload(sys.modules[module])
+        else:
+            importlib.import_module(module)
+    except PipelineError:
+        raise
+    except SystemExit as exc:  # a module that exits on import must not end the daemon silently
+        raise PipelineError(f"pipeline module {module!r} called sys.exit({exc.code!r}) while being imported") from exc
+    except Exception as exc:
+        raise PipelineError(f"pipeline module {module!r} failed to import: {type(exc).__name__}: {exc}") from exc
+    with _collect_lock:
+        specs = list(_collected)
+        _collected.clear()
+    if not specs:
+        raise PipelineError(f"pipeline module {module!r} defines no @pipeline")
+    names = [s.name for s in specs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise PipelineError(f"pipeline module {module!r} defines {', '.join(duplicates)} more than once")
+    if only:
+        unknown = sorted(set(only) - set(names))
+        if unknown:
+            raise PipelineError(f"pipelines {', '.join(unknown)} not found in {module!r}; it defines {', '.join(names)}")
+        specs = [s for s in specs if s.name in only]
+    return specs

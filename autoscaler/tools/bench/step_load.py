@@ -1,0 +1,290 @@
+"""Head-to-head on real Spark: our daemon vs Spark's dynamic allocation vs static maximum.
+
+Replays the step profile of ``docs/benchmarks.md`` (after the baseline measured in the
+team notes): 400 -> 2500 -> 400 rows/s for 120 / 180 / 180 s, 1 ms of work per row,
+8 partitions, 2 s trigger, up to 6 executors on ``local-cluster[6,1,512]``. Each run gets the
+same 30 s warm-up at the low rate before T0; executor-seconds and lag are measured over
+[T0, T3] only.
+
+* executor-seconds: the number of registered executors, sampled every second, integrated;
+* lag of a batch: commit time minus the generation time of its oldest row (the longest any
+  row of that batch waited); "peak lag per phase" is the largest lag of the batches
+  committed in that phase.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable
+
+from autoscaler.tools.demo.workload import trace_pipeline, verify_output
+from autoscaler.spark.pipelines import PipelineContext, PipelineSpec
+from autoscaler.core.settings import SparkSettings, load_settings
+from autoscaler.spark.session import build_session, stop_session
+from autoscaler.tools.traces import RateProfile
+
+RUNS = ("autoscaler", "spark-dra", "static-max")
+MASTER = "local-cluster[6,1,512]"
+PARTITIONS = 8
+TRIGGER = timedelta(seconds=2)
+COST_SECONDS = 0.001
+WARMUP = 30.0
+NEED = (1, 4, 1)  # measured need per phase on this machine (team notes, calibration)
+
+
+@dataclass(frozen=True)
+class StepProfile:
+    low: float = 400.0
+    high: float = 2500.0
+    phases: tuple[float, float, float] = (120.0, 180.0, 180.0)
+
+    def rate_profile(self) -> RateProfile:
+        p1, p2, p3 = self.phases
+        return RateProfile.steps([(WARMUP, self.low), (p1, self.low), (p2, self.high), (p3, self.low)])
+
+    def bounds(self) -> list[tuple[str, float, float]]:
+        """(phase, start, end) in seconds from the profile start."""
+        p1, p2, p3 = self.phases
+        t0, t1, t2, t3 = WARMUP, WARMUP + p1, WARMUP + p1 + p2, WARMUP + p1 + p2 + p3
+        return [("P1", t0, t1), ("P2", t1, t2), ("P3", t2, t3)]
+
+    @property
+    def need_executor_seconds(self) -> float:
+        return sum(n * p for n, p in zip(NEED, self.phases))
+
+
+@dataclass
+class RunResult:
+    name: str
+    executor_seconds: float
+    executors_per_phase: dict[str, float]
+    peak_lag_per_phase: dict[str, float | None]
+    min_executors: int
+    max_executors: int
+    lost_rows: int
+    duplicate_rows: int
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "executor_seconds": round(self.executor_seconds, 1),
+            "executors_per_phase": {k: round(v, 2) for k, v in self.executors_per_phase.items()},
+            "peak_lag_seconds_per_phase": {k: (None if v is None else round(v, 1)) for k, v in self.peak_lag_per_phase.items()},
+            "min_executors": self.min_executors,
+            "max_executors": self.max_executors,
+            "lost_rows": self.lost_rows,
+            "duplicate_rows": self.duplicate_rows,
+            "notes": self.notes,
+        }
+
+
+class ExecutorSampler:
+    """Counts registered executors every second through the driver's REST API."""
+
+    def __init__(self, spark: Any) -> None:
+        sc = spark.sparkContext
+        self.url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/executors"
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                with urllib.request.urlopen(self.url, timeout=2) as resp:
+                    count = sum(1 for e in json.load(resp) if e.get("id") != "driver" and e.get("isActive", True))
+                self.samples.append((time.time(), count))
+            except OSError:
+                pass
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def integrate(self, t0: float, t1: float) -> tuple[float, float, int, int]:
+        """Executor-seconds, mean, min and max over [t0, t1] (step function between samples)."""
+        inside = [(t, n) for t, n in self.samples if t0 <= t <= t1]
+        if not inside:
+            return 0.0, 0.0, 0, 0
+        total = 0.0
+        for (ta, na), (tb, _) in zip(inside, inside[1:]):
+            total += na * (tb - ta)
+        total += inside[-1][1] * (t1 - inside[-1][0]) + inside[0][1] * (inside[0][0] - t0)
+        counts = [n for _, n in inside]
+        return total, total / (t1 - t0), min(counts), max(counts)
+
+
+def _session(kind: str) -> Any:
+    conf: dict[str, str | int | float | bool] = {"spark.executor.cores": "1"}
+    if kind == "spark-dra":
+        conf.update(
+            {
+                "spark.dynamicAllocation.enabled": "true",
+                "spark.dynamicAllocation.minExecutors": "1",
+                "spark.dynamicAllocation.maxExecutors": "6",
+            }
+        )
+    return build_session(SparkSettings(master=MASTER, app_name=f"step-load-{kind}", conf=conf))
+
+
+def run_one(kind: str, profile: StepProfile, workdir: Path, log: Callable[[str], None]) -> RunResult:
+    spark = _session(kind)
+    out = workdir / kind / "out"
+    ckpt = workdir / kind / "checkpoint"
+    rates = profile.rate_profile()
+    sampler = ExecutorSampler(spark)
+    daemon = None
+    query = None
+    try:
+        sampler.start()
+        start = time.time() + 5.0
+        build = trace_pipeline(profile=rates, start=start, cost_seconds=COST_SECONDS, out_dir=out)
+        if kind == "autoscaler":
+            from autoscaler.app.driver import DriverDaemon
+
+            spec = PipelineSpec(
+                "step", build, trigger=TRIGGER, initial_parallelism=PARTITIONS, min_parallelism=PARTITIONS, max_parallelism=PARTITIONS
+            )
+            settings = load_settings(
+                None,
+                {
+                    "mode": "active",
+                    "executors.min": 1,
+                    "executors.max": 6,
+                    "executors.initial": 1,
+                    "reconcile_interval": "2s",
+                    "resource_wait_timeout": "20s",
+                    "window.metrics_window": "30s",
+                    "normalize.scale_down_delay": "30s",
+                    "normalize.stabilization": "10s",
+                    # minute-scale load steps: the policy that turns within a minute (the default,
+                    # predictive, keeps capacity it bought for ten minutes and more; see docs/policies.md)
+                    "policy.name": "target-utilization",
+                    "policy.params": {"target_utilization": 0.8, "utilization_band": 0.15},
+                    "pipelines.checkpoint_root": str(workdir / kind),
+                    "http.enabled": False,  # a benchmark needs no API, and must not collide with a running demo
+                },
+                environ={},
+            )
+            ticks = open(workdir / kind / "ticks.jsonl", "w")  # noqa: SIM115 - closed with the run
+            daemon = DriverDaemon(settings, specs=[spec], spark=spark, on_tick=lambda r: print(tick_line(r, start), file=ticks))
+            daemon.start()
+            threading.Thread(target=daemon.loop.run, daemon=True).start()  # type: ignore[union-attr]
+        else:
+            # like the baseline runs: the executors Spark starts with are registered first
+            wanted = 6 if kind == "static-max" else 1
+            while (sampler.samples[-1][1] if sampler.samples else 0) < wanted and time.time() < start + WARMUP / 2:
+                time.sleep(0.5)
+            query = _start_plain(spark, build, ckpt)
+        end = start + profile.bounds()[-1][2]
+        while time.time() < end:
+            time.sleep(min(10.0, max(0.0, end - time.time())))
+            if query is not None and not query.isActive:  # e.g. a Python worker timed out under load
+                log(f"  {kind}: query stopped ({query.exception()}); restarting it from its checkpoint")
+                query = _start_plain(spark, build, ckpt)
+            log(f"  {kind}: {time.time() - start:5.0f}s of {end - start:.0f}s, {sampler.samples[-1][1] if sampler.samples else '?'} executors")
+    finally:
+        sampler.stop()
+        if daemon is not None:
+            daemon.loop.stop()  # type: ignore[union-attr]
+            daemon.shutdown()
+        if query is not None:
+            query.stop()
+        stop_session(spark)
+    return _evaluate(kind, profile, start, sampler, out, rates)
+
+
+def _start_plain(spark: Any, build: Callable[[Any, PipelineContext], Any], ckpt: Path) -> Any:
+    writer = build(spark, PipelineContext("step", PARTITIONS, str(ckpt), trigger_interval=TRIGGER))
+    return (
+        writer.queryName("step")
+        .option("checkpointLocation", str(ckpt))
+        .trigger(processingTime=f"{int(TRIGGER.total_seconds())} seconds")
+        .start()
+    )
+
+
+def tick_line(r: Any, start: float) -> str:
+    """One compact JSON line per reconcile tick, for looking into a run afterwards."""
+    load = r.loads[0] if r.loads else None
+    model = load.model if load else None
+    return json.dumps(
+        {
+            "t": round(r.at.timestamp() - start, 1),
+            "alive": r.executors_alive,
+            "requested": r.executors_requested,
+            "proposed": r.decision.proposed,
+            "target": r.decision.target,
+            "reason": r.decision.reason.value,
+            "rate": None if not load or load.input_rate is None else round(load.input_rate),
+            "lag": None if not load or load.lag is None else round(load.lag.total_seconds(), 1),
+            "mu": None if not model else round(model.per_slot),
+            "w": None if not model else round(model.per_task, 3),
+            "o": None if not model else round(model.fixed, 3),
+            "msg": r.proposal.message[:80],
+        }
+    )
+
+
+def _evaluate(kind: str, profile: StepProfile, start: float, sampler: ExecutorSampler, out: Path, rates: RateProfile) -> RunResult:
+    per_phase: dict[str, float] = {}
+    lags: dict[str, float | None] = {}
+    total = 0.0
+    lo, hi = 10**9, 0
+    records = [json.loads(p.read_text()) for p in out.glob("batch-*.json")]
+    for name, a, b in profile.bounds():
+        seconds, mean, mn, mx = sampler.integrate(start + a, start + b)
+        total += seconds
+        per_phase[name] = mean
+        lo, hi = min(lo, mn), max(hi, mx)
+        phase_lags = [r["lag_seconds"] for r in records if r["lag_seconds"] is not None and start + a <= r["done"] < start + b]
+        lags[name] = max(phase_lags) if phase_lags else None
+    committed_max = max((r["max"] for r in records if r["max"] is not None), default=-1)
+    check = verify_output(out, committed_max + 1)
+    return RunResult(kind, total, per_phase, lags, lo, hi, check.lost_rows, check.duplicate_rows)
+
+
+def run_benchmark(
+    runs: tuple[str, ...] = RUNS, profile: StepProfile = StepProfile(), workdir: Path | None = None, log: Callable[[str], None] = print
+) -> dict[str, Any]:
+    own = workdir is None
+    root = Path(workdir or tempfile.mkdtemp(prefix="step-load-"))
+    results: dict[str, Any] = {}
+    try:
+        for kind in runs:
+            log(f"run {kind} ...")
+            results[kind] = run_one(kind, profile, root, log).to_json()
+    finally:
+        if own:
+            shutil.rmtree(root, ignore_errors=True)
+    return {
+        "profile": {"low": profile.low, "high": profile.high, "phases_seconds": list(profile.phases), "warmup_seconds": WARMUP},
+        "need_executor_seconds": profile.need_executor_seconds,
+        "runs": results,
+    }
+
+
+def format_table(result: dict[str, Any]) -> str:
+    need = result["need_executor_seconds"]
+    lines = [
+        f"need (1/4/1 executors): {need:.0f} executor-seconds",
+        f"{'run':<12} {'exec-s':>8} {'x need':>7}  {'executors P1/P2/P3':<20} {'peak lag s P1/P2/P3':<22} lost dup",
+    ]
+    for name, r in result["runs"].items():
+        ex = "/".join(f"{r['executors_per_phase'][p]:.2f}" for p in ("P1", "P2", "P3"))
+        lag = "/".join("-" if r["peak_lag_seconds_per_phase"][p] is None else f"{r['peak_lag_seconds_per_phase'][p]:.1f}" for p in ("P1", "P2", "P3"))
+        lines.append(
+            f"{name:<12} {r['executor_seconds']:>8.0f} {r['executor_seconds'] / need:>7.2f}  {ex:<20} {lag:<22} {r['lost_rows']} {r['duplicate_rows']}"
+        )
+    return "\n".join(lines)

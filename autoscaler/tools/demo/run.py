@@ -1,0 +1,361 @@
+"""``spark-autoscaler demo``: the daemon scaling a trace-driven stream on a real local cluster.
+
+A standalone master and worker processes run on loopback (no Kubernetes). The NYC taxi trace
+is compressed so a day passes in ``seconds_per_day`` and replayed from 3 a.m., so the load
+climbs through the morning, peaks in the evening and falls at night.
+
+* ``--mode active``: the workers for ``max_executors`` exist (spare capacity); the daemon
+  requests and removes executors through Spark's executor-request API.
+* ``--mode reactive``: the demo itself adds and kills worker processes on a schedule, as spot
+  capacity would come and go; the daemon never requests executors and rescales the query from
+  its checkpoint so its partitions fit the cores that exist.
+
+At the end the query is stopped at a batch boundary, the rest of the input is drained from
+the checkpoint, and every generated row is checked to have come out exactly once.
+
+While it runs, the daemon serves ``/metrics``, ``/healthz``, ``/readyz`` and the REST API on
+``--http-host:--http-port`` (default 127.0.0.1:8090); the control endpoints are enabled when
+``$SPARK_AUTOSCALER_API_TOKEN`` is set. ``--record FILE`` writes every tick's metrics for
+``spark-autoscaler dashboard render``. The summary lists every rescale with the audit entry
+that explains it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TextIO
+
+from autoscaler.runtime.audit import explain_event
+from autoscaler.tools.bench.step_load import ExecutorSampler
+from autoscaler.tools.demo.workload import drain, trace_pipeline, verify_output
+from autoscaler.core.history import EXECUTORS
+from autoscaler.runtime.logs import configure_logging
+from autoscaler.spark.pipelines import PipelineSpec
+from autoscaler.runtime.reconciler import TickRecord
+from autoscaler.tools.dashboard.recording import MetricsRecorder
+from autoscaler.core.settings import Settings, SparkSettings, load_settings
+from autoscaler.spark.session import build_session, stop_session
+from autoscaler.spark.standalone import LocalStandaloneCluster
+from autoscaler.tools.traces import RateProfile, compress_trace, load_trace, prefixed
+
+BUNDLED_TRACE = Path(__file__).parent / "traces" / "nyc_taxi.csv"
+PIPELINE = "taxi"
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    mode: str = "active"
+    duration: float = 180.0
+    trace: Path | None = None
+    seconds_per_day: float = 150.0
+    peak_rate: float = 2800.0
+    max_executors: int = 6
+    workdir: Path | None = None
+    cost_seconds: float = 0.001  # per-row work
+    start_hour: float = 3.0
+    warmup: float = 30.0  # seconds at the trace's first rate before the trace starts (cold start)
+    http_host: str = "127.0.0.1"
+    http_port: int = 8090
+    http: bool = True
+    record: Path | None = None  # write each tick's metrics here (JSON lines)
+
+
+# The demo compresses a day into minutes, so the default policy's time constants (minutes to
+# hours, made for loads that move over a day) shrink with it, down to what this cluster can
+# physically do: an executor starts in ~10 s, a restart from the checkpoint pauses a few seconds.
+# The seasonal forecast needs 5-minute steps of history, which a compressed day does not have.
+COMPRESSED_TIME_PARAMS: dict[str, Any] = {
+    "catch_up_duration": "60s",
+    "min_dwell": "15s",
+    "rescale_price": "3s",
+    "horizon": "30s",
+    "lead_time": "10s",
+    "startup_time": "15s",
+    "budget_window": "5m",
+    "rescale_budget": 5000,  # per (real) day: about 17 executor changes per 5 minutes
+    "forecast": False,
+}
+# In active mode the demo keeps the query's partitions (see PipelineSpec below): a restart from
+# the checkpoint pauses this box's Python source 5-30 s, far more than the extra task waves cost.
+ACTIVE_PARAMS: dict[str, Any] = {**COMPRESSED_TIME_PARAMS, "align_partitions": False}
+
+
+def default_trace() -> Path:
+    """``../shared/traces/nyc_taxi.csv`` from the working directory or the checkout, else the bundled copy."""
+    candidates = [
+        Path.cwd().parent / "shared" / "traces" / "nyc_taxi.csv",
+        Path(__file__).resolve().parents[4] / "shared" / "traces" / "nyc_taxi.csv",
+    ]
+    return next((p for p in candidates if p.is_file()), BUNDLED_TRACE)
+
+
+def reactive_schedule(duration: float) -> list[tuple[float, str, int]]:
+    """(seconds, 'add' | 'kill', workers): capacity arriving and vanishing like spot nodes."""
+    return [
+        (0.15 * duration, "add", 1),
+        (0.30 * duration, "add", 2),
+        (0.55 * duration, "kill", 1),  # SIGKILL mid-batch: a lost node
+        (0.75 * duration, "kill", 2),
+    ]
+
+
+class LiveView:
+    """One line per reconcile tick: time, load, rates, lag, executors, last decision."""
+
+    def __init__(self, start: float, profile: RateProfile, out: TextIO = sys.stdout) -> None:
+        self.start = start
+        self.profile = profile
+        self.out = out
+        self.last_decision = "-"
+        self.records: list[TickRecord] = []
+        print(
+            f"{'time':>6} {'load':>6} {'in':>6} {'proc':>6} {'backlog':>8} {'lag':>6} {'exec':>9} {'parts':>5}  last decision",
+            file=out,
+            flush=True,
+        )
+
+    def __call__(self, r: TickRecord) -> None:
+        self.records.append(r)
+        t = time.time() - self.start
+        load = next((x for x in r.loads if x.name == PIPELINE), None)
+        d = r.decision
+        # this tick's decision and why (the policy's reasoning while nothing changes)
+        what = r.plan.query_changes[0].message if r.plan.query_changes else (d.message or r.proposal.message)
+        if r.executors_lost:
+            what = f"lost executor(s) {', '.join(r.executors_lost)}; " + what
+        self.last_decision = f"{d.reason.value}: {what}"[:110]
+
+        def num(v: float | None, fmt: str) -> str:
+            return "-" if v is None else format(v, fmt)
+
+        target = r.executors_requested if r.mode.mode.value == "active" and r.executors_requested is not None else r.executors_alive
+        parts = load.parallelism if load else None
+        rate = load.input_rate if load else None
+        processing = load.processing_rate if load else None
+        backlog = load.backlog_rows if load else None
+        # a lag of exactly zero is a falsy timedelta: test for None, not truth
+        lag = load.lag.total_seconds() if load is not None and load.lag is not None else None
+        print(
+            f"{t:5.0f}s {self.profile.rate_at(t):6.0f} {num(rate, '6.0f')} "
+            f"{num(processing, '6.0f')} {num(backlog, '8.0f')} "
+            f"{num(lag, '5.1f')}s {r.executors_alive:>4}/{target:<4} "
+            f"{num(parts, '5d')}  {self.last_decision}",
+            file=self.out,
+            flush=True,
+        )
+
+
+def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> dict[str, Any]:
+    configure_logging("console", level="WARNING", stream=sys.stderr)
+    trace_path = options.trace or default_trace()
+    trace = load_trace(trace_path)
+    profile = compress_trace(
+        trace,
+        seconds_per_day=options.seconds_per_day,
+        peak_rate=options.peak_rate,
+        duration=options.duration,
+        start_hour=options.start_hour,
+    )
+    own_dir = options.workdir is None
+    workdir = Path(options.workdir or tempfile.mkdtemp(prefix="spark-autoscaler-demo-")).resolve()
+    if not own_dir and (workdir / "checkpoints").exists():
+        shutil.rmtree(workdir / "checkpoints")
+        shutil.rmtree(workdir / "output", ignore_errors=True)
+    print(f"demo: {options.mode} mode, trace {trace_path.name}, {options.duration:.0f}s, workdir {workdir}", file=out, flush=True)
+    cluster = LocalStandaloneCluster(workdir / "cluster")
+    spark = None
+    try:
+        cluster.start(workers=1)
+        spark = build_session(
+            SparkSettings(master=cluster.url, app_name="spark-autoscaler-demo", conf={"spark.executor.cores": "1"})
+        )
+        return _run(options, profile, workdir, cluster, spark, out)
+    finally:
+        if spark is not None:
+            stop_session(spark)
+        cluster.stop()
+        if own_dir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def demo_settings(options: DemoOptions, workdir: Path) -> Settings:
+    """The daemon's configuration for the demo (validated like any user's)."""
+    return load_settings(
+        None,
+        {
+            "mode": options.mode,
+            "executors.min": 1,
+            "executors.max": options.max_executors,
+            "executors.initial": 1,
+            "reconcile_interval": "2s",
+            "resource_wait_timeout": "30s",
+            "request_timeout": "45s",  # an executor takes 25-30 s to register on a loaded 2-core box
+            "window.metrics_window": "20s",
+            "normalize.scale_down_delay": "10s",
+            "normalize.stabilization": "10s",
+            "normalize.query_rescale_cooldown": "10s",
+            "policy.params": ACTIVE_PARAMS if options.mode == "active" else COMPRESSED_TIME_PARAMS,
+            "pipelines.checkpoint_root": str(workdir / "checkpoints"),
+            "http.enabled": options.http,
+            "http.host": options.http_host,
+            "http.port": options.http_port,
+        },
+        environ={},
+    )
+
+
+def _run(
+    options: DemoOptions, profile: RateProfile, workdir: Path, cluster: LocalStandaloneCluster, spark: Any, out: TextIO
+) -> dict[str, Any]:
+    from autoscaler.app.driver import DriverDaemon
+
+    output = workdir / "output"
+    settings = demo_settings(options, workdir)
+    # The first batches of a new query (and of new executors) are slow because cold: the source
+    # runs `warmup` seconds at the trace's first rate before the trace itself starts at `start`.
+    source_profile = prefixed(profile, options.warmup, profile.rate_at(0))
+    source_start = time.time() + 3.0
+    start = source_start + options.warmup
+    build = trace_pipeline(profile=source_profile, start=source_start, cost_seconds=options.cost_seconds, out_dir=output)
+    spec = PipelineSpec(
+        PIPELINE,
+        build,
+        trigger=timedelta(seconds=2),
+        # active mode: 2 x the most executors, so every executor count gets full (or >= 80 %
+        # full) task waves and executors change without restarting the query; the policy
+        # keeps them (align_partitions off). Reactive mode shows the restarts.
+        initial_parallelism=2 * options.max_executors if options.mode == "active" else None,
+        min_parallelism=1,
+        max_parallelism=4 * options.max_executors,
+    )
+    view = LiveView(start, profile, out)
+    recorder: MetricsRecorder | None = None
+
+    def on_tick(record: TickRecord) -> None:
+        view(record)
+        if recorder is not None:
+            recorder(record)
+
+    daemon = DriverDaemon(settings, specs=[spec], spark=spark, on_tick=on_tick)
+    if options.record is not None:
+        recorder = MetricsRecorder(daemon.registry, options.record)
+    daemon.start()
+    assert daemon.loop is not None and daemon.host is not None
+    if daemon.http is not None:
+        print(
+            f"metrics {daemon.http.url}/metrics, API {daemon.http.url}/docs, audit trail {daemon.http.url}/api/v1/decisions",
+            file=out,
+            flush=True,
+        )
+    sampler = ExecutorSampler(spark)
+    sampler.start()
+    if options.mode == "active":
+        for _ in range(options.max_executors - 1):
+            cluster.add_worker()  # spare capacity: used only when the daemon asks for it
+    else:
+        _schedule_workers(cluster, start, reactive_schedule(options.duration), out)
+    loop = threading.Thread(target=daemon.loop.run, daemon=True)
+    loop.start()
+    end = start + options.duration
+    while time.time() < end:
+        time.sleep(min(1.0, max(0.0, end - time.time())))
+    daemon.loop.stop()
+    loop.join(30)
+    sampler.stop()
+    daemon.host.stop_all()
+    if recorder is not None:
+        recorder.close()
+    print("stopped at a batch boundary; draining the rest of the input from the checkpoint ...", file=out, flush=True)
+    drain(spark, build, PIPELINE, workdir / "checkpoints" / PIPELINE, daemon.host.views()[0].params.parallelism)
+    try:
+        return _summary(options, source_profile, source_start, start, end, sampler, daemon, output, out)
+    finally:
+        daemon.stop_http()
+
+
+def _schedule_workers(cluster: LocalStandaloneCluster, start: float, plan: list[tuple[float, str, int]], out: TextIO) -> None:
+    def act(action: str, count: int) -> None:
+        for _ in range(count):
+            if action == "add":
+                cluster.add_worker()
+            else:
+                cluster.remove_worker(kill=True)
+        print(f"{time.time() - start:5.0f}s   [cluster] {'added' if action == 'add' else 'killed'} {count} worker(s)", file=out, flush=True)
+
+    for at, action, count in plan:
+        timer = threading.Timer(max(0.0, start + at - time.time()), act, args=(action, count))
+        timer.daemon = True
+        timer.start()
+
+
+def _summary(
+    options: DemoOptions,
+    source_profile: RateProfile,
+    source_start: float,
+    start: float,
+    end: float,
+    sampler: ExecutorSampler,
+    daemon: Any,
+    output: Path,
+    out: TextIO,
+) -> dict[str, Any]:
+    rows_in = source_profile.cumulative(end - source_start + 1e-6)  # warm-up rows included: all checked
+    check = verify_output(output, rows_in, lag_from=start, lag_until=end)
+    seconds, mean, lo, hi = sampler.integrate(start, end)
+    events = daemon.reconciler.history.events
+    executor_changes = [e for e in events if e.subject == EXECUTORS]
+    query_rescales = [e for e in events if e.subject != EXECUTORS]
+    pauses = [e.pause.total_seconds() for e in query_rescales if e.pause is not None]
+    summary: dict[str, Any] = {
+        "mode": options.mode,
+        "duration_seconds": options.duration,
+        "executor_seconds": round(seconds, 1),
+        "mean_executors": round(mean, 2),
+        "rescales": len(executor_changes) + len(query_rescales),
+        "executor_changes": len(executor_changes),
+        "query_rescales": len(query_rescales),
+        "scaled_up": any(e.to_value > e.from_value for e in executor_changes) or (options.mode == "reactive" and hi > lo),
+        "scaled_down": any(e.to_value < e.from_value for e in executor_changes) or (options.mode == "reactive" and hi > lo),
+        "rescale_pause_seconds": [round(p, 2) for p in pauses],
+        "min_executors": lo,
+        "max_executors": hi,
+        "rows_in": rows_in,
+        "rows_out": check.rows_out,
+        "lost_rows": check.lost_rows,
+        "duplicate_rows": check.duplicate_rows,
+        "max_lag_seconds": None if check.max_lag_seconds is None else round(check.max_lag_seconds, 1),
+        "decisions": [
+            {
+                "at_seconds": round(e.at.timestamp() - start, 1),
+                "subject": e.subject,
+                "from": e.from_value,
+                "to": e.to_value,
+                "reason": e.reason.value,
+                "pause_seconds": None if e.pause is None else round(e.pause.total_seconds(), 2),
+                "audit": explain_event(daemon.reconciler.audit, e),
+            }
+            for e in events
+        ],
+    }
+    summary["all_rescales_explained"] = all(d["audit"] is not None for d in summary["decisions"])
+    print(
+        "\nsummary: executor-seconds {executor_seconds}, executors {min_executors}..{max_executors}, "
+        "{executor_changes} executor change(s), {query_rescales} query rescale(s) from the checkpoint\n"
+        "         rows in {rows_in}, out {rows_out}, lost {lost_rows}, duplicated {duplicate_rows}, "
+        "max lag {max_lag_seconds}s".format(**summary),
+        file=out,
+        flush=True,
+    )
+    for d in summary["decisions"]:
+        audit = d["audit"]
+        why = f"#{audit['id']} {audit['what']}" if audit else "NOT IN THE AUDIT TRAIL"
+        print(f"  {d['at_seconds']:6.1f}s {d['subject']}: {d['from']} -> {d['to']} ({d['reason']}): {why}", file=out, flush=True)
+    return summary
+

@@ -1,0 +1,79 @@
+"""Run every registered policy on one trace and tabulate the KPIs."""
+
+from __future__ import annotations
+
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any, Callable, Sequence
+
+from autoscaler.tools.sim.runner import SimResult, simulate
+from autoscaler.tools.traces import Trace
+from policies import policy_names, resolve_name
+
+
+def compared_policies() -> list[str]:
+    """Every registered policy once: ``default`` first (it names the recommended one), then the rest."""
+    names = [n for n in policy_names() if resolve_name(n) == n]
+    default = resolve_name("default")
+    return ["default"] + [n for n in names if n != default]
+
+
+def _run(args: tuple[Trace, str, dict[str, Any]]) -> SimResult:
+    trace, policy, options = args
+    return simulate(trace, policy=policy, **options)
+
+
+def compare_policies(
+    trace: Trace,
+    *,
+    jobs: int = 1,
+    policies: Sequence[str] | None = None,
+    progress: Callable[[str, float], None] | None = None,
+    **options: Any,
+) -> list[SimResult]:
+    """Every policy's result, in the order of ``policies``. ``progress(what, share)`` follows each
+    policy's run as it goes when they run one at a time; in parallel, ``what`` is "every policy"
+    and ``share`` the share of the policies done."""
+    names = list(policies or compared_policies())
+    if jobs <= 1:
+        return [simulate(trace, policy=name, progress=_for(progress, name), **options) for name in names]
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(_run, (trace, name, options)): name for name in names}
+        for done, _ in enumerate(as_completed(futures), start=1):
+            if progress is not None:
+                progress("every policy", done / len(names))
+        by_name = {futures[f]: f.result() for f in futures}  # raises the first failure, as map did
+    return [by_name[name] for name in names]
+
+
+def _for(progress: Callable[[str, float], None] | None, policy: str) -> Callable[[float], None] | None:
+    return None if progress is None else lambda share: progress(policy, share)
+
+
+COLUMNS = (
+    ("policy", "policy", "{}"),
+    ("cost_ratio", "cost x oracle", "{:.2f}"),
+    ("slo_violation_fraction", "SLO violations", "{:.2%}"),
+    ("p95_lag_seconds", "p95 lag s", "{:.1f}"),
+    ("max_lag_seconds", "max lag s", "{:.0f}"),
+    ("rescales_per_day", "rescales/day", "{:.1f}"),
+    ("mean_executors", "mean executors", "{:.1f}"),
+)
+
+
+def format_table(results: Sequence[SimResult]) -> str:
+    """A Markdown table (readable in a terminal too)."""
+    if not results:
+        return ""
+    r = results[0]
+    head = (
+        f"trace {r.trace}: {r.simulated_seconds / 86400:.1f} days, oracle {r.oracle_mean_executors:.2f} executors on average, "
+        f"SLO lag {r.slo_lag_seconds:g} s; with at most {r.budget_rescales_per_day:g} changes a day even perfect foresight "
+        f"costs {r.budget_oracle_cost_ratio:.2f}x the oracle"
+    )
+    rows = [[fmt.format(getattr(r, key)) for key, _, fmt in COLUMNS] for r in results]
+    titles = [title for _, title, _ in COLUMNS]
+    widths = [max(len(t), *(len(row[i]) for row in rows)) for i, t in enumerate(titles)]
+    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+    out = [head, "", line(titles), "| " + " | ".join("-" * w for w in widths) + " |"]
+    out += [line(row) for row in rows]
+    return "\n".join(out)

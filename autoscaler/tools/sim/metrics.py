@@ -1,0 +1,145 @@
+"""Benchmark KPIs from the simulator's truth: exact lag, executor-seconds and the oracle.
+
+Lag is the age of the oldest row not yet processed: after batch ``k`` commits at ``e_k`` the
+oldest waiting row arrived at ``g_k``, so until the next commit ``L(t) = max(0, t - g_k)``, a
+sawtooth. Time above a threshold, its maximum and time-weighted percentiles are computed
+exactly per segment, not sampled.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from autoscaler.tools.sim.workload import Workload
+
+
+def _segments(completions: Sequence[tuple[float, float]], end: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    arr = np.asarray(completions, dtype=float)
+    starts = arr[:, 0]
+    anchors = arr[:, 1]
+    ends = np.append(starts[1:], end)
+    keep = ends > starts
+    return starts[keep], ends[keep], anchors[keep]
+
+
+def time_above(completions: Sequence[tuple[float, float]], end: float, threshold: float) -> float:
+    """Seconds in ``[0, end)`` with lag above ``threshold``."""
+    s, e, g = _segments(completions, end)
+    return float(np.maximum(0.0, e - np.maximum(s, g + threshold)).sum())
+
+
+def max_lag(completions: Sequence[tuple[float, float]], end: float) -> float:
+    s, e, g = _segments(completions, end)
+    return float(max(0.0, np.max(e - g))) if len(s) else 0.0
+
+
+def lag_percentile(completions: Sequence[tuple[float, float]], end: float, q: float) -> float:
+    """Time-weighted ``q``-quantile (0..1) of the lag over ``[0, end)``."""
+    s, e, g = _segments(completions, end)
+    total = float((e - s).sum())
+    if total <= 0:
+        return 0.0
+    budget = (1.0 - q) * total  # time allowed above the answer
+    lo, hi = 0.0, float(max(0.0, np.max(e - g)))
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        above = float(np.maximum(0.0, e - np.maximum(s, g + mid)).sum())
+        if above > budget:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-3:
+            break
+    return hi
+
+
+def oracle_executors(rates: np.ndarray, capacity: float, min_executors: int) -> np.ndarray:
+    """Executors needed at each rate with perfect foresight and no start-up or restart cost."""
+    need = np.ceil(rates / capacity - 1e-9)
+    return np.maximum(float(min_executors), need)
+
+
+def oracle_executor_seconds(workload: Workload, capacity: float, min_executors: int) -> float:
+    lengths, rates = workload.step_arrays()
+    return float((oracle_executors(rates, capacity, min_executors) * lengths).sum())
+
+
+BUDGET_RESCALES_PER_DAY = 24.0  # the benchmark's target: fewer than 24 rescales a day
+
+
+def budget_oracle_executor_seconds(workload: Workload, capacity: float, min_executors: int, per_day: float) -> float:
+    """Lower bound of the executor-seconds of any schedule that always has the executors the
+    oracle needs and changes their count at most ``per_day`` times a day (on average)."""
+    lengths, rates = workload.step_arrays()
+    budget = math.floor(per_day * float(lengths.sum()) / 86400.0)
+    lower, _ = limited_oracle_executor_seconds(lengths, oracle_executors(rates, capacity, min_executors), budget)
+    return lower
+
+
+def executors_for_rate(rate: float, capacity: float, min_executors: int = 1) -> int:
+    return max(min_executors, math.ceil(rate / capacity - 1e-9))
+
+
+def limited_oracle_executor_seconds(lengths: np.ndarray, need: np.ndarray, max_changes: int) -> tuple[float, float]:
+    """Executor-seconds of the cheapest clairvoyant schedule with at most ``max_changes``
+    changes of the executor count that always has ``need`` executors: (lower bound, achieved).
+
+    The oracle changes the count whenever the need changes; a policy held to a rescale budget
+    cannot, and on a spiky trace even perfect foresight then pays for holding each spike's
+    size. Minimising ``cost + lambda x changes`` is a dynamic programme over (step, count):
+    hold the count, or change from the cheapest count so far and pay ``lambda``. For every
+    ``lambda`` no schedule with at most ``max_changes`` changes costs less than
+    ``min(cost + lambda x changes) - lambda x max_changes`` (the lower bound, maximised over the
+    ``lambda`` of a bisection); the schedule found at the smallest ``lambda`` that keeps within
+    the budget is one a clairvoyant policy could run (achieved). On the benchmark traces the two are
+    within 2 % (first weeks: ELB 0 %, Twitter 0.8 %, NYC taxi 1.5 %); on a handful of steps the gap of
+    this Lagrangian bound can be tens of percent.
+    """
+    lengths, need = _merge_equal_steps(np.asarray(lengths, float), np.asarray(need, float))
+    if len(need) == 0:
+        return 0.0, 0.0
+    levels = np.arange(int(need.max()) + 1, dtype=float)
+
+    def solve(lam: float) -> tuple[float, int]:
+        f = np.where(levels >= need[0], levels * lengths[0], np.inf)
+        changes = np.zeros(len(levels))
+        for length, n in zip(lengths[1:], need[1:]):
+            best = int(np.argmin(f))
+            switch = f[best] + lam
+            moved = switch < f
+            f = np.where(moved, switch, f) + levels * length
+            changes = np.where(moved, changes[best] + 1, changes)
+            f[levels < n] = np.inf
+        best = int(np.argmin(f))
+        return float(f[best]), int(changes[best])
+
+    total, changes = solve(0.0)
+    if changes <= max_changes:
+        return total, total
+    lo, hi = 0.0, float(levels[-1] * lengths.sum())
+    lower, achieved = total, math.inf
+    for _ in range(40):
+        lam = (lo + hi) / 2
+        value, changes = solve(lam)
+        lower = max(lower, value - lam * max_changes)
+        if changes <= max_changes:
+            hi, achieved = lam, min(achieved, value - lam * changes)
+        else:
+            lo = lam
+        if achieved < math.inf and achieved - lower <= 1e-3 * achieved:
+            break
+    if achieved == math.inf:
+        value, changes = solve(hi)
+        achieved = value - hi * changes
+    return lower, achieved
+
+
+def _merge_equal_steps(lengths: np.ndarray, need: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Join consecutive steps with the same need (a schedule never changes inside such a run)."""
+    if len(need) == 0:
+        return lengths, need
+    starts = np.flatnonzero(np.concatenate(([True], need[1:] != need[:-1])))
+    return np.add.reduceat(lengths, starts), need[starts]

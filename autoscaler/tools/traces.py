@@ -1,0 +1,203 @@
+"""Workload traces (NAB format ``timestamp,value``) and piecewise-constant rate profiles."""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import math
+import sys
+from dataclasses import dataclass
+from functools import cached_property
+from datetime import datetime
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from autoscaler.core.settings import file_problem
+
+
+class TraceError(ValueError):
+    """A trace file is unusable; the message names the file, line and problem."""
+
+
+@dataclass(frozen=True)
+class Trace:
+    name: str
+    timestamps: tuple[datetime, ...]
+    values: tuple[float, ...]
+
+    @cached_property  # sorts every gap: computed once per trace (the CLI and the workload both ask)
+    def step_seconds(self) -> float:
+        """The trace's regular step (median gap between points)."""
+        gaps = sorted((b - a).total_seconds() for a, b in zip(self.timestamps, self.timestamps[1:]))
+        return gaps[len(gaps) // 2] if gaps else 60.0
+
+    @cached_property
+    def span_seconds(self) -> float:
+        """Seconds the trace covers: first timestamp to last, plus one step (the last value holds a step)."""
+        return (self.timestamps[-1] - self.timestamps[0]).total_seconds() + self.step_seconds
+
+
+def load_trace(path: str | Path) -> Trace:
+    path = Path(path)
+    if problem := file_problem(path):
+        raise TraceError(f"trace {str(path)!r} {problem}")
+    try:
+        # utf-8-sig: a byte-order mark (spreadsheet exports) is not part of the header
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            stamps, values = _read_rows(str(path), csv.reader(fh))
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"trace {str(path)!r} is not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise TraceError(f"trace {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+    if not values:
+        raise TraceError(f"trace {str(path)!r} has no data rows")
+    if max(values) <= 0:
+        raise TraceError(f"trace {str(path)!r}: every value is zero")
+    return Trace(path.stem, tuple(stamps), tuple(values))
+
+
+def _read_rows(name: str, reader: Iterator[list[str]]) -> tuple[list[datetime], list[float]]:
+    stamps: list[datetime] = []
+    values: list[float] = []
+    header = next(reader, None)
+    if header is None:
+        raise TraceError(f"trace {name!r} is empty")
+    if [h.strip().lower() for h in header[:2]] != ["timestamp", "value"]:
+        raise TraceError(f"trace {name!r}: line 1 must be the header 'timestamp,value', got {','.join(header)!r}")
+    for line, row in enumerate(reader, start=2):
+        if not row or all(not c.strip() for c in row):
+            continue
+        if len(row) < 2:
+            raise TraceError(f"trace {name!r}: line {line} needs two columns, got {row!r}")
+        try:
+            ts = datetime.fromisoformat(row[0].strip())
+        except ValueError:
+            raise TraceError(f"trace {name!r}: line {line}: {row[0]!r} is not a timestamp") from None
+        try:
+            value = float(row[1])
+        except ValueError:
+            raise TraceError(f"trace {name!r}: line {line}: {row[1]!r} is not a number") from None
+        if not math.isfinite(value) or value < 0:
+            raise TraceError(f"trace {name!r}: line {line}: value {row[1]!r} must be a finite number >= 0")
+        if stamps and (ts.tzinfo is None) != (stamps[0].tzinfo is None):
+            raise TraceError(f"trace {name!r}: line {line}: timestamps mix a time zone and none ({row[0].strip()!r})")
+        if stamps and ts <= stamps[-1]:
+            raise TraceError(f"trace {name!r}: line {line}: timestamps must increase")
+        stamps.append(ts)
+        values.append(value)
+    return stamps, values
+
+
+@dataclass(frozen=True)
+class RateProfile:
+    """Rows/s as a step function of elapsed seconds: ``rates[i]`` from ``starts[i]``.
+
+    ``cumulative(t)`` counts rows generated in [0, t); ``time_of(row)`` inverts it (the
+    generation time of a row id), which gives exact per-row lag.
+    """
+
+    starts: tuple[float, ...]
+    rates: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if not self.starts or len(self.starts) != len(self.rates) or self.starts[0] != 0:
+            raise ValueError("a profile needs matching starts/rates beginning at 0")
+        if any(b <= a for a, b in zip(self.starts, self.starts[1:])):
+            raise ValueError("profile starts must increase")
+        if any(r < 0 for r in self.rates):
+            raise ValueError("profile rates must be >= 0")
+        object.__setattr__(self, "_cum", self._prefix())
+
+    def _prefix(self) -> tuple[float, ...]:
+        cum = [0.0]
+        for i in range(1, len(self.starts)):
+            cum.append(cum[-1] + self.rates[i - 1] * (self.starts[i] - self.starts[i - 1]))
+        return tuple(cum)
+
+    def rate_at(self, t: float) -> float:
+        if t < 0:
+            return 0.0
+        return self.rates[bisect.bisect_right(self.starts, t) - 1]
+
+    def cumulative(self, t: float) -> int:
+        if t <= 0:
+            return 0
+        i = bisect.bisect_right(self.starts, t) - 1
+        cum: tuple[float, ...] = self._cum  # type: ignore[attr-defined]
+        return int(cum[i] + self.rates[i] * (t - self.starts[i]))
+
+    def time_of(self, row: int) -> float:
+        """Elapsed second at which ``row`` (0-based) was generated."""
+        cum: tuple[float, ...] = self._cum  # type: ignore[attr-defined]
+        target = row + 1
+        i = bisect.bisect_right(cum, target) - 1
+        while i > 0 and self.rates[i] == 0:
+            i -= 1
+        rate = self.rates[i]
+        if rate <= 0:
+            return self.starts[i]
+        return self.starts[i] + (target - cum[i]) / rate
+
+    def encode(self) -> str:
+        """Text that :meth:`decode` turns back into this very profile (the demo hands it to the
+        Spark source): ``repr`` keeps every digit, where ``{:g}`` kept six, so a source fed
+        123456.7 rows/s generated 123457 and the exactly-once check counted rows as duplicated."""
+        return ",".join(f"{s!r}:{r!r}" for s, r in zip(self.starts, self.rates))
+
+    @classmethod
+    def decode(cls, text: str) -> RateProfile:
+        pairs = [p.split(":") for p in text.split(",") if p]
+        return cls(tuple(float(a) for a, _ in pairs), tuple(float(b) for _, b in pairs))
+
+    @classmethod
+    def steps(cls, phases: Sequence[tuple[float, float]]) -> RateProfile:
+        """From (duration seconds, rate) phases; the rate is 0 after the last phase."""
+        starts, rates, t = [], [], 0.0
+        for seconds, rate in phases:
+            starts.append(t)
+            rates.append(rate)
+            t += seconds
+        starts.append(t)
+        rates.append(0.0)
+        return cls(tuple(starts), tuple(rates))
+
+
+def scale_to_peak(value: float, peak: float, peak_rate: float) -> float:
+    """``value`` as a rate, the trace's ``peak`` becoming ``peak_rate``.
+
+    ``peak_rate x value / peak`` (the order the recorded results were computed in), or
+    ``peak_rate x (value / peak)`` where the product would overflow (values near the float maximum).
+    """
+    if peak > sys.float_info.max / peak_rate:
+        return peak_rate * (value / peak)
+    return peak_rate * value / peak
+
+
+def prefixed(profile: RateProfile, seconds: float, rate: float) -> RateProfile:
+    """``profile`` delayed by a constant phase of ``rate`` rows/s lasting ``seconds``."""
+    if seconds <= 0:
+        return profile
+    return RateProfile((0.0, *(seconds + s for s in profile.starts)), (rate, *profile.rates))
+
+
+def compress_trace(
+    trace: Trace, *, seconds_per_day: float, peak_rate: float, duration: float, start_hour: float = 0.0
+) -> RateProfile:
+    """Replay ``trace`` so that one day passes in ``seconds_per_day``, scaled so its peak is ``peak_rate``.
+
+    Starts at the first point at or after ``start_hour`` o'clock and covers ``duration``
+    compressed seconds; the rate is 0 afterwards.
+    """
+    if seconds_per_day <= 0 or peak_rate <= 0 or duration <= 0:
+        raise ValueError("seconds_per_day, peak_rate and duration must be > 0")
+    step = trace.step_seconds * seconds_per_day / 86400.0
+    first = next((i for i, ts in enumerate(trace.timestamps) if ts.hour + ts.minute / 60 >= start_hour), 0)
+    count = max(1, math.ceil(duration / step))
+    window = [trace.values[(first + k) % len(trace.values)] for k in range(count)]
+    peak = max(window) or 1.0  # scale the replayed window, not the whole trace, to peak_rate
+    phases = []
+    for k, value in enumerate(window):
+        length = min(step, duration - k * step)
+        if length > 0:
+            phases.append((length, scale_to_peak(value, peak, peak_rate)))
+    return RateProfile.steps(phases)
