@@ -246,6 +246,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "policies": _cmd_policies,
         "settings-doc": _cmd_settings_doc,
     }[args.command]
+    if args.command in ("simulate", "benchmark"):  # they name policies before anything is assembled
+        from autoscaler.app.compose import load_policies
+
+        load_policies()
     try:
         return handler(args)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM where a command handles it so (_exit_on_sigterm)
@@ -259,9 +263,10 @@ def _fail(message: str, code: int = 2) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from autoscaler.app.compose import configure
+    from autoscaler.runtime.config import SettingsError
     from autoscaler.runtime.logs import configure_logging
     from autoscaler.spark.pipelines import PipelineError, load_pipelines
-    from autoscaler.core.settings import SettingsError, load_settings
 
     configure_logging(args.log_format, args.log_level)
     overrides = {
@@ -277,7 +282,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "state.path": str(args.state_file) if args.state_file else None,
     }
     try:
-        settings = load_settings(args.config, overrides)
+        settings = configure(args.config, overrides)
         if not settings.pipelines.module:
             return _fail("no pipelines: pass --pipelines FILE.py or set pipelines.module in the config")
         specs = load_pipelines(settings.pipelines.module)
@@ -301,8 +306,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         saved = f"; {store} restorable" if state else ""
         print(f"configuration valid; pipelines: {', '.join(s.name for s in specs)}{saved}")
         return 0
-    from autoscaler.ops.auth import TokenFileError
     from autoscaler.app.driver import DriverDaemon
+    from autoscaler.ops.auth import TokenFileError
     from autoscaler.ops.server import HttpServerError
 
     try:
@@ -353,7 +358,12 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         return _cmd_latencies(args)
     if args.benchmark == "sim-speed":
         return _cmd_sim_speed(args)
-    from autoscaler.tools.bench.step_load import RUNS, StepProfile, format_table, run_benchmark
+    from autoscaler.tools.bench.step_load import (
+        RUNS,
+        StepProfile,
+        format_table,
+        run_benchmark,
+    )
 
     runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
     unknown = [r for r in runs if r not in RUNS]
@@ -377,7 +387,12 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
 
 
 def _cmd_sim_speed(args: argparse.Namespace) -> int:
-    from autoscaler.tools.bench.sim_speed import SimSpeedError, decision_fingerprint, instructions_per_tick, wall_per_tick
+    from autoscaler.tools.bench.sim_speed import (
+        SimSpeedError,
+        decision_fingerprint,
+        instructions_per_tick,
+        wall_per_tick,
+    )
     from autoscaler.tools.sim.runner import SimulationError
     from autoscaler.tools.traces import TraceError, load_trace
     from policies import PolicyError, policy_class
@@ -432,8 +447,8 @@ def _cmd_latencies(args: argparse.Namespace) -> int:
 
 
 def _cmd_dashboard(args: argparse.Namespace) -> int:
-    from autoscaler.tools.dashboard.render import DASHBOARD, render_dashboard
     from autoscaler.tools.dashboard.recording import Recording
+    from autoscaler.tools.dashboard.render import DASHBOARD, render_dashboard
 
     dashboard = args.dashboard or DASHBOARD
     if not dashboard.is_file():
@@ -450,7 +465,7 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
 def _cmd_simulate(args: argparse.Namespace) -> int:
     import yaml
 
-    from autoscaler.core.settings import SettingsError
+    from autoscaler.runtime.config import SettingsError
     from autoscaler.tools.sim import SimConfig
     from autoscaler.tools.sim.compare import compare_policies, format_table
     from autoscaler.tools.sim.runner import SimulationError, simulate
@@ -545,8 +560,10 @@ def _progress_line(trace: str) -> Iterator[Callable[[str, float], None] | None]:
 
 
 def _cmd_policies(args: argparse.Namespace) -> int:
+    from autoscaler.app.compose import load_policies
     from policies import policy_class, policy_names, resolve_name
 
+    load_policies()
     for name in policy_names():
         cls = policy_class(name)
         real = resolve_name(name)

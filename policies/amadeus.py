@@ -22,7 +22,8 @@ from typing import Any, ClassVar, Mapping
 from pydantic import Field, model_validator
 
 from autoscaler.core.model import BatchSample, Proposal, QueryStatus, Reason
-from policies.base import NO_EXTRA_SAFETY, PolicyInput, PolicyParams, register
+from autoscaler.core.policy import NO_EXTRA_SAFETY, Policy, PolicyInput, PolicyParams
+from policies.registry import register
 
 
 def ewma_usage(samples: tuple[BatchSample, ...] | list[BatchSample], trigger: float, alpha: float) -> float | None:
@@ -35,7 +36,7 @@ def ewma_usage(samples: tuple[BatchSample, ...] | list[BatchSample], trigger: fl
 
 
 @register("amadeus")
-class AmadeusPolicy:
+class AmadeusPolicy(Policy):
     """Amadeus Elastic-Scaling: EWMA (0.6) of batch time / trigger, resize to ceil(n x mean) outside 0.75-1.0."""
 
     settings_profile: ClassVar[Mapping[str, Any]] = NO_EXTRA_SAFETY
@@ -55,7 +56,7 @@ class AmadeusPolicy:
     def __init__(self, params: Params) -> None:
         self.p = params
 
-    def propose(self, inp: PolicyInput) -> Proposal:
+    def propose(self, inp: PolicyInput, memo: object = None) -> Proposal:
         hold = inp.target_executors
         since = inp.now - (inp.interval or timedelta(0))
         means = []

@@ -21,8 +21,9 @@ from typing import Any, ClassVar, Mapping
 from pydantic import Field, model_validator
 
 from autoscaler.core.model import Proposal, QueryStatus, Reason
+from autoscaler.core.policy import NO_EXTRA_SAFETY, Policy, PolicyInput, PolicyParams
 from autoscaler.core.settings import Duration
-from policies.base import NO_EXTRA_SAFETY, PolicyInput, PolicyParams, register
+from policies.registry import register
 
 
 def interval_due(now_seconds: float, previous_seconds: float, interval: float) -> bool:
@@ -31,7 +32,7 @@ def interval_due(now_seconds: float, previous_seconds: float, interval: float) -
 
 
 @register("dstream-dra")
-class DStreamDynamicAllocationPolicy:
+class DStreamDynamicAllocationPolicy(Policy):
     """DStreams dynamic allocation: batch time / interval ratio, +round(ratio) above 0.9, -1 below 0.3, every 60 s."""
 
     settings_profile: ClassVar[Mapping[str, Any]] = NO_EXTRA_SAFETY
@@ -53,7 +54,7 @@ class DStreamDynamicAllocationPolicy:
     def __init__(self, params: Params) -> None:
         self.p = params
 
-    def propose(self, inp: PolicyInput) -> Proposal:
+    def propose(self, inp: PolicyInput, memo: object = None) -> Proposal:
         interval = self.p.scaling_interval.total_seconds()
         hold = inp.target_executors
         now = inp.now.timestamp()

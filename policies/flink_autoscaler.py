@@ -31,12 +31,13 @@ from typing import Any, ClassVar, Mapping
 
 from pydantic import Field
 
+from autoscaler.core.evaluate import arrival_rate
 from autoscaler.core.history import EXECUTORS
 from autoscaler.core.model import Proposal, QueryLoad, QueryStatus, QueryView, Reason
+from autoscaler.core.policy import NO_EXTRA_SAFETY, Policy, PolicyInput, PolicyParams
 from autoscaler.core.settings import Duration
-from autoscaler.core.evaluate import arrival_rate
-from policies.base import NO_EXTRA_SAFETY, PolicyInput, PolicyParams, register
-from policies.target_utilization import waiting_rows
+from policies.registry import register
+from policies.sizing import waiting_rows
 
 
 def evenly_spread(new: int, current: int, partitions: int) -> int:
@@ -61,7 +62,7 @@ class VertexDecision:
 
 
 @register("flink-autoscaler")
-class FlinkAutoscalerPolicy:
+class FlinkAutoscalerPolicy(Policy):
     """Flink operator autoscaler: TPR at utilization 0.7 +- 0.3, catch-up 30 min, restart 5 min, lazy scale-down 1 h."""
 
     settings_profile: ClassVar[Mapping[str, Any]] = {**NO_EXTRA_SAFETY, "normalize.scale_down_delay": "1h"}
@@ -120,7 +121,7 @@ class FlinkAutoscalerPolicy:
         )
         return VertexDecision(view.name, current, new, outside, busy_seconds / window, message)
 
-    def propose(self, inp: PolicyInput) -> Proposal:
+    def propose(self, inp: PolicyInput, memo: object = None) -> Proposal:
         hold = inp.target_executors
         decisions: list[VertexDecision] = []
         for view in inp.snapshot.queries:

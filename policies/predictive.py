@@ -35,21 +35,26 @@ from datetime import datetime, timedelta
 from pydantic import Field, model_validator
 
 from autoscaler.core.capacity import aligned_parallelism
-from autoscaler.core.costmodel import BatchCostModel
+from autoscaler.core.evaluate import schedule_lag
 from autoscaler.core.forecast import Memo, seasonal_forecast
 from autoscaler.core.history import EXECUTORS, ScalingEvent
-from autoscaler.core.model import BatchSample, Proposal, QueryLoad, QueryView, Reason
+from autoscaler.core.model import (
+    BatchCostModel,
+    BatchSample,
+    Proposal,
+    QueryLoad,
+    QueryView,
+    Reason,
+)
+from autoscaler.core.policy import Policy, PolicyInput, PolicyParams
 from autoscaler.core.sequences import count_after
 from autoscaler.core.settings import Duration
 from autoscaler.core.values import value
-from autoscaler.core.evaluate import schedule_lag
-from policies.base import PolicyInput, PolicyParams, register
-from policies.target_utilization import utilization, utilization_floor, waiting_rows
+from policies.registry import register
+from policies.sizing import utilization, utilization_floor, waiting_rows
 
 STEP_FACTOR = 4.0  # a running batch implying this many times the recent rate is a step up, not a straggler
 RETURN_RATE = 0.95  # a size the load outgrew stays too small while the rate is at least this share of it
-RATE_STEP = timedelta(minutes=5)  # must match history.rate_step for forecasts (checked at run time)
-_RATE_SECONDS = RATE_STEP.total_seconds()
 # the release search looks back at most this far: no record is older (the rate history keeps
 # hours), and a longer look-back (a huge rescale price) would overflow the date arithmetic
 MAX_LOOKBACK = timedelta(days=365)
@@ -130,7 +135,7 @@ def fewest_cores(
 
 
 @register("predictive", aliases=("default",))
-class PredictivePolicy:
+class PredictivePolicy(Policy):
     """Cores for the rate expected within a horizon (seasonal forecast) at a target utilization, partitions aligned."""
 
     class Params(PolicyParams):
@@ -204,17 +209,13 @@ class PredictivePolicy:
         self._catch_up = params.catch_up_duration.total_seconds()
         self._startup = params.startup_time.total_seconds()
         self._remember_bursts = params.burst_memory > timedelta(0)
-        self._forecasts = Memo()  # seasonal forecasts, their series and skill terms; see seasonal_forecast
-        # sizes found per query while its cost model is the same object: the release search asks
-        # for the same load records tick after tick (see _fewest_cores)
-        self._sizes: dict[str, tuple[BatchCostModel, dict[tuple[object, ...], tuple[int, int] | None]]] = {}
-        self._pauses: tuple[tuple[ScalingEvent, ...], float] | None = None  # (events, restart seconds)
-        self._records: dict[str, LoadRecords] = {}  # each query's batch records, kept between ticks
-        # each query's seasonal peaks of the current rate step: (rates, step, lead time's, horizon's, method)
-        self._peaks: dict[str, tuple[object, int, float | None, float | None, str]] = {}
 
-    def propose(self, inp: PolicyInput) -> Proposal:
-        sizings = [self._size(view, load, inp) for view, load in inp.modelled_queries()]
+    def new_memo(self) -> PredictiveMemo:
+        return PredictiveMemo()
+
+    def propose(self, inp: PolicyInput, memo: PredictiveMemo | None = None) -> Proposal:
+        memo = memo if memo is not None else PredictiveMemo()
+        sizings = [self._size(view, load, inp, memo) for view, load in inp.modelled_queries()]
         if not sizings:
             return Proposal(executors=None, reason=Reason.NO_METRICS, message="no query has evaluated batches yet")
         k = max(1, inp.cores_per_executor)
@@ -239,18 +240,20 @@ class PredictivePolicy:
         parallelism = {s.name: s.partitions for s in sizings if s.partitions is not None}
         return Proposal(executors, reason, message, parallelism, details)
 
-    def _restart_seconds(self, inp: PolicyInput) -> float:
+    def _restart_seconds(self, inp: PolicyInput, memo: PredictiveMemo) -> float:
         events = inp.history.events
-        if self._pauses is None or self._pauses[0] is not events:
-            self._pauses = (events, max([self.p.restart_time, *inp.history.restart_pauses()]).total_seconds())
-        return self._pauses[1]
+        if memo.pauses is None or memo.pauses[0] is not events:
+            memo.pauses = (events, max([self.p.restart_time, *inp.history.restart_pauses()]).total_seconds())
+        return memo.pauses[1]
 
-    def _fewest_cores(self, model: BatchCostModel, view: QueryView, rate: float, max_cores: int) -> tuple[int, int] | None:
+    def _fewest_cores(
+        self, model: BatchCostModel, view: QueryView, rate: float, max_cores: int, memo: PredictiveMemo
+    ) -> tuple[int, int] | None:
         """:func:`fewest_cores` at this policy's target, remembered while the query's model is the same."""
-        memo = self._sizes.get(view.name)
-        if memo is None or memo[0] is not model:
-            memo = self._sizes[view.name] = (model, {})
-        found = memo[1]
+        kept = memo.sizes.get(view.name)
+        if kept is None or kept[0] is not model:
+            kept = memo.sizes[view.name] = (model, {})
+        found = kept[1]
         key = (rate, max_cores, view.params.trigger_interval, view.partitions_per_core, view.rescalable, view.min_parallelism, view.max_parallelism)
         if key not in found:
             if len(found) >= 1024:
@@ -267,7 +270,7 @@ class PredictivePolicy:
         return used / allowed if allowed > 0 else math.inf
 
     def _release(
-        self, view: QueryView, model: BatchCostModel, inp: PolicyInput, cores: int, have: int, price: float
+        self, view: QueryView, model: BatchCostModel, inp: PolicyInput, cores: int, have: int, price: float, memo: PredictiveMemo
     ) -> tuple[int, int] | None:
         """The fewest cores (from ``cores`` up, at most ``have`` less the margin) whose idle
         capacity has cost ``price``, with their partitions; None while none has.
@@ -284,11 +287,11 @@ class PredictivePolicy:
         largest = math.floor(have * (1 - p.scale_down_margin))
         max_cores = inp.max_executors * max(1, inp.cores_per_executor)
         carried = 0.0  # the highest rate newer than the record at hand
-        kept = self._records.setdefault(view.name, LoadRecords())
+        kept = memo.records.setdefault(view.name, LoadRecords())
         for at, rate in itertools.chain(demand_records(inp, view, horizon, kept), [(horizon, math.inf)]):
             size = cores
             if carried > 0:
-                sized = self._fewest_cores(model, view, carried, max_cores)
+                sized = self._fewest_cores(model, view, carried, max_cores, memo)
                 if sized is None:
                     return None
                 size = max(cores, sized[0])
@@ -299,14 +302,14 @@ class PredictivePolicy:
             carried = rate
         return None
 
-    def _size(self, view: QueryView, load: QueryLoad, inp: PolicyInput) -> Sizing:
+    def _size(self, view: QueryView, load: QueryLoad, inp: PolicyInput, memo: PredictiveMemo) -> Sizing:
         assert load.model is not None
         p, model = self.p, load.model
         trigger, partitions = view.params.trigger_interval, view.params.parallelism
         k = max(1, inp.cores_per_executor)
         have = max(1, inp.target_executors * k)  # cores we have or are heading to
-        demand = self._demand(view, load, inp, have)
-        cores, new_partitions = self._target_size(view, load, inp, demand)
+        demand = self._demand(view, load, inp, have, memo)
+        cores, new_partitions = self._target_size(view, load, inp, demand, memo)
         busy_now = utilization(model, partitions, max(1, inp.current_cores), demand.arrival, trigger)
         busy_soon = utilization(model, partitions, have, demand.soon + demand.backlog, trigger)
         text = f"{view.name}: {demand.arrival:.0f} rows/s now, {demand.peak:.0f} planned ({demand.method}), busy {busy_now:.2f}"
@@ -337,18 +340,18 @@ class PredictivePolicy:
         # cluster, more as rescales exceed the budget); then release what has paid for it
         pressure = self.pressure(inp)
         price = rescale_price(p.rescale_price.total_seconds() * have, pressure, p.price_exponent)
-        release = self._release(view, model, inp, cores, have, price)
+        release = self._release(view, model, inp, cores, have, price, memo)
         if release is not None:
             floor = smallest_proven_size(inp, view, demand.arrival, p.budget_window) * k
             if release[0] < floor <= have:
                 # a smaller size failed at about this rate: release only down to the floor
-                release = self._release(view, model, inp, floor, have, price)
+                release = self._release(view, model, inp, floor, have, price, memo)
         if release is None:
             return hold(f"{cores} core(s) once idle cores cost a rescale ({price / 60:.0f} core-min, pressure {pressure:.2f})")
         size, size_partitions = release
         return Sizing(view.name, size, _changed(size_partitions, partitions), busy_now, Reason.SCALE_DOWN_FOR_LOAD, f"{text} -> {size} core(s)")
 
-    def _demand(self, view: QueryView, load: QueryLoad, inp: PolicyInput, have: int) -> Demand:
+    def _demand(self, view: QueryView, load: QueryLoad, inp: PolicyInput, have: int, memo: PredictiveMemo) -> Demand:
         """The rates to provision for: now, within ``lead_time``, within ``horizon``, and the backlog's."""
         assert load.model is not None
         p, trigger = self.p, view.params.trigger_interval
@@ -374,7 +377,7 @@ class PredictivePolicy:
         soon = peak = arrival
         method = "persistence"
         if p.forecast:
-            soon, peak, method = self._forecast(inp, view.name, arrival)
+            soon, peak, method = self._forecast(inp, view.name, arrival, memo)
         if self._remember_bursts:
             # bursts that came and went recently are likely to come again: size for them too
             steps = inp.history.rate_series(view.name, since=inp.now - p.burst_memory)
@@ -393,22 +396,24 @@ class PredictivePolicy:
             target_lag=target_lag,
         )
 
-    def _forecast(self, inp: PolicyInput, subject: str, arrival: float) -> tuple[float, float, str]:
+    def _forecast(self, inp: PolicyInput, subject: str, arrival: float, memo: PredictiveMemo) -> tuple[float, float, str]:
         """(highest rate expected within the lead time, within the horizon, how the latter was
         forecast), never below ``arrival``. The seasonal peaks change once a rate step: they are
         kept for the step (the forecast memo would be asked twice every tick)."""
-        bucket = math.floor(inp.now.timestamp() / _RATE_SECONDS)
+        bucket = math.floor(inp.now.timestamp() / inp.rate_step.total_seconds())
         rates = inp.history.rates
-        kept = self._peaks.get(subject)
+        kept = memo.peaks.get(subject)
         if kept is None or kept[0] is not rates or kept[1] != bucket:
             p = self.p
-            lead = seasonal_forecast(inp.history, subject, inp.now, step=RATE_STEP, horizon=p.lead_time, memo=self._forecasts)
-            far = seasonal_forecast(inp.history, subject, inp.now, step=RATE_STEP, horizon=p.horizon, memo=self._forecasts)
-            kept = self._peaks[subject] = (rates, bucket, lead[0], far[0], far[1])
+            lead = seasonal_forecast(inp.history, subject, inp.now, step=inp.rate_step, horizon=p.lead_time, memo=memo.forecasts)
+            far = seasonal_forecast(inp.history, subject, inp.now, step=inp.rate_step, horizon=p.horizon, memo=memo.forecasts)
+            kept = memo.peaks[subject] = (rates, bucket, lead[0], far[0], far[1])
         _, _, soon, peak, method = kept
         return (arrival if soon is None else max(arrival, soon)), (arrival if peak is None else max(arrival, peak)), method
 
-    def _target_size(self, view: QueryView, load: QueryLoad, inp: PolicyInput, demand: Demand) -> tuple[int, int]:
+    def _target_size(
+        self, view: QueryView, load: QueryLoad, inp: PolicyInput, demand: Demand, memo: PredictiveMemo
+    ) -> tuple[int, int]:
         """(cores, partitions) for the whole horizon's peak and the backlog; a partition change
         also pays for the rows of its restart pause."""
         assert load.model is not None
@@ -416,15 +421,15 @@ class PredictivePolicy:
         max_cores = inp.max_executors * max(1, inp.cores_per_executor)
         catch_up = self._catch_up
         plan_rate = demand.peak + demand.backlog
-        sized = self._fewest_cores(model, view, plan_rate, max_cores)
+        sized = self._fewest_cores(model, view, plan_rate, max_cores, memo)
         if sized is not None and sized[1] != view.params.parallelism:
             # a restart pauses the query: the rows of the pause must be caught up, unless the lag
             # the SLO leaves absorbs them (Flink's restart term, needed only beyond that slack)
-            pause = self._restart_seconds(inp)
+            pause = self._restart_seconds(inp, memo)
             slack = (demand.target_lag - (load.lag or timedelta(0))).total_seconds() - (trigger.total_seconds() if trigger else 0.0)
             if pause > slack and catch_up > 0:
                 plan_rate += demand.arrival * pause / catch_up
-                sized = self._fewest_cores(model, view, plan_rate, max_cores)
+                sized = self._fewest_cores(model, view, plan_rate, max_cores, memo)
         if sized is None:
             # nothing within the bounds reaches the target: the fewest cores that give the
             # fewest task waves the bounds allow (more cores than that would not help)
@@ -439,6 +444,27 @@ class PredictivePolicy:
         if busy_soon > self.p.scale_up_utilization >= busy_now:
             return Reason.SCALE_UP_FOR_FORECAST  # only the forecast asks for it
         return Reason.SCALE_UP_FOR_LOAD
+
+
+class PredictiveMemo:
+    """What the default policy keeps from tick to tick to save work, never to decide: each entry is
+    checked against the input it was computed from (by identity) and computed again otherwise,
+    so a fresh memo gives the same proposals (tests/unit/test_policy_memo.py).
+
+    Kept because ``simulate`` runs the policy every 10 simulated seconds for weeks: without it
+    the seasonal forecast reads a week of rates, and the release search all buffered batches,
+    on every tick (docs/architecture.md, "What is kept between ticks").
+    """
+
+    def __init__(self) -> None:
+        self.forecasts = Memo()  # seasonal forecasts, their series and skill terms; see seasonal_forecast
+        # sizes found per query while its cost model is the same object: the release search asks
+        # for the same load records tick after tick (see PredictivePolicy._fewest_cores)
+        self.sizes: dict[str, tuple[BatchCostModel, dict[tuple[object, ...], tuple[int, int] | None]]] = {}
+        self.pauses: tuple[tuple[ScalingEvent, ...], float] | None = None  # (events, restart seconds)
+        self.records: dict[str, LoadRecords] = {}  # each query's batch records
+        # each query's seasonal peaks of the current rate step: (rates, step, lead time's, horizon's, method)
+        self.peaks: dict[str, tuple[object, int, float | None, float | None, str]] = {}
 
 
 class LoadRecords:
@@ -501,9 +527,9 @@ def demand_records(
         return  # the batches reach back past the horizon
     oldest = samples[0].started_at if samples else inp.now
     # the steps before the oldest batch (the step that holds it is told by the batches)
-    steps = inp.history.rate_series(view.name, since=horizon, until=oldest - RATE_STEP)[::-1]
+    steps = inp.history.rate_series(view.name, since=horizon, until=oldest - inp.rate_step)[::-1]
     for i in _rises([r for _, r in steps], top):
-        yield steps[i][0] + RATE_STEP, steps[i][1]
+        yield steps[i][0] + inp.rate_step, steps[i][1]
 
 
 def _rises(values: list[float], floor: float) -> Iterator[int]:
@@ -538,15 +564,15 @@ def smallest_proven_size(inp: PolicyInput, view: QueryView, arrival: float, wind
         undid = up and e.at >= since and previous is not None and previous.to_value == e.from_value < previous.from_value
         if undid:
             if series is None:
-                series = inp.history.rate_series(view.name, since=since - RATE_STEP)
-            then = rate_around(view, series, e.at)
+                series = inp.history.rate_series(view.name, since=since - inp.rate_step)
+            then = rate_around(view, series, e.at, inp.rate_step)
             if then is not None and arrival >= RETURN_RATE * then:
                 floor = max(floor, e.to_value)
         previous = e
     return floor
 
 
-def rate_around(view: QueryView, series: list[tuple[datetime, float]], at: datetime) -> float | None:
+def rate_around(view: QueryView, series: list[tuple[datetime, float]], at: datetime, step: timedelta) -> float | None:
     """The highest arrival rate around a scale-up at ``at``: of the batches that started from a
     minute before to two after (they show the load the scale-up answered; the batch running at
     ``at`` alone may predate a burst), else of the remembered steps then, else None."""
@@ -555,7 +581,7 @@ def rate_around(view: QueryView, series: list[tuple[datetime, float]], at: datet
     if oldest is not None and oldest <= lo:
         rates = [s.input_rate for s in view.samples if lo <= s.started_at <= hi and s.input_rate]
         return max(rates) if rates else None
-    steps = [r for start, r in series if start <= hi and at < start + RATE_STEP]
+    steps = [r for start, r in series if start <= hi and at < start + step]
     return max(steps) if steps else None
 
 

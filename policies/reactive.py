@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import Any, ClassVar, Mapping
 
 from autoscaler.core.model import Proposal, Reason
-from policies.base import PolicyInput, PolicyParams, register
+from autoscaler.core.policy import Policy, PolicyInput, PolicyParams
+from policies.registry import register
 
 
 @register("reactive")
-class ReactivePolicy:
+class ReactivePolicy(Policy):
     """Use whatever executors appear; never request any (reactive mode)."""
 
     settings_profile: ClassVar[Mapping[str, Any]] = {"mode": "reactive"}
@@ -24,7 +25,7 @@ class ReactivePolicy:
     def __init__(self, params: Params) -> None:
         self.params = params
 
-    def propose(self, inp: PolicyInput) -> Proposal:
+    def propose(self, inp: PolicyInput, memo: object = None) -> Proposal:
         return Proposal(
             executors=None,
             reason=Reason.USE_AVAILABLE,

@@ -30,8 +30,9 @@ from typing import Any, ClassVar, Mapping
 from pydantic import Field
 
 from autoscaler.core.model import BatchSample, Proposal, QueryStatus, QueryView, Reason
+from autoscaler.core.policy import NO_EXTRA_SAFETY, Policy, PolicyInput, PolicyParams
 from autoscaler.core.settings import Duration
-from policies.base import NO_EXTRA_SAFETY, PolicyInput, PolicyParams, register
+from policies.registry import register
 
 
 def add_rounds(backlog: float, timeout: float, sustained: float) -> int:
@@ -61,7 +62,7 @@ def finished_batch_backlog(sample: BatchSample) -> float:
 
 
 @register("spark-dra")
-class SparkDynamicAllocationPolicy:
+class SparkDynamicAllocationPolicy(Policy):
     """Spark's batch dynamic allocation: exponential ramp on pending tasks, removal after an idle timeout."""
 
     settings_profile: ClassVar[Mapping[str, Any]] = NO_EXTRA_SAFETY
@@ -110,7 +111,7 @@ class SparkDynamicAllocationPolicy:
         last = view.samples[-1].ended_at if view.samples else view.run_started_at
         return last is None or now - last >= self.p.executor_idle_timeout
 
-    def propose(self, inp: PolicyInput) -> Proposal:
+    def propose(self, inp: PolicyInput, memo: object = None) -> Proposal:
         views = [v for v in inp.snapshot.queries if v.status == QueryStatus.RUNNING]
         current = inp.target_executors
         if not views:

@@ -7,11 +7,12 @@ from typing import ClassVar
 from pydantic import Field
 
 from autoscaler.core.model import Proposal, Reason
-from policies.base import PolicyInput, PolicyParams, register
+from autoscaler.core.policy import Policy, PolicyInput, PolicyParams
+from policies.registry import register
 
 
 @register("static")
-class StaticPolicy:
+class StaticPolicy(Policy):
     """A fixed executor count (default: the maximum): the over-provisioned baseline."""
 
     needs_cost_model: ClassVar[bool] = False
@@ -22,6 +23,6 @@ class StaticPolicy:
     def __init__(self, params: Params) -> None:
         self.params = params
 
-    def propose(self, inp: PolicyInput) -> Proposal:
+    def propose(self, inp: PolicyInput, memo: object = None) -> Proposal:
         target = self.params.executors if self.params.executors is not None else inp.max_executors
         return Proposal(executors=target, reason=Reason.STATIC_TARGET, message=f"keep {target} executor(s)")

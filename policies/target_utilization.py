@@ -25,11 +25,12 @@ from datetime import timedelta
 from pydantic import Field
 
 from autoscaler.core.capacity import aligned_parallelism
-from autoscaler.core.costmodel import BatchCostModel
-from autoscaler.core.model import Proposal, QueryLoad, QueryView, Reason
-from autoscaler.core.settings import Duration
 from autoscaler.core.evaluate import schedule_lag
-from policies.base import PolicyInput, PolicyParams, register
+from autoscaler.core.model import BatchCostModel, Proposal, QueryLoad, QueryView, Reason
+from autoscaler.core.policy import Policy, PolicyInput, PolicyParams
+from autoscaler.core.settings import Duration
+from policies.registry import register
+from policies.sizing import utilization, utilization_floor, waiting_rows
 
 
 @dataclass(frozen=True)
@@ -39,27 +40,6 @@ class QueryNeed:
     busy: float
     reason: Reason  # WITHIN_TARGET, SCALE_UP_FOR_LOAD, SCALE_UP_FOR_BACKLOG, SCALE_DOWN_FOR_LOAD
     parallelism: int | None = None  # new partitions, when the current ones cannot carry the load
-
-
-def utilization(model: BatchCostModel, partitions: int, cores: int, rate: float, trigger: timedelta | None) -> float:
-    """Predicted busy share of a query receiving ``rate`` rows/s (see module docstring)."""
-    interval = trigger.total_seconds() if trigger else 0.0
-    if interval > 0:
-        return model.duration(partitions, cores, rate * interval) / interval
-    capacity = model.throughput(partitions, cores)
-    return rate / capacity if capacity > 0 else math.inf
-
-
-def utilization_floor(model: BatchCostModel, tasks: int, trigger: timedelta | None) -> float:
-    """A lower bound on the utilization of any batch of at least ``tasks`` tasks, whatever its cores.
-
-    A batch pays the fixed cost, at least one task overhead, and the contention of its concurrent
-    tasks in every wave: ``waves x min(P, C) >= P``, so ``k x P`` at least. 0 without a trigger.
-    """
-    interval = trigger.total_seconds() if trigger else 0.0
-    if interval <= 0:
-        return 0.0
-    return (model.fixed + model.per_task + model.contention * tasks) / interval
 
 
 def fewest_cores(
@@ -74,23 +54,8 @@ def fewest_cores(
     return None
 
 
-def waiting_rows(load: QueryLoad, trigger: timedelta | None, rate: float | None = None) -> float:
-    """Rows waiting: the reported backlog, or what the lag beyond two triggers implies.
-
-    The implied rows are the lag times the arrival ``rate`` the caller trusts (by default the
-    query's input rate); a policy that filtered out a straggler's inflated live rate passes its
-    own rate so the straggler is not counted twice.
-    """
-    reported = load.backlog_rows or 0.0
-    rate = load.input_rate if rate is None else rate
-    if load.lag is None or not rate:
-        return reported
-    implied = rate * max(0.0, (load.lag - schedule_lag(trigger)).total_seconds())
-    return max(reported, implied)
-
-
 @register("target-utilization")
-class TargetUtilizationPolicy:
+class TargetUtilizationPolicy(Policy):
     """Executors for a target utilization from a fitted batch cost model, aligned to task waves."""
 
     class Params(PolicyParams):
@@ -109,7 +74,7 @@ class TargetUtilizationPolicy:
     def __init__(self, params: Params) -> None:
         self.p = params
 
-    def propose(self, inp: PolicyInput) -> Proposal:
+    def propose(self, inp: PolicyInput, memo: object = None) -> Proposal:
         needs = [self._need(view, load, inp) for view, load in inp.modelled_queries()]
         if not needs:
             return Proposal(executors=None, reason=Reason.NO_METRICS, message="no query has evaluated batches yet")

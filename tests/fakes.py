@@ -11,7 +11,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Sequence
 
-from autoscaler.core.plan import request_waiting_since
 from autoscaler.core.model import (
     ActionOutcome,
     BatchSample,
@@ -24,6 +23,7 @@ from autoscaler.core.model import (
     Reason,
     Snapshot,
 )
+from autoscaler.core.plan import request_waiting_since
 
 
 @dataclass
@@ -188,7 +188,7 @@ def steady_batches(
     backlog: int | None = 0,
 ) -> list[BatchSample]:
     """Batches of a query receiving ``rate`` rows/s, timed by the batch cost model."""
-    from autoscaler.core.costmodel import BatchCostModel
+    from autoscaler.core.model import BatchCostModel
 
     model = BatchCostModel(per_slot=per_slot, per_task=per_task, fixed=fixed)
     out = []
@@ -241,7 +241,7 @@ class LoadFeeder:
         fixed: float = 0.2,
         report_backlog: bool = False,
     ):
-        from autoscaler.core.costmodel import BatchCostModel
+        from autoscaler.core.model import BatchCostModel
 
         self.cluster, self.name = cluster, name
         self.model = BatchCostModel(per_slot=per_slot, per_task=per_task, fixed=fixed)

@@ -15,15 +15,17 @@ from typing import Any, Iterator
 import httpx
 from prometheus_client import CollectorRegistry
 
+from autoscaler.core.model import TickRecord
+from autoscaler.core.settings import Settings
 from autoscaler.ops.api import create_app
 from autoscaler.ops.auth import ApiAuth
-from autoscaler.runtime.clock import FakeClock
-from autoscaler.runtime.loop import ReconcileLoop
 from autoscaler.ops.metrics import Metrics
-from autoscaler.tools.dashboard.recording import MetricsRecorder
-from autoscaler.runtime.reconciler import Reconciler, TickRecord
 from autoscaler.ops.server import HttpServer
-from autoscaler.core.settings import Settings, load_settings
+from autoscaler.runtime.clock import FakeClock
+from autoscaler.app.compose import assemble, configure, new_metrics
+from autoscaler.runtime.loop import ReconcileLoop
+from autoscaler.runtime.reconciler import Reconciler
+from autoscaler.tools.dashboard.recording import MetricsRecorder
 from tests.fakes import FakeCluster, LoadFeeder, query_view
 
 TOKEN = "test-token-0123456789abcdef"
@@ -72,7 +74,7 @@ def build(
     state_store: Any = None,
     **cluster_kw: Any,
 ) -> Daemon:
-    settings = load_settings(
+    settings = configure(
         None,
         {
             "executors.min": 1,
@@ -94,19 +96,11 @@ def build(
     if query:
         cluster.add_query(query_view(query_name, parallelism=8, max_parallelism=8))
         feeder = LoadFeeder(cluster, query_name, clock.now(), report_backlog=report_backlog)
-    registry = CollectorRegistry()
-    metrics = Metrics(registry, application=APP, policy=settings.policy.name)
-    metrics.configure(settings)
+    metrics = new_metrics(settings, APP)
     records: list[TickRecord] = []
-
-    def on_tick(r: TickRecord) -> None:
-        records.append(r)
-        metrics.observe_tick(r)
-
-    rec = Reconciler(settings=settings, observer=cluster, executors=cluster, queries=cluster, clock=clock,
-                     state_store=state_store, on_tick=on_tick)
-    loop = ReconcileLoop(rec, clock, settings.reconcile_interval, on_error=lambda phase, exc: metrics.tick_failed(phase))
-    return Daemon(settings, clock, cluster, rec, loop, registry, metrics, feeder, records)
+    wired = assemble(settings, observer=cluster, executors=cluster, queries=cluster, clock=clock, state_store=state_store,
+                     metrics=metrics, on_tick=records.append)
+    return Daemon(settings, clock, cluster, wired.reconciler, wired.loop, metrics.registry, metrics, feeder, records)
 
 
 def serve(daemon: Daemon, auth: ApiAuth | None = None) -> Iterator[Daemon]:
@@ -178,8 +172,8 @@ if __name__ == "__main__":  # python -m tests.harness docs/img/dashboard.png
     import tempfile
     from pathlib import Path
 
-    from autoscaler.tools.dashboard.render import render_dashboard
     from autoscaler.tools.dashboard.recording import Recording
+    from autoscaler.tools.dashboard.render import render_dashboard
 
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/img/dashboard.png")
     with tempfile.TemporaryDirectory() as tmp:

@@ -25,17 +25,17 @@ from typing import Any, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry
 
+from autoscaler.app.compose import assemble, configure, new_metrics
+from autoscaler.core.settings import Settings
+from autoscaler.ops.server import HttpServer, serve_daemon
 from autoscaler.runtime.clock import Clock, SystemClock
 from autoscaler.runtime.loop import ReconcileLoop
-from autoscaler.ops.metrics import Metrics
-from autoscaler.spark.pipelines import PipelineSpec
 from autoscaler.runtime.reconciler import Reconciler
-from autoscaler.ops.server import HttpServer, serve_daemon
-from autoscaler.core.settings import Settings, load_settings
+from autoscaler.runtime.state import open_state_store
 from autoscaler.spark.executors import SparkExecutors
 from autoscaler.spark.host import QueryHost
 from autoscaler.spark.observer import SparkObserver
-from autoscaler.runtime.state import open_state_store
+from autoscaler.spark.pipelines import PipelineSpec
 
 
 @dataclass
@@ -82,7 +82,7 @@ def attach(
     }
     if overrides:
         raise TypeError(f"unknown attach() options: {', '.join(sorted(overrides))}")
-    settings = settings or load_settings(None, named)
+    settings = settings or configure(None, named)
     clock = clock or SystemClock()
     store = open_state_store(settings)
     if store is not None:
@@ -105,23 +105,14 @@ def attach(
     if specs:
         host.prepare(max(1, executors.registered_cores()))
         host.start_all()
-    registry = CollectorRegistry()
     application = str(spark.sparkContext.appName)
-    metrics = Metrics(registry, application=application, policy=settings.policy.name)
-    metrics.configure(settings)
-    reconciler = Reconciler(
-        settings=settings,
-        observer=SparkObserver(executors, host),
-        executors=executors,
-        queries=host,
-        clock=clock,
-        state_store=store,
-        on_tick=metrics.observe_tick,
+    metrics = new_metrics(settings, application)
+    daemon = assemble(
+        settings, observer=SparkObserver(executors, host), executors=executors, queries=host, clock=clock, state_store=store, metrics=metrics
     )
-    loop = ReconcileLoop(reconciler, clock, settings.reconcile_interval, on_error=lambda phase, _: metrics.tick_failed(phase))
     http = None
     if serve_http:
-        http = serve_daemon(settings, reconciler=reconciler, loop=loop, registry=registry, metrics=metrics, clock=clock,
-                            application=application)
-    thread = loop.start_thread()
-    return AttachedDaemon(reconciler, loop, host, thread, registry, http)
+        http = serve_daemon(settings, reconciler=daemon.reconciler, loop=daemon.loop, registry=metrics.registry, metrics=metrics,
+                            clock=clock, application=application)
+    thread = daemon.loop.start_thread()
+    return AttachedDaemon(daemon.reconciler, daemon.loop, host, thread, metrics.registry, http)

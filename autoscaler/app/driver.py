@@ -20,27 +20,27 @@ from datetime import timedelta
 from typing import Any, Callable, Sequence
 
 import structlog
-
 from prometheus_client import CollectorRegistry
 
-from autoscaler.runtime.audit import AuditTrail
+from autoscaler.app.compose import assemble, new_metrics
+from autoscaler.core.model import Mode, TickRecord
+from autoscaler.core.modes import resolve_mode
+from autoscaler.core.plan import choose_removals
+from autoscaler.core.settings import Settings
 from autoscaler.ops.auth import ApiAuth
+from autoscaler.ops.metrics import Metrics
+from autoscaler.ops.server import HttpServer, serve_daemon
+from autoscaler.runtime.audit import AuditTrail
 from autoscaler.runtime.clock import Clock, SystemClock
 from autoscaler.runtime.loop import ReconcileLoop
-from autoscaler.ops.metrics import Metrics
-from autoscaler.core.model import Mode
-from autoscaler.core.modes import resolve_mode
-from autoscaler.spark.pipelines import PipelineError, PipelineSpec, load_pipelines
-from autoscaler.core.plan import choose_removals
 from autoscaler.runtime.ports import StateStore
-from autoscaler.runtime.reconciler import Reconciler, TickRecord
-from autoscaler.ops.server import HttpServer, serve_daemon
-from autoscaler.core.settings import Settings
+from autoscaler.runtime.reconciler import Reconciler
+from autoscaler.runtime.state import open_state_store
 from autoscaler.spark.executors import SparkExecutors
 from autoscaler.spark.host import QueryHost
 from autoscaler.spark.observer import SparkObserver
+from autoscaler.spark.pipelines import PipelineError, PipelineSpec, load_pipelines
 from autoscaler.spark.session import build_session, stop_session
-from autoscaler.runtime.state import open_state_store
 
 log = structlog.get_logger("autoscaler.driver")
 
@@ -71,10 +71,13 @@ class DriverDaemon:
         self.clock = clock or SystemClock()
         self.state_store = state_store if state_store is not None else open_state_store(settings)
         self.on_tick = on_tick
-        self.registry = registry or CollectorRegistry()
         self.application = _application(spark, settings)
-        self.metrics = Metrics(self.registry, application=self.application, policy=settings.policy.name)
-        self.metrics.configure(settings)
+        if registry is None:
+            self.metrics = new_metrics(settings, self.application)
+        else:
+            self.metrics = Metrics(registry, application=self.application, policy=settings.policy.name)
+            self.metrics.configure(settings)
+        self.registry = self.metrics.registry
         self.audit = AuditTrail(settings.audit.max_count, settings.audit.max_age)
         self.auth = auth
         self.http: HttpServer | None = None
@@ -115,17 +118,18 @@ class DriverDaemon:
             )
             self.host.prepare(max(1, self.executors.registered_cores()))
             self.host.start_all()
-            self.reconciler = Reconciler(
-                settings=s,
+            daemon = assemble(
+                s,
                 observer=SparkObserver(self.executors, self.host),
                 executors=self.executors,
                 queries=self.host,
                 clock=self.clock,
                 state_store=self.state_store,
-                on_tick=self._tick_done,
+                metrics=self.metrics,
                 audit=self.audit,
+                on_tick=self.on_tick,
             )
-            self.loop = ReconcileLoop(self.reconciler, self.clock, s.reconcile_interval, on_error=self._tick_failed)
+            self.reconciler, self.loop = daemon.reconciler, daemon.loop
         except BaseException:
             self._teardown()
             self.stop_http()
@@ -155,14 +159,6 @@ class DriverDaemon:
         if self.http is not None:
             self.http.stop()
             self.http = None
-
-    def _tick_done(self, record: TickRecord) -> None:
-        self.metrics.observe_tick(record)
-        if self.on_tick is not None:
-            self.on_tick(record)
-
-    def _tick_failed(self, phase: str, exc: BaseException) -> None:
-        self.metrics.tick_failed(phase)
 
     def _wait_for_resources(self) -> StartupReport:
         """Ask for (active) or wait for (reactive) the initial executors, then go with what is there."""

@@ -6,14 +6,20 @@ so a change takes effect on the next tick. It is persisted with the scaling hist
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
-from autoscaler.core.model import Mode, QueryParams
-
-if TYPE_CHECKING:
-    from autoscaler.core.settings import Settings
+from autoscaler.core.model import (
+    ActionKind,
+    ActionResult,
+    Mode,
+    Plan,
+    QueryParams,
+    Reason,
+    Snapshot,
+)
+from autoscaler.core.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -47,14 +53,17 @@ def _params_json(p: QueryParams) -> dict[str, Any]:
 params_to_json = _params_json
 
 
-def control_problems(control: ControlState, settings: Settings) -> list[tuple[str, str]]:
+def control_problems(
+    control: ControlState, settings: Settings, params_problem: Callable[[Mapping[str, Any]], str | None] | None = None
+) -> list[tuple[str, str]]:
     """What makes these overrides unusable with ``settings``: ``(field, message)`` pairs.
 
     The same rules as the configuration: bounds not negative and ``min <= max`` (an override of
     one bound is checked against the other's effective value), policy parameters accepted by the
-    configured policy (merged over the configured ones), query parameters positive. A manual
-    target outside the bounds is not a problem here (the reconciler clamps it, with a reason);
-    the control API refuses one up front.
+    configured policy (merged over the configured ones, judged by ``params_problem``: the policy
+    registry is the runtime's), query parameters positive. A manual target outside the bounds
+    is not a problem here (the reconciler clamps it, with a reason); the control API refuses one
+    up front.
     """
     problems: list[tuple[str, str]] = []
     e = settings.executors
@@ -69,13 +78,10 @@ def control_problems(control: ControlState, settings: Settings) -> list[tuple[st
         problems.append((field, f"min_executors ({lo}) must not exceed max_executors ({hi})"))
     if control.manual_executors is not None and control.manual_executors < 0:
         problems.append(("manual_executors", f"must be at least 0, got {control.manual_executors}"))
-    if control.policy_params is not None:
-        from policies import PolicyError, create_policy
-
-        try:
-            create_policy(settings.policy.name, {**settings.policy.params, **dict(control.policy_params)})
-        except PolicyError as exc:
-            problems.append(("policy_params", str(exc)))
+    if control.policy_params is not None and params_problem is not None:
+        problem = params_problem({**settings.policy.params, **dict(control.policy_params)})
+        if problem is not None:
+            problems.append(("policy_params", problem))
     for name, params in control.query_requests.items():
         where = f"query_requests.{name}"
         if params.parallelism < 1:
@@ -87,3 +93,27 @@ def control_problems(control: ControlState, settings: Settings) -> list[tuple[st
         if params.shuffle_partitions is not None and params.shuffle_partitions < 1:
             problems.append((f"{where}.shuffle_partitions", f"must be at least 1, got {params.shuffle_partitions}"))
     return problems
+
+
+def settled_requests(control: ControlState, snap: Snapshot, plan: Plan, results: tuple[ActionResult, ...]) -> ControlState:
+    """``control`` without the operator's query requests that are done with: started, refused for
+    good, already in force, or whose query is gone."""
+    if not control.query_requests:
+        return control
+    done = {r.subject for r in results if r.ok and r.action == ActionKind.RESCALE}
+    refused = {r.name for r in plan.refusals if r.reason != Reason.QUERY_BUSY}
+    views = {q.name: q for q in snap.queries}
+    changing = {c.name for c in plan.query_changes}
+    in_force = {
+        name for name, params in control.query_requests.items() if name not in views or (views[name].params == params and name not in changing)
+    }
+    gone = (done | refused | in_force) & set(control.query_requests)
+    if not gone:
+        return control
+    return replace(control, query_requests={n: p for n, p in control.query_requests.items() if n not in gone})
+
+
+def cleared(control: ControlState, fields: Iterable[str]) -> ControlState:
+    """``control`` with these fields (or the fields of these ``field.sub`` problems) back at their defaults."""
+    default = ControlState()
+    return replace(control, **{name: getattr(default, name) for name in {f.split(".")[0] for f in fields}})

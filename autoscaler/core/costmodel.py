@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Sequence
+from dataclasses import replace
+from typing import Sequence
 
 import numpy as np
 
+from autoscaler.core.model import BatchCostModel, BatchSample
 from autoscaler.core.sequences import count_after
-
-if TYPE_CHECKING:
-    from autoscaler.core.model import BatchSample
 
 FIT_SAMPLES = 120  # latest warm batches used for a fit
 RATIO_SAMPLES = 15  # latest warm batches for the throughput-only model
@@ -37,40 +35,6 @@ CONTENTION_GAIN = 0.7  # the contention term must cut the residual scale by 30 %
 # scale of 1e-17 "cut by 30 %" is rounding, and the median of the residuals is then decided by
 # the regime most batches ran in, which a degenerate contention fit matches as well
 CONTENTION_RESIDUAL = 0.01
-
-
-@dataclass(frozen=True)
-class BatchCostModel:
-    per_slot: float  # mu: rows/s one task slot processes
-    per_task: float = 0.0  # w: seconds of overhead per task (repeats per wave)
-    fixed: float = 0.0  # o: seconds per batch for planning, offset log and commit
-    contention: float = 0.0  # k: extra seconds per task for each concurrent task
-    points: int = 0  # warm batches the fit used
-    cold: bool = False  # fitted on cold batches only (a new run, new executors): too pessimistic
-
-    def waves(self, partitions: int, cores: int) -> int:
-        return math.ceil(partitions / max(1, cores))
-
-    # duration and rows_in write the formula out in one call each: the policies ask this many
-    # times a tick. c = max(1, C); each task pays w + k x min(P, c) besides its rows.
-
-    def duration(self, partitions: int, cores: int, rows: float) -> float:
-        """Seconds a batch of ``rows`` takes on ``partitions`` tasks and ``cores`` slots."""
-        if partitions <= 0 or cores <= 0 or self.per_slot <= 0:
-            return math.inf
-        c = cores if cores >= 1 else 1
-        per_task = self.per_task + self.contention * min(partitions, c) + rows / (partitions * self.per_slot)
-        return self.fixed + math.ceil(partitions / c) * per_task
-
-    def rows_in(self, partitions: int, cores: int, seconds: float) -> float:
-        """Rows a batch that takes ``seconds`` must hold (inverse of :meth:`duration`)."""
-        c = cores if cores >= 1 else 1
-        per_wave = (seconds - self.fixed) / math.ceil(partitions / c) - (self.per_task + self.contention * min(partitions, c))
-        return max(0.0, per_wave * partitions * self.per_slot)
-
-    def throughput(self, partitions: int, cores: int) -> float:
-        """Rows/s at large batches, where the fixed and per-task costs vanish."""
-        return partitions * self.per_slot / self.waves(partitions, cores)
 
 
 def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
@@ -155,7 +119,7 @@ REFIT_ERROR = 0.15  # ... or sooner, when a new batch's duration is mispredicted
 _NO_POINT = (math.nan, math.nan, math.nan, math.nan, math.nan, 0.0)
 
 
-def _point(s: "BatchSample") -> tuple[float, float, float, float, float, float]:
+def _point(s: BatchSample) -> tuple[float, float, float, float, float, float]:
     """(rows per task, concurrency, seconds, waves, fixed cost or NaN, 1 if warm else 0.5) of a batch."""
     seconds = s.duration.total_seconds()
     if s.input_rows <= 0 or not s.cores or not s.parallelism or seconds <= 0:
@@ -171,11 +135,11 @@ def _point(s: "BatchSample") -> tuple[float, float, float, float, float, float]:
     )
 
 
-def _rows(samples: Sequence["BatchSample"]) -> np.ndarray:
+def _rows(samples: Sequence[BatchSample]) -> np.ndarray:
     return np.array([_point(s) for s in samples], dtype=float).reshape(-1, 6)
 
 
-def fit_cost_model(samples: Sequence["BatchSample"]) -> BatchCostModel | None:
+def fit_cost_model(samples: Sequence[BatchSample]) -> BatchCostModel | None:
     """Fit ``mu``, ``w``, ``k`` and ``o`` from warm batches (cold ones while there are no others).
 
     ``o`` is the median of the fixed costs Spark reports. Per task, the time left after ``o``
@@ -189,7 +153,7 @@ def fit_cost_model(samples: Sequence["BatchSample"]) -> BatchCostModel | None:
     return _fit(_rows(samples[-FIT_SAMPLES:]))
 
 
-def _count_after(recent: tuple["BatchSample", ...], seen: "BatchSample | None") -> int:
+def _count_after(recent: tuple[BatchSample, ...], seen: "BatchSample | None") -> int:
     """Batches at the end of ``recent`` after ``seen`` (all of them when it is not there)."""
     after = None if seen is None else count_after(recent, seen)
     return len(recent) if after is None else after
@@ -209,14 +173,14 @@ class CostModelCache:
     """
 
     def __init__(self) -> None:
-        self._samples: tuple["BatchSample", ...] = ()
+        self._samples: tuple[BatchSample, ...] = ()
         self._rows = np.empty((0, 6))
         self._model: BatchCostModel | None = None
         self._regime: tuple[object, ...] | None = None
         self._checked: "BatchSample | None" = None  # the newest batch the model was checked against
         self._fresh = 0  # batches up to that one since the last fit
 
-    def fit(self, samples: Sequence["BatchSample"]) -> BatchCostModel | None:
+    def fit(self, samples: Sequence[BatchSample]) -> BatchCostModel | None:
         recent = tuple(samples[-FIT_SAMPLES:])
         if not recent:
             return None
@@ -241,7 +205,7 @@ class CostModelCache:
         self._model = _fit(self._rows)
         return self._model
 
-    def _explains(self, batches: Sequence["BatchSample"]) -> bool:
+    def _explains(self, batches: Sequence[BatchSample]) -> bool:
         """Whether the current model predicts each warm batch's duration within REFIT_ERROR."""
         model = self._model
         assert model is not None
@@ -253,7 +217,7 @@ class CostModelCache:
                 return False
         return True
 
-    def _rows_of(self, recent: tuple["BatchSample", ...]) -> np.ndarray:
+    def _rows_of(self, recent: tuple[BatchSample, ...]) -> np.ndarray:
         previous, rows = self._samples, self._rows
         reuse = 0
         if previous:

@@ -15,9 +15,15 @@ from collections import deque
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Callable, Optional, Sequence
 
-from autoscaler.core.costmodel import BatchCostModel, fit_cost_model
+from autoscaler.core.costmodel import fit_cost_model
 from autoscaler.core.history import RatePoint, ScalingHistory
-from autoscaler.core.model import BatchSample, QueryLoad, QueryStatus, QueryView
+from autoscaler.core.model import (
+    BatchCostModel,
+    BatchSample,
+    QueryLoad,
+    QueryStatus,
+    QueryView,
+)
 
 MIN_SAMPLES = 2
 _STARTED = operator.attrgetter("started_at")

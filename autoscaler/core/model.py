@@ -2,17 +2,18 @@
 
 Sources build a :class:`Snapshot`; the pure core turns it into :class:`QueryLoad` values,
 a :class:`Proposal` (policy), an :class:`ExecutorDecision` (normalization) and a :class:`Plan`
-(actions). ``None`` always means "unknown", never zero.
+(actions); the realizer's :class:`ActionResult` values and all of these make the tick's
+:class:`TickRecord`, the unit of the audit trail. ``None`` always means "unknown", never zero.
 """
 
 from __future__ import annotations
 
-from dataclasses import field
+import math
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Mapping
 
-from autoscaler.core.costmodel import BatchCostModel
 from autoscaler.core.values import value
 
 
@@ -179,12 +180,20 @@ class QueryView:
     warming: bool = False  # a new run or changed executors: batches are slow because cold
 
 
+class OutcomeKind(StrEnum):
+    """What an asynchronous action that completed was."""
+
+    RESCALE = "rescale"  # a query restarted from its checkpoint with new settings
+    RESTART = "restart"  # a failed query restarted after its back-off
+    FINISH = "finish"  # a bounded query processed its input and stopped
+
+
 @value
 class ActionOutcome:
     """Completion of an asynchronous action (e.g. a query rescale), reported by the shell."""
 
     subject: str
-    kind: str  # "rescale", "restart", "finish"
+    kind: OutcomeKind
     ok: bool
     started_at: datetime
     finished_at: datetime
@@ -206,6 +215,47 @@ class Snapshot:
 
 
 # --- evaluation ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BatchCostModel:
+    """How long a micro-batch takes at a given scale, fitted from its query's batches
+    (:mod:`autoscaler.core.costmodel`).
+
+    A batch of ``R`` rows on ``P`` partitions and ``C`` cores runs ``ceil(P / C)`` waves of
+    ``min(P, C)`` tasks; each task pays ``w + k x min(P, C)`` besides its ``R / P`` rows at ``mu``
+    rows/s, and the batch pays ``o`` once::
+
+        duration(P, C, R) = o + ceil(P / C) x (w + k x min(P, C) + R / (P x mu))
+    """
+
+    per_slot: float  # mu: rows/s one task slot processes
+    per_task: float = 0.0  # w: seconds of overhead per task (repeats per wave)
+    fixed: float = 0.0  # o: seconds per batch for planning, offset log and commit
+    contention: float = 0.0  # k: extra seconds per task for each concurrent task
+    points: int = 0  # warm batches the fit used
+    cold: bool = False  # fitted on cold batches only (a new run, new executors): too pessimistic
+
+    def waves(self, partitions: int, cores: int) -> int:
+        return math.ceil(partitions / max(1, cores))
+
+    def duration(self, partitions: int, cores: int, rows: float) -> float:
+        """Seconds a batch of ``rows`` takes on ``partitions`` tasks and ``cores`` slots."""
+        if partitions <= 0 or cores <= 0 or self.per_slot <= 0:
+            return math.inf
+        c = max(1, cores)
+        per_task = self.per_task + self.contention * min(partitions, c) + rows / (partitions * self.per_slot)
+        return self.fixed + math.ceil(partitions / c) * per_task
+
+    def rows_in(self, partitions: int, cores: int, seconds: float) -> float:
+        """Rows a batch that takes ``seconds`` must hold (inverse of :meth:`duration`)."""
+        c = max(1, cores)
+        per_wave = (seconds - self.fixed) / math.ceil(partitions / c) - (self.per_task + self.contention * min(partitions, c))
+        return max(0.0, per_wave * partitions * self.per_slot)
+
+    def throughput(self, partitions: int, cores: int) -> float:
+        """Rows/s at large batches, where the fixed and per-task costs vanish."""
+        return partitions * self.per_slot / self.waves(partitions, cores)
 
 
 @value
@@ -305,3 +355,61 @@ class Plan:
     @property
     def empty(self) -> bool:
         return self.set_target is None and not self.remove and not self.query_changes
+
+
+# --- acting and recording -----------------------------------------------------------------------
+
+
+class ActionKind(StrEnum):
+    """What the realizer did to the cluster."""
+
+    SET_TARGET = "set_target"  # asserted the absolute executor target
+    REMOVE = "remove"  # removed executors (and lowered the target by as many)
+    RESCALE = "rescale"  # started restarting a query from its checkpoint with new settings
+
+
+@value
+class ActionResult:
+    action: ActionKind
+    subject: str  # "executors", the removed executors' ids, or a query name
+    ok: bool
+    message: str = ""
+
+
+@value
+class TickRecord:
+    """Everything one tick saw, wanted and did: the unit of the audit trail."""
+
+    at: datetime
+    mode: EffectiveMode
+    executors_alive: int
+    executors_cores: int
+    executors_requested: int | None
+    executors_pending: int
+    executors_lost: tuple[str, ...]
+    loads: tuple[QueryLoad, ...]
+    proposal: Proposal
+    decision: ExecutorDecision
+    plan: Plan
+    results: tuple[ActionResult, ...]
+    paused: bool
+    dry_run: bool
+    duration: timedelta
+    # the snapshot's queries (their batch samples are the snapshot's, not copies), and
+    # asynchronous actions that completed
+    queries: tuple[QueryView, ...] = ()
+    outcomes: tuple[ActionOutcome, ...] = ()
+    min_executors: int | None = None  # effective bounds this tick (settings or operator override)
+    max_executors: int | None = None
+
+    @property
+    def acted(self) -> bool:
+        """Removed executors, restarted a query, or changed the executor target."""
+        return any(r.ok and (r.action != ActionKind.SET_TARGET or self.decision.changes) for r in self.results)
+
+    @property
+    def notable(self) -> bool:
+        """Changed (or, paused or in dry run, would change) something, or held or refused a wanted change."""
+        decision = self.decision
+        wanted = decision.proposed is not None and decision.proposed != decision.current
+        return bool(self.acted or wanted or decision.changes or self.plan.refusals or self.plan.query_changes or self.executors_lost)

@@ -1,28 +1,25 @@
-"""Configuration: declared once (type, default, description), validated at start-up.
+"""Configuration, declared once: every setting's type, default and description.
 
-Sources, lowest precedence first: defaults, the YAML file, environment variables
-(``SPARK_AUTOSCALER_*``), command-line flags. Every error names the key and the problem;
+The declarations are pure data; :mod:`autoscaler.runtime.config` loads them (defaults < the
+YAML file < ``SPARK_AUTOSCALER_*`` environment variables < command-line flags), checks what
+needs the outside world (files, the policy registry) and names every problem by key.
 ``docs/settings.md`` is generated from these declarations (``spark-autoscaler settings-doc``).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import os
 import re
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any, Mapping
+from typing import Annotated, Any
 
-import yaml
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
     PlainSerializer,
-    ValidationError,
     field_validator,
     model_validator,
 )
@@ -72,15 +69,6 @@ def parse_duration(value: Any) -> timedelta:
     if seconds > MAX_DURATION.total_seconds():
         raise ValueError(f"duration must be at most {MAX_DURATION.days}d (about ten years), got {value!r}")
     return timedelta(seconds=seconds)
-
-
-def file_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be read as a file (``does not exist``, ``is not a file``), or None."""
-    if not path.exists():
-        return "does not exist"
-    if not path.is_file():
-        return "is not a file"
-    return None
 
 
 def format_duration(value: timedelta) -> str:
@@ -138,16 +126,6 @@ class PolicySettings(_Model):
     params: dict[str, Any] = Field(
         default_factory=dict, description="Parameters of the chosen policy, validated by the policy."
     )
-
-    @model_validator(mode="after")
-    def _known_policy(self) -> PolicySettings:
-        from policies import PolicyError, create_policy
-
-        try:
-            create_policy(self.name, self.params)
-        except PolicyError as exc:
-            raise ValueError(str(exc)) from None
-        return self
 
 
 class NormalizeSettings(_Model):
@@ -238,17 +216,6 @@ class PipelineSettings(_Model):
         timedelta(seconds=120), description="Longest wait for a batch boundary when stopping a query."
     )
 
-    @model_validator(mode="after")
-    def _module_exists(self) -> PipelineSettings:
-        if self.module is None:
-            return self
-        if self.module.endswith(".py") or "/" in self.module:
-            if problem := file_problem(Path(self.module)):
-                raise ValueError(f"module: pipeline file {self.module!r} {problem}")
-        elif importlib.util.find_spec(self.module) is None:
-            raise ValueError(f"module: pipeline module {self.module!r} cannot be imported")
-        return self
-
 
 class SparkSettings(_Model):
     master: str = Field("local-cluster[4,1,512]", description="Spark master URL for driver mode.")
@@ -275,12 +242,6 @@ class HttpSettings(_Model):
         pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
         description="Environment variable holding one more bearer token (identity `operator`).",
     )
-
-    @model_validator(mode="after")
-    def _token_file_exists(self) -> HttpSettings:
-        if self.token_file is not None and (problem := file_problem(self.token_file)):
-            raise ValueError(f"token_file: {str(self.token_file)!r} {problem}")
-        return self
 
 
 class StateSettings(_Model):
@@ -329,98 +290,3 @@ class Settings(_Model):
             # 0 would tick (and on errors back off) without pause, hammering the driver
             raise ValueError(f"must be at least {MIN_RECONCILE_INTERVAL.total_seconds() * 1000:.0f}ms, got {format_duration(value)}")
         return value
-
-
-class SettingsError(ValueError):
-    """Invalid configuration; ``problems`` holds one ``key: message`` line per problem."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__("invalid configuration:\n" + "\n".join(f"  - {p}" for p in problems))
-
-
-# Environment variables for the common keys (dotted path in the settings tree).
-ENVIRONMENT = {
-    "SPARK_AUTOSCALER_MODE": "mode",
-    "SPARK_AUTOSCALER_DRY_RUN": "dry_run",
-    "SPARK_AUTOSCALER_POLICY": "policy.name",
-    "SPARK_AUTOSCALER_MIN_EXECUTORS": "executors.min",
-    "SPARK_AUTOSCALER_MAX_EXECUTORS": "executors.max",
-    "SPARK_AUTOSCALER_RECONCILE_INTERVAL": "reconcile_interval",
-    "SPARK_AUTOSCALER_PIPELINES": "pipelines.module",
-    "SPARK_AUTOSCALER_CHECKPOINT_ROOT": "pipelines.checkpoint_root",
-    "SPARK_MASTER": "spark.master",
-    "SPARK_AUTOSCALER_HTTP_HOST": "http.host",
-    "SPARK_AUTOSCALER_HTTP_PORT": "http.port",
-    "SPARK_AUTOSCALER_API_TOKEN_FILE": "http.token_file",
-    "SPARK_AUTOSCALER_STATE_PATH": "state.path",
-}
-
-
-def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
-    keys = dotted.split(".")
-    node = tree
-    for key in keys[:-1]:
-        child = node.get(key)
-        if not isinstance(child, dict):
-            child = {}
-            node[key] = child
-        node = child
-    node[keys[-1]] = value
-
-
-def _format_error(err: Mapping[str, Any]) -> str:
-    loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
-    msg = str(err["msg"])
-    msg = msg.removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        msg = "unknown key"
-    return f"{loc}: {msg}" if loc else msg
-
-
-def validate_settings(data: Mapping[str, Any]) -> Settings:
-    try:
-        return Settings.model_validate(dict(data))
-    except ValidationError as exc:
-        raise SettingsError([_format_error(e) for e in exc.errors()]) from None
-
-
-def load_settings(
-    path: str | Path | None = None,
-    overrides: Mapping[str, Any] | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> Settings:
-    """Read YAML, apply environment and ``overrides`` (dotted keys), validate everything at once."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        path = Path(path)
-        if problem := file_problem(path):
-            raise SettingsError([f"config file {str(path)!r} {problem}"])
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as exc:
-            raise SettingsError([f"config file {str(path)!r} is not valid YAML: {exc}"]) from None
-        except UnicodeDecodeError as exc:
-            raise SettingsError([f"config file {str(path)!r} is not UTF-8 text ({exc.reason})"]) from None
-        except OSError as exc:
-            raise SettingsError([f"config file {str(path)!r} cannot be read: {exc.strerror or exc}"]) from None
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict):
-            raise SettingsError([f"config file {str(path)!r} must hold a mapping of settings"])
-        data = loaded
-        module = (data.get("pipelines") or {}).get("module") if isinstance(data.get("pipelines"), dict) else None
-        if isinstance(module, str) and (module.endswith(".py") or "/" in module) and not Path(module).is_absolute():
-            data["pipelines"]["module"] = str((path.parent / module).resolve())
-        for section, key in (("http", "token_file"), ("state", "path")):
-            node = data.get(section)
-            if isinstance(node, dict) and isinstance(node.get(key), str) and not Path(node[key]).is_absolute():
-                node[key] = str((path.parent / node[key]).resolve())
-    env = os.environ if environ is None else environ
-    for var, dotted in ENVIRONMENT.items():
-        if var in env and env[var] != "":
-            _set_path(data, dotted, env[var])
-    for dotted, value in (overrides or {}).items():
-        if value is not None:
-            _set_path(data, dotted, value)
-    return validate_settings(data)

@@ -31,16 +31,23 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from autoscaler._version import __version__
-from autoscaler.runtime.audit import KINDS, AuditEntry
+from autoscaler.core.evaluate import judged_lag
+from autoscaler.core.model import JAVA_LONG_MAX, QueryView
 from autoscaler.ops.auth import ApiAuth
+from autoscaler.runtime.audit import KINDS, AuditEntry
 from autoscaler.runtime.clock import Clock, SystemClock
 from autoscaler.runtime.commands import Applied, ChangeError, Commands
 from autoscaler.runtime.loop import ReconcileLoop
-from autoscaler.core.model import JAVA_LONG_MAX, QueryView
 from autoscaler.runtime.reconciler import Reconciler
-from autoscaler.runtime.views import decision_json, iso, load_json, params_json, query_view_json, seconds
 from autoscaler.runtime.state import StateStoreError
-from autoscaler.core.evaluate import judged_lag
+from autoscaler.runtime.views import (
+    decision_json,
+    iso,
+    load_json,
+    params_json,
+    query_view_json,
+    seconds,
+)
 
 T = TypeVar("T")
 Ref: TypeAlias = T | Callable[[], T] | None  # a value, or how to get it once it exists

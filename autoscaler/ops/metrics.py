@@ -15,18 +15,15 @@ unknown (``None``) is absent rather than 0. ``*_created`` series are switched of
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 from autoscaler._version import __version__
-from autoscaler.core.model import Mode, QueryStatus, Reason
+from autoscaler.core.model import Mode, QueryStatus, Reason, TickRecord
+from autoscaler.core.settings import Settings
 from autoscaler.runtime.views import capacity, executor_direction
-
-if TYPE_CHECKING:
-    from autoscaler.runtime.reconciler import TickRecord
-    from autoscaler.core.settings import Settings
 
 # One exposition, no `_created` twin of every counter and histogram.
 prometheus_client.disable_created_metrics()

@@ -24,14 +24,17 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping
 
-from autoscaler.core.model import ActionOutcome, Mode, Reason
-from autoscaler.runtime.views import describe_params_change, executor_direction, iso, seconds, tick_json
-
-if TYPE_CHECKING:
-    from autoscaler.core.history import ScalingEvent
-    from autoscaler.runtime.reconciler import TickRecord
+from autoscaler.core.history import ScalingEvent
+from autoscaler.core.model import ActionOutcome, Mode, Reason, TickRecord
+from autoscaler.runtime.views import (
+    describe_params_change,
+    executor_direction,
+    iso,
+    seconds,
+    tick_json,
+)
 
 DECISION, OPERATOR, EVENT = "decision", "operator", "event"
 KINDS = (DECISION, OPERATOR, EVENT)

@@ -17,11 +17,11 @@ from typing import Any, Mapping, Sequence
 
 import structlog
 
-from autoscaler.runtime.audit import OPERATOR, AuditEntry
-from autoscaler.runtime.clock import Clock
-from autoscaler.core.control import ControlState, control_problems, params_to_json
+from autoscaler.core.control import ControlState, params_to_json
 from autoscaler.core.model import Mode, QueryParams, Reason
 from autoscaler.core.plan import refusal_for
+from autoscaler.runtime.audit import OPERATOR, AuditEntry
+from autoscaler.runtime.clock import Clock
 from autoscaler.runtime.reconciler import Reconciler
 
 log = structlog.get_logger("autoscaler.commands")
@@ -78,7 +78,7 @@ class Commands:
 
         def apply(old: ControlState) -> ControlState:
             new = replace(old, **values)
-            problems = control_problems(new, settings)
+            problems = self.reconciler.override_problems(new)
             if "manual_executors" in values and new.manual_executors is not None:
                 lo = new.min_executors if new.min_executors is not None else settings.executors.min
                 hi = new.max_executors if new.max_executors is not None else settings.executors.max
@@ -132,7 +132,6 @@ class Commands:
                 updates["trigger_interval"] = timedelta(seconds=float(value))
             else:
                 updates[key] = value
-        settings = self.reconciler.settings
         seen: dict[str, ControlState] = {}
 
         def apply(old: ControlState) -> ControlState:
@@ -146,7 +145,7 @@ class Commands:
                 return old  # already running with these settings: nothing to do
             new = replace(old, query_requests={**old.query_requests, name: wanted})
             problems = [
-                (f.rsplit(".", 1)[-1], m) for f, m in control_problems(new, settings) if f.startswith(f"query_requests.{name}.")
+                (f.rsplit(".", 1)[-1], m) for f, m in self.reconciler.override_problems(new) if f.startswith(f"query_requests.{name}.")
             ]
             if problems:
                 raise ChangeError(problems)

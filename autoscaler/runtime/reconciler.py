@@ -1,47 +1,51 @@
-"""One tick = observe -> evaluate -> decide -> normalize -> plan -> act -> record.
+"""One tick = observe -> decide -> realize -> record (after Flink's ``runScalingLogic``).
 
-Level-triggered: every tick re-asserts the desired executor target, so a missed or lost
-action heals itself on the next tick. Only ``observe`` and ``act`` touch the cluster.
+Level-triggered: every tick re-asserts the desired executor target, so a missed or lost action
+heals itself on the next tick. ``observe`` (the cluster observer) and ``realize`` (the
+:class:`~autoscaler.runtime.realizer.Realizer`) are the only steps that touch the cluster;
+``decide`` is the pure :func:`~autoscaler.core.decide.decide`; ``record`` keeps the history,
+saves the state, writes the audit trail and the log.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import field
-from functools import partial
 from datetime import datetime, timedelta
-from typing import Any, Callable, Mapping
+from typing import Callable
 
 import structlog
 
+from autoscaler.core.control import (
+    ControlState,
+    cleared,
+    control_problems,
+    settled_requests,
+)
+from autoscaler.core.decide import (
+    Decision,
+    DecisionMemo,
+    TickInput,
+    decide,
+    effective_bounds,
+    with_actions,
+)
+from autoscaler.core.evaluate import schedule_lag
+from autoscaler.core.history import ScalingHistory
+from autoscaler.core.model import ActionKind, ActionResult, Mode, Snapshot, TickRecord
+from autoscaler.core.policy import Policy, PolicyError, PolicyFailed
+from autoscaler.core.settings import Settings
 from autoscaler.runtime.audit import EVENT, AuditEntry, AuditTrail
 from autoscaler.runtime.clock import Clock
-from autoscaler.core.control import ControlState, control_problems
-from autoscaler.core.costmodel import CostModelCache
-from autoscaler.core.history import EXECUTORS, ScalingEvent, ScalingHistory
-from autoscaler.core.model import (
-    ActionOutcome,
-    EffectiveMode,
-    ExecutorDecision,
-    Mode,
-    Plan,
-    Proposal,
-    QueryLoad,
-    QueryParams,
-    QueryView,
-    Reason,
-    Snapshot,
+from autoscaler.runtime.ports import (
+    ClusterObserver,
+    ExecutorActuator,
+    QueryActuator,
+    StateStore,
 )
-from autoscaler.core.modes import resolve_mode
-from autoscaler.core.normalize import NormalizeInput, normalize
-from autoscaler.core.plan import QueryPlanInput, executor_position, plan_executors, plan_queries
-from autoscaler.runtime.ports import ClusterObserver, ExecutorActuator, QueryActuator, StateStore
-from autoscaler.core.settings import Settings
+from autoscaler.runtime.realizer import Realizer
 from autoscaler.runtime.state.base import StateStoreError
 from autoscaler.runtime.state.schema import restore_state
-from autoscaler.core.evaluate import Fitter, evaluate_query, record_rates, schedule_lag
-from autoscaler.core.values import replace, value
-from policies import Policy, PolicyInput, check_proposal, create_policy
+from policies.registry import create_policy
 
 log = structlog.get_logger("autoscaler.reconciler")
 
@@ -58,55 +62,17 @@ class TickError(Exception):
         return type(self), (self.phase, self.cause)  # picklable: crosses process pools
 
 
-@value
-class ActionResult:
-    action: str  # "set_target", "remove", "rescale"
-    subject: str
-    ok: bool
-    message: str = ""
+def policy_params_problem(settings: Settings) -> Callable[[object], str | None]:
+    """Judge policy parameters (merged over the configured ones) with the configured policy."""
 
+    def problem(params: object) -> str | None:
+        try:
+            create_policy(settings.policy.name, params)  # type: ignore[arg-type]
+        except PolicyError as exc:
+            return str(exc)
+        return None
 
-@value
-class TickRecord:
-    """Everything one tick saw, wanted and did: the unit of the audit trail."""
-
-    at: datetime
-    mode: EffectiveMode
-    executors_alive: int
-    executors_cores: int
-    executors_requested: int | None
-    executors_pending: int
-    executors_lost: tuple[str, ...]
-    loads: tuple[QueryLoad, ...]
-    proposal: Proposal
-    decision: ExecutorDecision
-    plan: Plan
-    results: tuple[ActionResult, ...]
-    paused: bool
-    dry_run: bool
-    duration: timedelta
-    # the snapshot's queries (their batch samples are the snapshot's, not copies), and
-    # asynchronous actions that completed
-    queries: tuple[QueryView, ...] = ()
-    outcomes: tuple[ActionOutcome, ...] = ()
-    min_executors: int | None = None  # effective bounds this tick (settings or operator override)
-    max_executors: int | None = None
-    # derived from the fields above (every tick reads them: the audit trail, the log, the metrics)
-    acted: bool = field(init=False, repr=False, compare=False)  # removed executors, restarted a query or changed the target
-    # changed (or, paused or in dry run, would change) something, or held/refused a wanted change
-    notable: bool = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        decision = self.decision
-        acted = False
-        for r in self.results:  # one pass (a tick usually has one result: the target re-asserted)
-            if r.ok and (r.action in ("remove", "rescale") or r.action == "set_target" and decision.changes):
-                acted = True
-                break
-        wanted = decision.proposed is not None and decision.proposed != decision.current
-        notable = bool(acted or wanted or decision.changes or self.plan.refusals or self.plan.query_changes or self.executors_lost)
-        object.__setattr__(self, "acted", acted)
-        object.__setattr__(self, "notable", notable)
+    return problem
 
 
 class Reconciler:
@@ -124,8 +90,7 @@ class Reconciler:
     ) -> None:
         self.settings = settings
         self.observer = observer
-        self.executors = executors
-        self.queries = queries
+        self.realizer = Realizer(executors, queries)
         self.clock = clock
         self.state_store = state_store
         self.on_tick = on_tick
@@ -136,12 +101,10 @@ class Reconciler:
         self.last: TickRecord | None = None
         self.last_snapshot: Snapshot | None = None
         self.state_error: str | None = None  # why the last tick's state could not be saved (None: saved)
-        self._cost_models: dict[str, CostModelCache] = {}
         self._slo_warned: set[tuple[str, timedelta]] = set()  # (query, schedule lag) told once
-        # rate points kept per query: one a step over the rate history's age
-        self._rate_steps = int(settings.history.rate_max_age / settings.history.rate_step) + 1
         self._restore()
         self.policy: Policy = self._make_policy()
+        self.memo = DecisionMemo(policy=self.policy.new_memo())
 
     # --- control ---------------------------------------------------------------------------
 
@@ -156,6 +119,8 @@ class Reconciler:
             new = change(self.control)
             policy = self._make_policy(new) if new.policy_params != self.control.policy_params else self.policy
             self._save(new)
+            if policy is not self.policy:
+                self.memo.policy = policy.new_memo()
             self.policy, self.control = policy, new
             return new
 
@@ -164,11 +129,12 @@ class Reconciler:
         overrides = (control or self.control).policy_params or {}
         return create_policy(self.settings.policy.name, {**self.settings.policy.params, **overrides})
 
+    def override_problems(self, control: ControlState) -> list[tuple[str, str]]:
+        """What makes ``control`` unusable with the configuration (``(field, message)`` pairs)."""
+        return control_problems(control, self.settings, policy_params_problem(self.settings))
+
     def bounds(self) -> tuple[int, int]:
-        c, e = self.control, self.settings.executors
-        lo = c.min_executors if c.min_executors is not None else e.min
-        hi = c.max_executors if c.max_executors is not None else e.max
-        return lo, hi
+        return effective_bounds(self.settings.executors, self.control)
 
     def configured_mode(self) -> Mode:
         return self.control.mode or self.settings.mode
@@ -181,16 +147,11 @@ class Reconciler:
     def tick(self) -> TickRecord:
         with self._lock:
             started = self.clock.now()
-            try:
-                snap = self.observer.observe(started)
-            except Exception as exc:
-                raise TickError("observe", exc) from exc
-            try:
-                record = self._decide_and_act(snap, started)
-            except TickError:
-                raise
-            except Exception as exc:
-                raise TickError("decide", exc) from exc
+            snap = self._observe(started)
+            decision = self._decide(snap, started)
+            paused, dry = self.control.paused, self.dry_run()
+            results = () if paused or dry else self.realizer.apply(decision.plan, started)
+            record = self._record(snap, decision, results, started, paused=paused, dry_run=dry)
             self.last = record
             entry = self.audit.record_tick(record)
             self._log(record, entry)
@@ -198,110 +159,55 @@ class Reconciler:
                 self.on_tick(record)
             return record
 
-    def _decide_and_act(self, snap: Snapshot, now: datetime) -> TickRecord:
-        s, control = self.settings, self.control
+    def _observe(self, now: datetime) -> Snapshot:
+        try:
+            snap = self.observer.observe(now)
+        except Exception as exc:
+            raise TickError("observe", exc) from exc
         self.last_snapshot = snap
-        history = self._absorb_outcomes(self.history, snap)
-        configured = self.configured_mode()
-        first = resolve_mode(configured, snap.executors)
-        position = executor_position(snap.executors, now, s.request_timeout, first.mode)
-        mode = resolve_mode(configured, snap.executors, position.not_granted)
-        lo, hi = self.bounds()
-        loads = {q.name: evaluate_query(q, now, s.window.metrics_window, snap.executors.cores, self._fitter(q.name)) for q in snap.queries}
-        self._forget_cost_models(snap)
         self._tell_unreachable_slo(snap)
-        history = record_rates(history, snap.queries, now, s.history.rate_step)
-        cores_per_executor = snap.executors.cores_per_executor
-        policy_input = PolicyInput(
-            now=now,
-            snapshot=snap,
-            loads=loads,
-            history=history,
-            min_executors=lo,
-            max_executors=hi,
-            cores_per_executor=cores_per_executor,
-            target_lag=s.slo.target_lag,
-            interval=s.reconcile_interval,
-        )
-        proposal = self._propose(policy_input, control)
-        backlogged = self._backlogged(snap, loads)
-        if control.manual_executors is not None:
-            target = max(lo, min(hi, control.manual_executors))
-            decision = ExecutorDecision(position.current, proposal.executors, target, Reason.MANUAL_TARGET)
-        else:
-            decision, history = normalize(
-                NormalizeInput(
-                    now=now,
-                    proposal=proposal,
-                    current=position.current,
-                    min_executors=lo,
-                    max_executors=hi,
-                    history=history,
-                    settings=s.normalize,
-                    in_flight=position.in_flight,
-                    backlogged=backlogged,
-                )
-            )
-        set_target, remove = plan_executors(decision, snap.executors, mode.mode)
-        if proposal.parallelism and (not mode.requesting or proposal.executors is not None and decision.target != proposal.executors):
-            # partitions were proposed for an executor count that normalization held or
-            # changed, or that reactive mode will not request: they would not fit; the planner
-            # keeps partitions aligned to the cores instead
-            proposal = replace(proposal, parallelism={})
-        wanted = self._wanted_params(snap, proposal, control)
-        changes, refusals = plan_queries(
-            QueryPlanInput(
-                now=now,
-                queries=snap.queries,
-                cores=self._planning_cores(snap, mode, decision),
-                executors_settling=position.in_flight,
-                wanted=wanted,
-                history=history,
-                settings=s.normalize,
-            )
-        )
-        plan = Plan(set_target, remove, changes, refusals)
-        paused, dry = control.paused, self.dry_run()
-        results: tuple[ActionResult, ...] = ()
-        if not paused and not dry:
-            results = self._act(plan, now)
-        history = self._record_changes(history, now, decision, plan, results)
-        self.history = history.trimmed(
-            now, s.history.max_age, s.history.max_count, s.history.rate_max_age, self._rate_steps * max(1, len(snap.queries))
-        )
-        self._consume_query_requests(snap, plan, results)
+        return snap
+
+    def _decide(self, snap: Snapshot, now: datetime) -> Decision:
+        try:
+            return decide(TickInput(now, snap, self.control, self.settings), self.history, self.policy, self.memo)
+        except PolicyFailed as exc:
+            raise TickError("policy", exc.cause) from exc.cause
+        except Exception as exc:
+            raise TickError("decide", exc) from exc
+
+    def _record(
+        self, snap: Snapshot, decision: Decision, results: tuple[ActionResult, ...], now: datetime, *, paused: bool, dry_run: bool
+    ) -> TickRecord:
+        """Keep what the tick changed (history, settled operator requests), save it, and make its record."""
+        h = self.settings.history
+        history = with_actions(decision.history, now, decision.executors, decision.plan, results)
+        # rate points kept per query: one a step over the rate history's age
+        rate_points = (int(h.rate_max_age / h.rate_step) + 1) * max(1, len(snap.queries))
+        self.history = history.trimmed(now, h.max_age, h.max_count, h.rate_max_age, rate_points)
+        self.control = settled_requests(self.control, snap, decision.plan, results)
         self._save_tick()
         return TickRecord(
             at=now,
-            mode=mode,
+            mode=decision.mode,
             executors_alive=snap.executors.count,
             executors_cores=snap.executors.cores,
             executors_requested=snap.executors.requested_total,
             executors_pending=snap.executors.pending_executors,
             executors_lost=snap.executors.lost,
-            loads=tuple(loads.values()),
-            proposal=proposal,
-            decision=decision,
-            plan=plan,
+            loads=decision.loads,
+            proposal=decision.proposal,
+            decision=decision.executors,
+            plan=decision.plan,
             results=results,
             paused=paused,
-            dry_run=dry,
+            dry_run=dry_run,
             duration=self.clock.now() - now,
             queries=snap.queries,
             outcomes=snap.outcomes,
-            min_executors=lo,
-            max_executors=hi,
+            min_executors=decision.min_executors,
+            max_executors=decision.max_executors,
         )
-
-    def _backlogged(self, snap: Snapshot, loads: Mapping[str, QueryLoad]) -> bool:
-        """Some query lags beyond the backlog threshold and beyond what its schedule explains
-        (a query with a long trigger lags up to two triggers while it keeps up)."""
-        threshold = self.settings.normalize.backlog_lag_threshold
-        for view in snap.queries:
-            load = loads.get(view.name)
-            if load is not None and load.lag is not None and load.lag > max(threshold, schedule_lag(view.params.trigger_interval)):
-                return True
-        return False
 
     def _tell_unreachable_slo(self, snap: Snapshot) -> None:
         """Warn once per query and trigger when the SLO lag is shorter than the query's schedule
@@ -318,133 +224,8 @@ class Reconciler:
                     trigger_seconds=trigger.total_seconds(),
                     target_lag_seconds=target.total_seconds(),
                     judged_against_seconds=floor.total_seconds(),
-                    detail="a query that keeps up lags up to two triggers; more executors cannot shorten that",
+                    detail="a query that keeps up lags up to two trigger intervals; more executors cannot shorten that",
                 )
-
-    @staticmethod
-    def _planning_cores(snap: Snapshot, mode: EffectiveMode, decision: ExecutorDecision) -> int:
-        """Cores the queries' partitions are aligned to: where active mode is heading, else what exists.
-
-        Aligning to the executors still arriving would restart a query twice (once for the
-        cores that exist, once more when the rest register).
-        """
-        if mode.requesting and decision.target is not None:
-            return decision.target * max(1, snap.executors.cores_per_executor)
-        return snap.executors.cores
-
-    def _fitter(self, query: str) -> Fitter | None:
-        """The query's cost-model cache, or None when the policy does not use a cost model."""
-        if not getattr(self.policy, "needs_cost_model", True):
-            return None
-        cache = self._cost_models.get(query)
-        if cache is None:
-            cache = self._cost_models[query] = CostModelCache()
-        return cache.fit
-
-    def _forget_cost_models(self, snap: Snapshot) -> None:
-        if len(self._cost_models) <= len(snap.queries):
-            return  # every cached model is of a query observed now (evaluation just asked for each)
-        for name in self._cost_models.keys() - {q.name for q in snap.queries}:
-            del self._cost_models[name]
-
-    def _propose(self, inp: PolicyInput, control: ControlState) -> Proposal:
-        try:
-            proposal = self.policy.propose(inp)
-            check_proposal(self.settings.policy.name, proposal, inp.snapshot.queries)
-        except Exception as exc:
-            raise TickError("policy", exc) from exc
-        return proposal
-
-    def _wanted_params(
-        self, snap: Snapshot, proposal: Proposal, control: ControlState
-    ) -> dict[str, tuple[QueryParams, Reason]]:
-        wanted: dict[str, tuple[QueryParams, Reason]] = {}
-        for name, parallelism in proposal.parallelism.items():
-            view = snap.query(name)
-            if view is not None:
-                wanted[name] = (replace(view.params, parallelism=parallelism), Reason.POLICY_PARALLELISM)
-        for name, params in control.query_requests.items():
-            if snap.query(name) is not None:
-                wanted[name] = (params, Reason.OPERATOR_REQUEST)
-        return wanted
-
-    def _act(self, plan: Plan, now: datetime) -> tuple[ActionResult, ...]:
-        results: list[ActionResult] = []
-        # Remove first: Spark lowers its target by the number removed; then pin the exact target.
-        if plan.remove:
-            results.append(self._try("remove", ",".join(plan.remove), lambda: self.executors.remove(plan.remove, now)))
-        if plan.set_target is not None:
-            target = plan.set_target
-            results.append(self._try("set_target", EXECUTORS, lambda: self.executors.set_target(target, now)))
-        queries = self.queries
-        for change in plan.query_changes:
-            if queries is None:
-                results.append(ActionResult("rescale", change.name, False, "no query actuator"))
-                continue
-            results.append(self._try("rescale", change.name, partial(queries.rescale, change, now)))
-        return tuple(results)
-
-    @staticmethod
-    def _try(action: str, subject: str, call: Callable[[], bool]) -> ActionResult:
-        try:
-            ok = bool(call())
-            return ActionResult(action, subject, ok, "" if ok else "not accepted")
-        except Exception as exc:  # one failed action must not stop the others
-            log.warning("action_failed", action=action, subject=subject, error=str(exc))
-            return ActionResult(action, subject, False, f"{type(exc).__name__}: {exc}")
-
-    def _record_changes(
-        self,
-        history: ScalingHistory,
-        now: datetime,
-        decision: ExecutorDecision,
-        plan: Plan,
-        results: tuple[ActionResult, ...],
-    ) -> ScalingHistory:
-        if not decision.changes and not plan.query_changes:
-            return history  # the usual tick: the target re-asserted, no query restarted
-        applied = {(r.action, r.subject) for r in results if r.ok}
-        if decision.changes and ("set_target", EXECUTORS) in applied and decision.target is not None:
-            history = history.with_event(
-                ScalingEvent(now, EXECUTORS, decision.current, decision.target, decision.reason)
-            )
-        for change in plan.query_changes:
-            if ("rescale", change.name) in applied:
-                history = history.with_event(
-                    ScalingEvent(now, change.name, change.from_params.parallelism, change.to_params.parallelism, change.reason)
-                )
-        return history
-
-    def _absorb_outcomes(self, history: ScalingHistory, snap: Snapshot) -> ScalingHistory:
-        """Attach measured pauses of completed rescales to their history events."""
-        if not snap.outcomes or not any(outcome.pause is not None for outcome in snap.outcomes):
-            return history
-        events = list(history.events)
-        for outcome in snap.outcomes:
-            if outcome.pause is None:
-                continue
-            for i in range(len(events) - 1, -1, -1):
-                if events[i].subject == outcome.subject and events[i].pause is None:
-                    events[i] = replace(events[i], pause=outcome.pause)
-                    break
-        return replace(history, events=tuple(events))
-
-    def _consume_query_requests(self, snap: Snapshot, plan: Plan, results: tuple[ActionResult, ...]) -> None:
-        """Drop operator requests that started, were refused for good, already hold, or whose query is gone."""
-        if not self.control.query_requests:
-            return
-        done = {r.subject for r in results if r.ok and r.action == "rescale"}
-        refused = {r.name for r in plan.refusals if r.reason not in (Reason.QUERY_BUSY,)}
-        views = {q.name: q for q in snap.queries}
-        settled = {
-            name
-            for name, params in self.control.query_requests.items()
-            if name not in views or (views[name].params == params and name not in {c.name for c in plan.query_changes})
-        }
-        gone = (done | refused | settled) & set(self.control.query_requests)
-        if gone:
-            remaining = {n: p for n, p in self.control.query_requests.items() if n not in gone}
-            self.control = replace(self.control, query_requests=remaining)
 
     # --- persistence and logs ----------------------------------------------------------------
 
@@ -456,9 +237,9 @@ class Reconciler:
             return
         self.history, control = restore_state(state, str(self.state_store))
         # Overrides saved under another configuration may no longer fit it: drop those, loudly.
-        dropped = {f: m for f, m in control_problems(control, self.settings)}
+        dropped = dict(control_problems(control, self.settings, policy_params_problem(self.settings)))
         if dropped:
-            control = replace(control, **{f.split(".")[0]: _CLEARED[f.split(".")[0]] for f in dropped})
+            control = cleared(control, dropped)
             log.warning("overrides_dropped_on_restore", problems=dropped)
             self.audit.add(
                 at=self.clock.now(),
@@ -493,7 +274,7 @@ class Reconciler:
     def _log(self, r: TickRecord, entry: AuditEntry | None) -> None:
         decided = r.notable and (entry is None or entry.repeats == 1)  # a folded repetition is not logged again
         # the target is re-asserted every tick: logged only when it changed
-        actions = [res for res in r.results if res.action != "set_target" or r.decision.changes]
+        actions = [res for res in r.results if res.action != ActionKind.SET_TARGET or r.decision.changes]
         if not (decided or actions or r.outcomes):
             return  # a quiet tick
         fields = dict(
@@ -517,25 +298,14 @@ class Reconciler:
             for ref in r.plan.refusals:
                 log.info("query_change_held", audit_id=fields["audit_id"], query=ref.name, reason=ref.reason.value, detail=ref.message)
         for res in actions:
-            log.info("action", audit_id=fields["audit_id"], action=res.action, subject=res.subject, ok=res.ok, detail=res.message)
+            log.info("action", audit_id=fields["audit_id"], action=str(res.action), subject=res.subject, ok=res.ok, detail=res.message)
         for o in r.outcomes:
             log.info(
                 "action_outcome",
-                kind=o.kind,
+                kind=str(o.kind),
                 subject=o.subject,
                 ok=o.ok,
                 pause_seconds=None if o.pause is None else round(o.pause.total_seconds(), 3),
                 detail=o.message,
             )
 
-
-# what a dropped override is reset to (``ControlState`` defaults)
-_CLEARED: dict[str, Any] = {
-    "mode": None,
-    "dry_run": None,
-    "min_executors": None,
-    "max_executors": None,
-    "manual_executors": None,
-    "policy_params": None,
-    "query_requests": {},
-}

@@ -7,12 +7,20 @@ Every number keeps its unit in its key (``_seconds``, ``_rows_per_second``); ``N
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from autoscaler.core.model import ExecutorDecision, Mode, QueryChange, QueryLoad, QueryParams, QueryRefusal, QueryView, Reason
-
-if TYPE_CHECKING:
-    from autoscaler.runtime.reconciler import ActionResult, TickRecord
+from autoscaler.core.model import (
+    ActionResult,
+    ExecutorDecision,
+    Mode,
+    QueryChange,
+    QueryLoad,
+    QueryParams,
+    QueryRefusal,
+    QueryView,
+    Reason,
+    TickRecord,
+)
 
 UP, DOWN, HOLD = "up", "down", "hold"
 

@@ -27,12 +27,19 @@ from typing import Any, Callable, Sequence
 
 import structlog
 
-from autoscaler.runtime.clock import Clock
-from autoscaler.core.model import ActionOutcome, QueryChange, QueryParams, QueryStatus, QueryView
-from autoscaler.spark.pipelines import PipelineContext, PipelineError, PipelineSpec
-from autoscaler.spark.checkpoint import read_checkpoint, remove_offsets_after
-from autoscaler.spark.progress import parse_progress, state_partitions
 from autoscaler.core.evaluate import SampleWindow
+from autoscaler.core.model import (
+    ActionOutcome,
+    OutcomeKind,
+    QueryChange,
+    QueryParams,
+    QueryStatus,
+    QueryView,
+)
+from autoscaler.runtime.clock import Clock
+from autoscaler.spark.checkpoint import read_checkpoint, remove_offsets_after
+from autoscaler.spark.pipelines import PipelineContext, PipelineError, PipelineSpec
+from autoscaler.spark.progress import parse_progress, state_partitions
 
 log = structlog.get_logger("autoscaler.spark.host")
 
@@ -348,7 +355,7 @@ class QueryHost:
             self._start(run, new, pending=_PendingOutcome(change, decided_at, stopped_at))
         except Exception as exc:
             log.error("rescale_failed", query=run.name, error=f"{type(exc).__name__}: {exc}")
-            self._record(ActionOutcome(run.name, "rescale", False, decided_at, self.clock.now(), str(exc), None, old, change.to_params))
+            self._record(ActionOutcome(run.name, OutcomeKind.RESCALE, False, decided_at, self.clock.now(), str(exc), None, old, change.to_params))
             with self._lock:
                 run.pending = None
             self._recover(run, old, str(exc))
@@ -434,7 +441,7 @@ class QueryHost:
             pause = sample.ended_at - pending.stopped_at if sample.ended_at > pending.stopped_at else now - pending.stopped_at
             c = pending.change
             self._record(
-                ActionOutcome(c.name, "rescale", True, pending.decided_at, now, c.message, pause, c.from_params, c.to_params)
+                ActionOutcome(c.name, OutcomeKind.RESCALE, True, pending.decided_at, now, c.message, pause, c.from_params, c.to_params)
             )
             log.info("rescale_done", query=c.name, parallelism=c.to_params.parallelism, pause_seconds=round(pause.total_seconds(), 3))
 
@@ -482,7 +489,7 @@ class QueryHost:
         if exc is None and run.spec is not None and run.spec.available_now:
             with self._lock:
                 run.status = QueryStatus.FINISHED
-            self._record(ActionOutcome(run.name, "finish", True, run.run_started_at or now, now, "bounded input done"))
+            self._record(ActionOutcome(run.name, OutcomeKind.FINISH, True, run.run_started_at or now, now, "bounded input done"))
             log.info("query_finished", query=run.name)
             return
         self._schedule_restart(run, str(exc) if exc is not None else "query stopped outside the daemon")

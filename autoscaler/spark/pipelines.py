@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from autoscaler.core.model import JAVA_LONG_MAX, QueryParams
-from autoscaler.core.settings import file_problem, parse_duration
+from autoscaler.core.settings import parse_duration
+from autoscaler.runtime.config import file_problem
 
 
 class PipelineError(ValueError):

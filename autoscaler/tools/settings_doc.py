@@ -7,6 +7,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from autoscaler.core.settings import Settings, format_duration
+from autoscaler.runtime.config import (
+    ENV_DELIMITER,
+    ENV_PREFIX,
+    NOT_SETTINGS,
+    RENAMED,
+    env_var,
+)
 
 
 def _default(value: Any) -> str:
@@ -38,31 +45,36 @@ def _rows(model: type[BaseModel], prefix: str) -> list[str]:
             rows.extend(_rows(annotation, f"{key}."))
             continue
         default = field.get_default(call_default_factory=True)
-        rows.append(f"| `{key}` | {_default(default)} | {field.description or ''} |")
+        rows.append(f"| `{key}` | `{env_var(key)}` | {_default(default)} | {field.description or ''} |")
     return rows
 
 
 def render_settings_doc() -> str:
-    from autoscaler.core.settings import ENVIRONMENT
-
     lines = [
         "# Settings reference",
         "",
-        "Generated from `autoscaler/settings.py` by `spark-autoscaler settings-doc`; do not edit by hand.",
+        "Generated from `autoscaler/core/settings.py` by `spark-autoscaler settings-doc`; do not edit by hand.",
+        "",
+        "Sources, lowest precedence first: the defaults below, the YAML file (`--config`), environment "
+        "variables, command-line flags. Every key has an environment variable: "
+        f"`{ENV_PREFIX}` and the key with `{ENV_DELIMITER}` between its levels; a mapping "
+        "(`spark.conf`, `policy.params`) takes JSON, or one entry per variable "
+        f"(`{env_var('policy.params')}{ENV_DELIMITER}HORIZON=1h`). A variable with the prefix that is no "
+        f"setting is an error (except `{sorted(NOT_SETTINGS)[0]}`, a token: see `http.token_env`).",
         "",
         "Durations accept `250ms`, `30s`, `5m`, `1h`, `2d`, combinations such as `1h30m` (largest unit first) or a number of seconds, up to `3650d`. Unknown keys are errors.",
         "",
-        "| key | default | meaning |",
-        "| --- | --- | --- |",
+        "| key | environment variable | default | meaning |",
+        "| --- | --- | --- | --- |",
         *_rows(Settings, ""),
         "",
-        "## Environment variables",
+        "## Renamed environment variables",
         "",
-        "Environment variables override the file; command-line flags override both.",
+        "Read until version 0.1; setting one now is an error that names its successor.",
         "",
-        "| variable | key |",
+        "| old variable | now |",
         "| --- | --- |",
-        *[f"| `{var}` | `{key}` |" for var, key in ENVIRONMENT.items()],
+        *[f"| `{old}` | `{env_var(key)}` |" for old, key in RENAMED.items()],
         "",
     ]
     return "\n".join(lines)

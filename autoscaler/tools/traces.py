@@ -7,12 +7,12 @@ import csv
 import math
 import sys
 from dataclasses import dataclass
-from functools import cached_property
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from autoscaler.core.settings import file_problem
+from autoscaler.runtime.config import file_problem
 
 
 class TraceError(ValueError):

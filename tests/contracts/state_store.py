@@ -16,11 +16,11 @@ from typing import Any, Callable
 
 import pytest
 
-from autoscaler.runtime.clock import FakeClock
 from autoscaler.core.model import Mode, QueryParams
+from autoscaler.runtime.clock import FakeClock
+from autoscaler.runtime.config import load_settings
 from autoscaler.runtime.ports import StateStore
 from autoscaler.runtime.reconciler import Reconciler
-from autoscaler.core.settings import load_settings
 from tests.fakes import FakeCluster, LoadFeeder, query_view
 
 OpenStore = Callable[[], StateStore]

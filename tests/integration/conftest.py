@@ -13,7 +13,8 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from autoscaler.core.evaluate import batches_since, newest_start as newest  # noqa: F401 - the tests' names
+from autoscaler.core.evaluate import batches_since  # noqa: F401 - the tests' names
+from autoscaler.core.evaluate import newest_start as newest  # noqa: F401 - the tests' names
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -8,11 +8,11 @@ from datetime import timedelta
 
 import pytest
 
-from autoscaler.tools.demo.workload import drain, trace_pipeline
 from autoscaler.app.driver import DriverDaemon
 from autoscaler.core.history import EXECUTORS
+from autoscaler.runtime.config import load_settings
 from autoscaler.spark.pipelines import PipelineSpec
-from autoscaler.core.settings import load_settings
+from autoscaler.tools.demo.workload import drain, trace_pipeline
 from autoscaler.tools.traces import RateProfile
 from tests.integration.conftest import assert_every_row_once, wait_until
 

@@ -9,11 +9,11 @@ from datetime import timedelta
 import pytest
 
 from autoscaler import attach
-from autoscaler.tools.demo.workload import trace_pipeline
 from autoscaler.core.model import QueryStatus, Reason
-from autoscaler.spark.pipelines import PipelineContext
-from autoscaler.core.settings import load_settings
+from autoscaler.runtime.config import load_settings
 from autoscaler.spark.host import trigger_interval
+from autoscaler.spark.pipelines import PipelineContext
+from autoscaler.tools.demo.workload import trace_pipeline
 from autoscaler.tools.traces import RateProfile
 from tests.integration.conftest import wait_until
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.spark.pipelines import PipelineContext, load_pipelines
 from autoscaler.spark.checkpoint import read_checkpoint
+from autoscaler.spark.pipelines import PipelineContext, load_pipelines
 from tests.integration.conftest import assert_every_row_once, wait_until
 
 pytestmark = pytest.mark.spark

@@ -8,15 +8,21 @@ from datetime import timedelta
 
 import pytest
 
-from autoscaler.tools.demo.workload import drain, trace_pipeline
 from autoscaler.app.driver import DriverDaemon
 from autoscaler.core.model import Mode, QueryStatus
+from autoscaler.runtime.config import load_settings
 from autoscaler.spark.pipelines import PipelineSpec
-from autoscaler.core.settings import load_settings
 from autoscaler.spark.session import stop_session
 from autoscaler.spark.standalone import LocalStandaloneCluster
+from autoscaler.tools.demo.workload import drain, trace_pipeline
 from autoscaler.tools.traces import RateProfile
-from tests.integration.conftest import assert_every_row_once, batches_since, newest, session, wait_until
+from tests.integration.conftest import (
+    assert_every_row_once,
+    batches_since,
+    newest,
+    session,
+    wait_until,
+)
 
 pytestmark = pytest.mark.spark
 

@@ -11,19 +11,24 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.runtime.clock import SystemClock
-from autoscaler.tools.demo.source import NAME, register
-from autoscaler.tools.demo.workload import drain, trace_pipeline
 from autoscaler.core.model import QueryChange, QueryStatus, Reason
-from autoscaler.spark.pipelines import PipelineContext, PipelineSpec
+from autoscaler.runtime.clock import SystemClock
+from autoscaler.runtime.config import load_settings
 from autoscaler.runtime.reconciler import Reconciler
-from autoscaler.core.settings import load_settings
 from autoscaler.spark.checkpoint import read_checkpoint
 from autoscaler.spark.executors import SparkExecutors
 from autoscaler.spark.host import QueryHost
 from autoscaler.spark.observer import SparkObserver
+from autoscaler.spark.pipelines import PipelineContext, PipelineSpec
+from autoscaler.tools.demo.source import NAME, register
+from autoscaler.tools.demo.workload import drain, trace_pipeline
 from autoscaler.tools.traces import RateProfile
-from tests.integration.conftest import assert_every_row_once, batches_since, newest, wait_until
+from tests.integration.conftest import (
+    assert_every_row_once,
+    batches_since,
+    newest,
+    wait_until,
+)
 
 pytestmark = pytest.mark.spark
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.ops.auth import ApiAuth, TokenFileError, parse_tokens
 from autoscaler.core.model import Mode, Reason
+from autoscaler.ops.auth import ApiAuth, TokenFileError, parse_tokens
 from tests.harness import APP, TOKEN, build, serve
 
 
@@ -39,10 +39,11 @@ def test_readyz_waits_for_a_successful_tick_and_fails_when_ticks_stop(d):
 
 
 def test_a_daemon_still_starting_serves_health_and_metrics_but_not_status():
-    from autoscaler.ops.api import create_app
-    from autoscaler.ops.server import HttpServer
     import httpx
     from prometheus_client import CollectorRegistry
+
+    from autoscaler.ops.api import create_app
+    from autoscaler.ops.server import HttpServer
 
     app = create_app(reconciler=lambda: None, registry=CollectorRegistry(), auth=ApiAuth.disabled())
     with HttpServer(app, "127.0.0.1", 0) as server, httpx.Client(base_url=server.url) as client:

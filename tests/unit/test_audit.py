@@ -7,9 +7,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from autoscaler.runtime.audit import DECISION, EVENT, OPERATOR, AuditTrail
 from autoscaler.core.history import EXECUTORS
 from autoscaler.core.model import ActionOutcome, QueryParams, Reason
+from autoscaler.runtime.audit import DECISION, EVENT, OPERATOR, AuditTrail
 from tests.fakes import LoadFeeder, query_view
 from tests.unit.test_reconciler import TICK, run_for
 from tests.unit.test_reconciler import make as make_default

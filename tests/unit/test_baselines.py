@@ -5,7 +5,14 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from autoscaler.core.history import EXECUTORS, ScalingEvent, ScalingHistory
-from autoscaler.core.model import BatchSample, Executor, ExecutorView, QueryLoad, Reason, Snapshot
+from autoscaler.core.model import (
+    BatchSample,
+    Executor,
+    ExecutorView,
+    QueryLoad,
+    Reason,
+    Snapshot,
+)
 from policies import PolicyError, PolicyInput, create_policy
 from policies.amadeus import ewma_usage
 from policies.dstream_dra import interval_due

@@ -4,7 +4,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autoscaler.core.capacity import aligned_parallelism, effective_slots, min_cores_for, wave_efficiency
+from autoscaler.core.capacity import (
+    aligned_parallelism,
+    effective_slots,
+    min_cores_for,
+    wave_efficiency,
+)
 
 
 @pytest.mark.parametrize(

@@ -6,12 +6,12 @@ from datetime import datetime, timedelta
 
 import pytest
 import structlog
+from policies.registry import _REGISTRY
 
 from autoscaler.cli import main
 from autoscaler.core.model import Proposal, Reason
 from autoscaler.runtime.reconciler import TickError
-from policies import PolicyInput, PolicyParams
-from policies.base import _REGISTRY
+from policies import Policy, PolicyInput, PolicyParams
 
 CONTRACT = {
     "policy",
@@ -140,8 +140,8 @@ def test_negative_or_malformed_numbers_are_refused(trace, capsys, args):
     assert "error: argument" in capsys.readouterr().err
 
 
-class _FailsAfterTenMinutes:
-    """A policy with a bug: it raises from its 61st tick on."""
+class _FailsAfterTenMinutes(Policy):
+    """A policy with a bug: it raises from ten simulated minutes on (its 61st tick)."""
 
     needs_cost_model = False
 
@@ -149,11 +149,11 @@ class _FailsAfterTenMinutes:
         pass
 
     def __init__(self, params: Params) -> None:
-        self.ticks = 0
+        self.started: datetime | None = None
 
-    def propose(self, inp: PolicyInput) -> Proposal:
-        self.ticks += 1
-        if self.ticks > 60:
+    def propose(self, inp: PolicyInput, memo: object = None) -> Proposal:
+        self.started = self.started or inp.now
+        if inp.now - self.started >= timedelta(minutes=10):
             raise ZeroDivisionError("float division by zero")
         return Proposal(executors=inp.target_executors, reason=Reason.WITHIN_TARGET)
 

@@ -7,10 +7,10 @@ from datetime import timedelta
 
 import pytest
 
-from autoscaler.runtime.audit import OPERATOR
-from autoscaler.runtime.commands import ChangeError, Commands
 from autoscaler.core.control import ControlState
 from autoscaler.core.model import Mode, QueryParams, Reason
+from autoscaler.runtime.audit import OPERATOR
+from autoscaler.runtime.commands import ChangeError, Commands
 from tests.fakes import query_view
 from tests.unit.test_reconciler import TICK, make
 

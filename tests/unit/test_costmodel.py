@@ -2,8 +2,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from autoscaler.core.costmodel import REFIT_EVERY, BatchCostModel, CostModelCache, fit_cost_model
-from autoscaler.core.model import BatchSample
+from autoscaler.core.costmodel import REFIT_EVERY, CostModelCache, fit_cost_model
+from autoscaler.core.model import BatchCostModel, BatchSample
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 TRUE = BatchCostModel(per_slot=900, per_task=0.05, fixed=0.2)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from autoscaler.cli import build_parser, main
 from autoscaler.app.driver import DriverDaemon
+from autoscaler.cli import build_parser, main
 from autoscaler.ops.server import HttpServer, HttpServerError
-from autoscaler.core.settings import load_settings
+from autoscaler.runtime.config import load_settings
 
 
 def test_the_daemon_serves_health_and_metrics_before_spark_is_up(tmp_path, monkeypatch):

@@ -13,11 +13,17 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from autoscaler.tools.dashboard.render import DASHBOARD, iter_panels, panel_exprs, render_dashboard, substitute_variables
 from autoscaler.ops import assets
 from autoscaler.ops.metrics import Metrics
 from autoscaler.tools.dashboard.promql import Evaluator, PromQLError, parse
 from autoscaler.tools.dashboard.recording import Recording
+from autoscaler.tools.dashboard.render import (
+    DASHBOARD,
+    iter_panels,
+    panel_exprs,
+    render_dashboard,
+    substitute_variables,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = assets.RULES

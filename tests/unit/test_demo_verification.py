@@ -51,9 +51,9 @@ def test_the_live_view_prints_a_lag_of_zero(lag, shown):
     import io
     from datetime import timedelta
 
+    from autoscaler.core.values import replace
     from autoscaler.tools.demo.run import PIPELINE, LiveView
     from autoscaler.tools.traces import RateProfile
-    from autoscaler.core.values import replace
     from tests.harness import build
 
     daemon = build(query_name=PIPELINE)

@@ -16,10 +16,10 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Callable
 
-from autoscaler.runtime.clock import SystemClock
 from autoscaler.core.model import QueryChange, QueryStatus, Reason
-from autoscaler.spark.pipelines import PipelineSpec
+from autoscaler.runtime.clock import SystemClock
 from autoscaler.spark.host import QueryHost
+from autoscaler.spark.pipelines import PipelineSpec
 
 
 def progress(batch_id: int, run_id: str, timestamp: str) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from autoscaler.runtime.loop import ReconcileLoop
 from autoscaler.ops.metrics import PREFIX, Metrics
+from autoscaler.runtime.loop import ReconcileLoop
 from tests.fakes import LoadFeeder, query_view
 from tests.unit.test_reconciler import TICK, run_for
 from tests.unit.test_reconciler import make as make_default

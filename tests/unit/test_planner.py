@@ -14,13 +14,13 @@ from autoscaler.core.model import (
     Reason,
 )
 from autoscaler.core.plan import (
-    request_waiting_since,
     QueryPlanInput,
     choose_removals,
     executor_position,
     plan_executors,
     plan_queries,
     removal_order,
+    request_waiting_since,
 )
 from autoscaler.core.settings import NormalizeSettings
 from tests.fakes import query_view

@@ -4,9 +4,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.core.costmodel import BatchCostModel
 from autoscaler.core.history import ScalingHistory
-from autoscaler.core.model import Executor, ExecutorView, QueryLoad, Reason, Snapshot
+from autoscaler.core.model import (
+    BatchCostModel,
+    Executor,
+    ExecutorView,
+    QueryLoad,
+    Reason,
+    Snapshot,
+)
 from autoscaler.core.values import replace
 from policies import PolicyError, PolicyInput, create_policy, policy_names
 from policies.target_utilization import fewest_cores, utilization

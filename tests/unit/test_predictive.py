@@ -7,10 +7,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autoscaler.core.costmodel import BatchCostModel
 from autoscaler.core.forecast import forecast_rate
 from autoscaler.core.history import EXECUTORS, RatePoint, ScalingEvent, ScalingHistory
-from autoscaler.core.model import BatchSample, Executor, ExecutorView, QueryLoad, Reason, Snapshot
+from autoscaler.core.model import (
+    BatchCostModel,
+    BatchSample,
+    Executor,
+    ExecutorView,
+    QueryLoad,
+    Reason,
+    Snapshot,
+)
 from autoscaler.tools.sim import SimConfig, Workload, simulate
 from policies import PolicyError, PolicyInput, create_policy, resolve_name
 from policies.predictive import fewest_cores, plan_partitions, rescale_price

@@ -4,11 +4,11 @@ from datetime import timedelta
 
 import pytest
 
-from autoscaler.runtime.clock import FakeClock
-from autoscaler.runtime.loop import ReconcileLoop
 from autoscaler.core.model import Mode, Reason
+from autoscaler.runtime.clock import FakeClock
+from autoscaler.runtime.config import load_settings
+from autoscaler.runtime.loop import ReconcileLoop
 from autoscaler.runtime.reconciler import Reconciler
-from autoscaler.core.settings import load_settings
 from tests.fakes import FakeCluster, FlakyStateStore, LoadFeeder, query_view
 
 TICK = timedelta(seconds=5)

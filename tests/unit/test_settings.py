@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autoscaler.core.model import Mode
-from autoscaler.core.settings import SettingsError, format_duration, load_settings, parse_duration
+from autoscaler.core.settings import format_duration, parse_duration
+from autoscaler.runtime.config import SettingsError, load_settings
 
 
 @pytest.mark.parametrize(
@@ -115,9 +116,56 @@ def test_http_defaults_bind_to_loopback_on_8090():
     assert (s.http.host, s.http.port, s.http.enabled, s.http.token_file) == ("127.0.0.1", 8090, True, None)
 
 
-def test_http_port_and_state_path_come_from_the_environment(tmp_path):
-    s = load_settings(environ={"SPARK_AUTOSCALER_HTTP_PORT": "9100", "SPARK_AUTOSCALER_STATE_PATH": str(tmp_path / "s.json")})
-    assert s.http.port == 9100 and s.state.path == tmp_path / "s.json"
+def test_every_setting_comes_from_its_environment_variable(tmp_path):
+    s = load_settings(
+        environ={
+            "SPARK_AUTOSCALER_HTTP__PORT": "9100",
+            "SPARK_AUTOSCALER_STATE__PATH": str(tmp_path / "s.json"),
+            "SPARK_AUTOSCALER_EXECUTORS__MAX": "12",
+            "SPARK_AUTOSCALER_NORMALIZE__SCALE_DOWN_DELAY": "2m",
+            "SPARK_AUTOSCALER_SPARK__CONF": '{"spark.executor.memoryOverhead": "1g"}',  # a mapping takes JSON
+            "SPARK_AUTOSCALER_POLICY__PARAMS__HORIZON": "1h",  # ... or one entry per variable
+            "SPARK_AUTOSCALER_DRY_RUN": "true",
+            "SPARK_AUTOSCALER_MODE": "",  # empty: not set
+        }
+    )
+    assert s.http.port == 9100 and s.state.path == tmp_path / "s.json" and s.executors.max == 12
+    assert s.normalize.scale_down_delay == timedelta(minutes=2) and s.dry_run and s.mode == Mode.AUTO
+    assert s.spark.conf == {"spark.executor.memoryOverhead": "1g"} and s.policy.params == {"horizon": "1h"}
+
+
+def test_every_documented_key_has_the_variable_the_reference_names():
+    from autoscaler.runtime.config import env_var, setting_variables
+
+    variables = set(setting_variables())
+    assert env_var("executors.max") == "SPARK_AUTOSCALER_EXECUTORS__MAX" in variables
+    assert env_var("http.token_file") in variables and env_var("slo.target_lag") in variables
+    for name, value in [("SPARK_AUTOSCALER_SLO__TARGET_LAG", "2m"), ("SPARK_AUTOSCALER_HISTORY__RATE_STEP", "10m")]:
+        assert name in variables and load_settings(environ={name: value}) is not None
+
+
+def test_an_environment_file_or_flag_value_that_is_wrong_names_its_key():
+    with pytest.raises(SettingsError, match="executors.max: Input should be a valid integer"):
+        load_settings(environ={"SPARK_AUTOSCALER_EXECUTORS__MAX": "lots"})
+
+
+@pytest.mark.parametrize(
+    "variable, problem",
+    [
+        pytest.param("SPARK_AUTOSCALER_MAX_EXECUTORS", "SPARK_AUTOSCALER_MAX_EXECUTORS is no longer read; set SPARK_AUTOSCALER_EXECUTORS__MAX (executors.max)", id="renamed"),
+        pytest.param("SPARK_MASTER", "SPARK_MASTER is no longer read; set SPARK_AUTOSCALER_SPARK__MASTER (spark.master)", id="renamed-master"),
+        pytest.param("SPARK_AUTOSCALER_EXECUTOR__MAX", "SPARK_AUTOSCALER_EXECUTOR__MAX is not a setting (did you mean SPARK_AUTOSCALER_EXECUTORS__MAX?)", id="typo"),
+        pytest.param("SPARK_AUTOSCALER_NOTHING_LIKE_IT", "SPARK_AUTOSCALER_NOTHING_LIKE_IT is not a setting", id="unknown"),
+    ],
+)
+def test_a_variable_that_names_no_setting_is_an_error_not_ignored(variable, problem):
+    with pytest.raises(SettingsError) as info:
+        load_settings(environ={variable: "3"})
+    assert info.value.problems == [f"environment: {problem}"]
+
+
+def test_the_token_variable_is_not_taken_for_a_setting():
+    assert load_settings(environ={"SPARK_AUTOSCALER_API_TOKEN": "secret-token"}).http.token_env == "SPARK_AUTOSCALER_API_TOKEN"
 
 
 @pytest.mark.parametrize(
@@ -133,12 +181,12 @@ def test_http_port_and_state_path_come_from_the_environment(tmp_path):
         pytest.param("reconcile_interval: 0s\n", "reconcile_interval: must be at least 100ms, got 0s", id="spinning-interval"),
         pytest.param("policy: {name: magic}\n", "policy: unknown policy 'magic'", id="unknown-policy"),
         pytest.param("policy: {params: {target_utilization: 2}}\n", "policy: policy 'default': params.target_utilization", id="bad-policy-param"),
-        pytest.param("pipelines: {module: missing.py}\n", "pipelines: module: pipeline file", id="missing-pipeline-file"),
+        pytest.param("pipelines: {module: missing.py}\n", "pipelines.module: pipeline file", id="missing-pipeline-file"),
         pytest.param("pipelines: {module: no_such_module_xyz}\n", "cannot be imported", id="missing-pipeline-module"),
         pytest.param("- a\n- b\n", "must hold a mapping", id="not-a-mapping"),
         pytest.param("executors: [\n", "is not valid YAML", id="broken-yaml"),
         pytest.param("http: {port: 70000}\n", "http.port: Input should be less than or equal to 65535", id="port-out-of-range"),
-        pytest.param("http: {token_file: /nonexistent/token}\n", "http: token_file: '/nonexistent/token' does not exist", id="missing-token-file"),
+        pytest.param("http: {token_file: /nonexistent/token}\n", "http.token_file: '/nonexistent/token' does not exist", id="missing-token-file"),
         pytest.param("http: {token_env: 'A-B'}\n", "http.token_env: String should match pattern", id="bad-token-env-name"),
         pytest.param("audit: {max_count: 0}\n", "audit.max_count: Input should be greater than or equal to 1", id="audit-count-zero"),
     ],

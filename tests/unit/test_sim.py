@@ -13,7 +13,13 @@ from hypothesis import strategies as st
 
 from autoscaler.core.model import QueryChange, QueryStatus, Reason
 from autoscaler.tools.sim import SimCluster, SimConfig, Workload, simulate
-from autoscaler.tools.sim.metrics import lag_percentile, limited_oracle_executor_seconds, max_lag, oracle_executor_seconds, time_above
+from autoscaler.tools.sim.metrics import (
+    lag_percentile,
+    limited_oracle_executor_seconds,
+    max_lag,
+    oracle_executor_seconds,
+    time_above,
+)
 from autoscaler.tools.sim.workload import workload_from_trace
 from autoscaler.tools.traces import Trace
 from policies.predictive import PredictivePolicy

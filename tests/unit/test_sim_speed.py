@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from autoscaler.cli import main
 from autoscaler.tools.bench.sim_speed import (
     TICKS_30_DAYS,
     SimSpeedError,
@@ -19,7 +20,6 @@ from autoscaler.tools.bench.sim_speed import (
     machine,
     wall_per_tick,
 )
-from autoscaler.cli import main
 
 
 @pytest.fixture

@@ -8,11 +8,16 @@ from pathlib import Path
 import pytest
 
 from autoscaler.runtime.clock import FakeClock
+from autoscaler.runtime.config import load_settings
 from autoscaler.runtime.reconciler import Reconciler
-from autoscaler.core.settings import load_settings
-from autoscaler.runtime.state import FileStateStore, MemoryStateStore, StateStoreError, open_state_store
-from tests.fakes import FakeCluster
+from autoscaler.runtime.state import (
+    FileStateStore,
+    MemoryStateStore,
+    StateStoreError,
+    open_state_store,
+)
 from tests.contracts.state_store import StateStoreContract
+from tests.fakes import FakeCluster
 
 
 class TestFileStateStore(StateStoreContract):

@@ -4,7 +4,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autoscaler.tools.traces import RateProfile, TraceError, compress_trace, load_trace, scale_to_peak
+from autoscaler.tools.traces import (
+    RateProfile,
+    TraceError,
+    compress_trace,
+    load_trace,
+    scale_to_peak,
+)
 
 
 def write(tmp_path, text):

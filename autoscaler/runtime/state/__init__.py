@@ -8,14 +8,11 @@ is a JSON object; a store keeps it whole (a save replaces the previous state ato
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from autoscaler.core.settings import Settings
+from autoscaler.runtime.ports import StateStore
 from autoscaler.runtime.state.base import MemoryStateStore, StateStoreError
 from autoscaler.runtime.state.file import FileStateStore
-
-if TYPE_CHECKING:
-    from autoscaler.runtime.ports import StateStore
-    from autoscaler.core.settings import Settings
 
 __all__ = ["FileStateStore", "MemoryStateStore", "StateStoreError", "open_state_store"]
 

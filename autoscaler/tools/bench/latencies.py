@@ -19,16 +19,16 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 
-from autoscaler.runtime.clock import SystemClock
-from autoscaler.tools.demo.workload import trace_pipeline
+from autoscaler.core.evaluate import batches_since, newest_start
 from autoscaler.core.model import QueryChange, Reason
-from autoscaler.spark.pipelines import PipelineSpec
 from autoscaler.core.settings import SparkSettings
+from autoscaler.runtime.clock import SystemClock
 from autoscaler.spark.executors import SparkExecutors
 from autoscaler.spark.host import QueryHost
+from autoscaler.spark.pipelines import PipelineSpec
 from autoscaler.spark.session import build_session, stop_session
+from autoscaler.tools.demo.workload import trace_pipeline
 from autoscaler.tools.traces import RateProfile
-from autoscaler.core.evaluate import batches_since, newest_start
 
 
 def _wait(check: Callable[[], bool], timeout: float) -> float:

@@ -39,7 +39,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from autoscaler.runtime.reconciler import TickRecord
+from autoscaler.core.model import TickRecord
 from autoscaler.tools.sim.cluster import SimCluster
 from autoscaler.tools.sim.runner import SimResult, simulate
 from autoscaler.tools.traces import load_trace

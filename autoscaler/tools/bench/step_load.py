@@ -25,10 +25,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 
-from autoscaler.tools.demo.workload import trace_pipeline, verify_output
+from autoscaler.core.settings import SparkSettings
+from autoscaler.app.compose import configure
 from autoscaler.spark.pipelines import PipelineContext, PipelineSpec
-from autoscaler.core.settings import SparkSettings, load_settings
 from autoscaler.spark.session import build_session, stop_session
+from autoscaler.tools.demo.workload import trace_pipeline, verify_output
 from autoscaler.tools.traces import RateProfile
 
 RUNS = ("autoscaler", "spark-dra", "static-max")
@@ -156,7 +157,7 @@ def run_one(kind: str, profile: StepProfile, workdir: Path, log: Callable[[str],
             spec = PipelineSpec(
                 "step", build, trigger=TRIGGER, initial_parallelism=PARTITIONS, min_parallelism=PARTITIONS, max_parallelism=PARTITIONS
             )
-            settings = load_settings(
+            settings = configure(
                 None,
                 {
                     "mode": "active",

@@ -16,12 +16,11 @@ import math
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Iterable
+from typing import IO, Any, Iterable
 
 from prometheus_client import CollectorRegistry
 
-if TYPE_CHECKING:
-    from autoscaler.runtime.reconciler import TickRecord
+from autoscaler.core.model import TickRecord
 
 FORMAT = "spark-autoscaler-metrics"
 VERSION = 1

@@ -32,17 +32,18 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from autoscaler.runtime.audit import explain_event
-from autoscaler.tools.bench.step_load import ExecutorSampler
-from autoscaler.tools.demo.workload import drain, trace_pipeline, verify_output
 from autoscaler.core.history import EXECUTORS
+from autoscaler.core.model import TickRecord
+from autoscaler.core.settings import Settings, SparkSettings
+from autoscaler.runtime.audit import explain_event
+from autoscaler.app.compose import configure
 from autoscaler.runtime.logs import configure_logging
 from autoscaler.spark.pipelines import PipelineSpec
-from autoscaler.runtime.reconciler import TickRecord
-from autoscaler.tools.dashboard.recording import MetricsRecorder
-from autoscaler.core.settings import Settings, SparkSettings, load_settings
 from autoscaler.spark.session import build_session, stop_session
 from autoscaler.spark.standalone import LocalStandaloneCluster
+from autoscaler.tools.bench.step_load import ExecutorSampler
+from autoscaler.tools.dashboard.recording import MetricsRecorder
+from autoscaler.tools.demo.workload import drain, trace_pipeline, verify_output
 from autoscaler.tools.traces import RateProfile, compress_trace, load_trace, prefixed
 
 BUNDLED_TRACE = Path(__file__).parent / "traces" / "nyc_taxi.csv"
@@ -187,7 +188,7 @@ def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> dict[str, Any]:
 
 def demo_settings(options: DemoOptions, workdir: Path) -> Settings:
     """The daemon's configuration for the demo (validated like any user's)."""
-    return load_settings(
+    return configure(
         None,
         {
             "mode": options.mode,

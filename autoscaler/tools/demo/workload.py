@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from autoscaler.tools.demo.source import NAME
 from autoscaler.spark.pipelines import PipelineContext
+from autoscaler.tools.demo.source import NAME
 from autoscaler.tools.traces import RateProfile
 
 

@@ -42,6 +42,7 @@ from autoscaler.core.model import (
     BatchSample,
     Executor,
     ExecutorView,
+    OutcomeKind,
     QueryChange,
     QueryParams,
     QueryStatus,
@@ -485,7 +486,7 @@ class SimCluster:
         self._outcomes.append(
             ActionOutcome(
                 subject=self.name,
-                kind="rescale",
+                kind=OutcomeKind.RESCALE,
                 ok=True,
                 started_at=self.at(st.decided_at),
                 finished_at=self.at(t),

@@ -14,7 +14,6 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-
 MAX_NOISE_SIGMA = 2.0  # lognormal sigma of batch durations: 95 % within a factor e^4 = 55 either way
 
 

@@ -7,7 +7,6 @@ from typing import Sequence
 
 from autoscaler.tools.sim.runner import SimResult
 
-
 MAX_POINTS = 6000
 
 

@@ -20,10 +20,12 @@ from typing import Any, Callable, Iterator, Mapping
 
 import structlog
 
+from autoscaler.app.compose import assemble, configure
+from autoscaler.core.model import ActionKind, TickRecord
+from autoscaler.core.settings import MAX_DURATION, MAX_EXECUTORS, MIN_RECONCILE_INTERVAL
 from autoscaler.runtime.audit import AuditTrail
 from autoscaler.runtime.clock import FakeClock
-from autoscaler.runtime.reconciler import Reconciler, TickError, TickRecord
-from autoscaler.core.settings import MAX_DURATION, MAX_EXECUTORS, MIN_RECONCILE_INTERVAL, load_settings
+from autoscaler.runtime.reconciler import TickError
 from autoscaler.tools.sim.cluster import SimCluster
 from autoscaler.tools.sim.config import SimConfig
 from autoscaler.tools.sim.metrics import (
@@ -37,7 +39,7 @@ from autoscaler.tools.sim.metrics import (
 )
 from autoscaler.tools.sim.workload import Workload, workload_from_trace
 from autoscaler.tools.traces import Trace
-from policies import policy_class, resolve_name
+from policies import load_policies, policy_class, resolve_name
 
 
 class SimulationError(Exception):
@@ -67,9 +69,9 @@ class _Tally:
 
     def add(self, record: TickRecord) -> None:
         done = [r.action for r in record.results if r.ok]
-        self.restarts += done.count("rescale")
+        self.restarts += done.count(ActionKind.RESCALE)
         self.rescales += record.acted
-        if record.decision.changes and ("set_target" in done or "remove" in done):
+        if record.decision.changes and (ActionKind.SET_TARGET in done or ActionKind.REMOVE in done):
             self.executor_changes += 1
 
 
@@ -202,6 +204,7 @@ def simulate(
     if ticks < 1:
         raise ValueError(f"the simulated span ({workload.duration:g} s) is shorter than one tick ({tick:g} s): nothing would be decided")
     max_exec = max_executors or min(MAX_EXECUTORS, 2 * peak_executors)
+    load_policies()
     cls = policy_class(policy)  # PolicyError for unknown names
     name = resolve_name(policy)
     policy_params = dict(params or {})
@@ -216,12 +219,12 @@ def simulate(
         # 20 minutes of batches at the 10 s trigger: every window in use fits, and the
         # reconciler scans half the default buffer each tick
         "window.max_samples": 120,
-        **dict(getattr(cls, "settings_profile", {}) or {}),
+        **dict(cls.settings_profile),
         **dict(settings or {}),
         "policy.name": policy,
         "policy.params": policy_params,
     }
-    s = load_settings(None, overrides, environ={})
+    s = configure(None, overrides, environ={})
     quiet_logs()
 
     reactive = s.mode.value == "reactive"
@@ -239,7 +242,7 @@ def simulate(
         max_parallelism=4 * max_exec * cores,
     )
     clock = FakeClock(workload.start)
-    rec = Reconciler(settings=s, observer=cluster, executors=cluster, queries=cluster, clock=clock, audit=AuditTrail(max_count=1))
+    rec = assemble(s, observer=cluster, executors=cluster, queries=cluster, clock=clock, audit=AuditTrail(max_count=1)).reconciler
     out = Series() if series else None
     step = timedelta(seconds=tick)
     tally = _Tally()

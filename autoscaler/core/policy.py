@@ -1,29 +1,41 @@
-"""The policy protocol and the registry of policies by name.
+"""The policy port: what a scaling policy sees, what it must return, and the check of its answer.
 
-A policy is a pure function of :class:`PolicyInput` (snapshot, evaluated loads, history,
-bounds, now). It proposes an executor count (or ``None`` when it does not drive executors)
-and, optionally, new parallelism for queries. Normalization and actuation come after it.
+A policy proposes, from one tick's :class:`PolicyInput` (snapshot, evaluated loads, history,
+bounds, the rate step, now), an executor count (``None`` when it does not drive executors) and,
+optionally, new partitions for queries. Normalization and planning come after it, in
+:func:`autoscaler.core.decide.decide`; the policies themselves live in the top-level
+``policies`` package, one file each, registered by name (``policies.registry``).
 
-Each policy is one small file that registers itself with ``@register("name")`` and declares
-its parameters as a frozen pydantic model ``Params``.
+``propose(inp, memo)`` is a function of its arguments. The memo is the policy's own cache
+(:meth:`Policy.new_memo`), owned by whoever runs the decisions (the reconciler) and handed in
+every tick: it may save work, never change a proposal (a fresh memo gives the same one).
 """
 
 from __future__ import annotations
 
 import math
-import warnings
+from abc import ABC, abstractmethod
 from datetime import datetime, timedelta
-from typing import Any, Callable, ClassVar, Iterator, Mapping, Protocol, Sequence, TypeVar
+from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from autoscaler.core.history import ScalingHistory
-from autoscaler.core.model import Proposal, QueryLoad, QueryStatus, QueryView, Reason, Snapshot
-from autoscaler.core.values import value
 from autoscaler.core.evaluate import judged_lag
+from autoscaler.core.history import ScalingHistory
+from autoscaler.core.model import (
+    Proposal,
+    QueryLoad,
+    QueryStatus,
+    QueryView,
+    Reason,
+    Snapshot,
+)
+from autoscaler.core.values import value
 
 
 class PolicyParams(BaseModel):
+    """A policy's parameters: declared with their defaults and descriptions, unknown keys refused."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -38,6 +50,9 @@ class PolicyInput:
     cores_per_executor: int
     target_lag: timedelta
     interval: timedelta | None = None  # time between two decisions (the reconcile interval)
+    # length of one step of the history's rate series (``history.rate_step``): forecasts read
+    # the series step by step
+    rate_step: timedelta = timedelta(minutes=5)
 
     @property
     def current_executors(self) -> int:
@@ -82,16 +97,28 @@ class PolicyInput:
         return bool(view.pending_removal) or (view.requested_total is not None and view.requested_total != registered)
 
 
-class Policy(Protocol):
-    name: ClassVar[str]
-    Params: ClassVar[type[PolicyParams]]
-    # Optional: ``needs_cost_model: ClassVar[bool]`` (default True); False skips fitting each
-    # query's batch cost model (``QueryLoad.model`` is then None).
-    # Optional: settings (dotted keys) of the safety steps the policy was published with, e.g.
-    # Flink's one-hour scale-down interval; the simulator applies them before its overrides.
-    # settings_profile: ClassVar[Mapping[str, Any]]
+class Policy(ABC):
+    """A scaling policy. Subclasses declare ``Params``, take them in ``__init__`` and implement
+    :meth:`propose`; ``@register("name")`` (``policies.registry``) makes them available by name.
 
-    def propose(self, inp: PolicyInput) -> Proposal: ...
+    A policy object holds its parameters only: whatever it wants to keep from tick to tick goes
+    in its memo (:meth:`new_memo`), which the runtime owns and hands in.
+    """
+
+    name: ClassVar[str]  # set by ``@register``
+    Params: ClassVar[type[PolicyParams]]
+    needs_cost_model: ClassVar[bool] = True  # False: each query's batch cost model is not fitted (QueryLoad.model is None)
+    # settings (dotted keys) of the safety steps the policy was published with, e.g. Flink's
+    # one-hour scale-down interval; the simulator applies them before its own overrides
+    settings_profile: ClassVar[Mapping[str, Any]] = {}
+
+    def new_memo(self) -> Any:
+        """A fresh cache for :meth:`propose` (None: the policy keeps none)."""
+        return None
+
+    @abstractmethod
+    def propose(self, inp: PolicyInput, memo: Any) -> Proposal:
+        """The proposal for ``inp``: the same for the same input whatever the memo holds."""
 
 
 # Settings for a policy that brings its own timing (a published baseline): every generic safety
@@ -112,118 +139,22 @@ class PolicyError(ValueError):
     """Unknown policy, invalid parameters, a policy that failed to load or proposed something invalid."""
 
 
-class PolicyPluginWarning(UserWarning):
-    """A third-party policy failed to load; the other policies work."""
+class PolicyFailed(Exception):
+    """A policy's ``propose`` raised, or returned what cannot be acted on (the tick's ``policy``
+    step); ``cause`` is what went wrong."""
 
-
-ENTRY_POINT_GROUP = "spark_autoscaler.policies"
-_REGISTRY: dict[str, type[Any]] = {}
-_ALIASES: dict[str, str] = {}
-_BROKEN: dict[str, str] = {}  # entry-point name -> why it failed to load
-
-P = TypeVar("P")
-
-
-def register(name: str, *, aliases: tuple[str, ...] = ()) -> Callable[[type[P]], type[P]]:
-    """Class decorator: make a policy available by ``name`` (and aliases)."""
-
-    def decorate(cls: type[P]) -> type[P]:
-        for taken in (name, *aliases):
-            if taken in _REGISTRY or taken in _ALIASES:
-                raise PolicyError(f"policy {taken!r} is registered twice (again by {cls.__module__}.{cls.__qualname__})")
-        _check_policy_class(name, cls)
-        cls.name = name  # type: ignore[attr-defined]
-        _REGISTRY[name] = cls
-        for alias in aliases:
-            _ALIASES[alias] = name
-        return cls
-
-    return decorate
-
-
-def _check_policy_class(name: str, cls: type[Any]) -> None:
-    """What the reconciler relies on besides ``cls(params)`` (tried by :func:`create_policy`):
-    ``Params``, a :class:`PolicyParams`, and ``propose``."""
-    params = getattr(cls, "Params", None)
-    if not (isinstance(params, type) and issubclass(params, PolicyParams)):
-        raise PolicyError(f"policy {name!r} ({cls.__qualname__}) needs a nested class Params(PolicyParams) declaring its parameters")
-    if not callable(getattr(cls, "propose", None)):
-        raise PolicyError(f"policy {name!r} ({cls.__qualname__}) needs a method propose(self, inp: PolicyInput) -> Proposal")
-
-
-def record_broken(name: str, why: str) -> None:
-    """Remember a third-party policy that failed to load: asking for it says why; a warning says
-    so once on stderr (never on stdout, which carries results such as ``simulate --json``)."""
-    _BROKEN[name] = why
-    warnings.warn(f"policy {name!r} is unavailable: {why}", PolicyPluginWarning, stacklevel=2)
-
-
-def policy_names() -> list[str]:
-    return sorted(_REGISTRY) + sorted(_ALIASES)
-
-
-def resolve_name(name: str) -> str:
-    return _ALIASES.get(name, name)
-
-
-def policy_class(name: str) -> type[Any]:
-    real = resolve_name(name)
-    if real not in _REGISTRY:
-        if real in _BROKEN:
-            raise PolicyError(f"policy {name!r} is unavailable: {_BROKEN[real]}")
-        raise PolicyError(f"unknown policy {name!r}; known: {', '.join(policy_names())}")
-    return _REGISTRY[real]
-
-
-def create_policy(name: str, params: Mapping[str, Any] | None = None) -> Policy:
-    cls = policy_class(name)
-    try:
-        parsed = cls.Params.model_validate(dict(params or {}))
-    except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"])
-            msg = "unknown parameter" if err["type"] == "extra_forbidden" else err["msg"]
-            problems.append(f"params.{loc}: {msg}" if loc else msg)
-        raise PolicyError(f"policy {name!r}: " + "; ".join(problems)) from None
-    try:
-        policy: Policy = cls(parsed)
-    except Exception as exc:  # a third-party constructor's bug, told by name at start-up
-        raise PolicyError(f"policy {name!r} could not be built from its parameters: {type(exc).__name__}: {exc}") from exc
-    return policy
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 def check_proposal(policy: str, proposal: object, queries: Sequence[QueryView]) -> None:
     """Raise :class:`PolicyError` naming what is wrong when ``proposal`` is not one the reconciler
     can act on (a third-party policy's bug must not reach the cluster as a negative executor
     count or a query with no partitions, nor the metrics as an unbounded label)."""
-    if _plainly_valid(proposal):
-        return  # the usual tick, checked without the generator (a few hundred instructions)
     problems = list(_proposal_problems(proposal, queries))
     if problems:
         raise PolicyError(f"policy {policy!r} proposed what cannot be acted on: " + "; ".join(problems))
-
-
-_isfinite = math.isfinite
-
-
-def _plainly_valid(proposal: object) -> bool:
-    """The common proposal, checked fast: plain types, no parallelism, finite float details."""
-    if type(proposal) is not Proposal:
-        return False
-    executors, details = proposal.executors, proposal.details
-    if not (
-        (executors is None or (type(executors) is int and executors >= 0))
-        and type(proposal.reason) is Reason
-        and type(proposal.message) is str
-        and proposal.parallelism == {}
-        and type(details) is dict
-    ):
-        return False
-    for key, number in details.items():
-        if type(key) is not str or type(number) is not float or not _isfinite(number):
-            return False
-    return True
 
 
 def _proposal_problems(proposal: object, queries: Sequence[QueryView]) -> Iterator[str]:

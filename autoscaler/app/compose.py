@@ -1,0 +1,108 @@
+"""The composition root: the one place that wires a daemon.
+
+Driver mode, attach, the simulator and the test harness all build their daemon here:
+:func:`configure` loads the policies (built-in and third-party) and then the settings;
+:func:`assemble` puts a reconciler (with its realizer, state store and audit trail), the loop
+and, where asked for, the Prometheus metrics around the ports a caller brings (the cluster
+observer and the actuators: real Spark, the simulated application, or the fakes of the tests).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from prometheus_client import CollectorRegistry
+
+from autoscaler.core.model import TickRecord
+from autoscaler.core.settings import Settings
+from autoscaler.ops.metrics import Metrics
+from autoscaler.runtime.audit import AuditTrail
+from autoscaler.runtime.clock import Clock
+from autoscaler.runtime.config import load_settings
+from autoscaler.runtime.loop import ReconcileLoop
+from autoscaler.runtime.ports import (
+    ClusterObserver,
+    ExecutorActuator,
+    QueryActuator,
+    StateStore,
+)
+from autoscaler.runtime.reconciler import Reconciler
+from policies.registry import load_policies
+
+__all__ = ["Daemon", "assemble", "configure", "load_policies", "new_metrics"]
+
+
+def configure(
+    path: str | Path | None = None, overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Load the policies, then the settings (file < environment < ``overrides``), all checked."""
+    load_policies()
+    return load_settings(path, overrides, environ)
+
+
+def new_metrics(settings: Settings, application: str) -> Metrics:
+    """The daemon's metrics on a registry of their own (what ``/metrics`` serves)."""
+    metrics = Metrics(CollectorRegistry(), application=application, policy=settings.policy.name)
+    metrics.configure(settings)
+    return metrics
+
+
+@dataclass
+class Daemon:
+    """A wired daemon: run ``loop`` (or tick ``reconciler``) to scale."""
+
+    settings: Settings
+    clock: Clock
+    reconciler: Reconciler
+    loop: ReconcileLoop
+    metrics: Metrics | None
+
+    @property
+    def audit(self) -> AuditTrail:
+        return self.reconciler.audit
+
+    @property
+    def registry(self) -> CollectorRegistry | None:
+        return self.metrics.registry if self.metrics is not None else None
+
+
+def assemble(
+    settings: Settings,
+    *,
+    observer: ClusterObserver,
+    executors: ExecutorActuator,
+    queries: QueryActuator | None,
+    clock: Clock,
+    state_store: StateStore | None = None,
+    metrics: Metrics | None = None,
+    audit: AuditTrail | None = None,
+    on_tick: Callable[[TickRecord], None] | None = None,
+) -> Daemon:
+    """A reconciler and its loop around these ports; ``metrics`` (see :func:`new_metrics`) are fed
+    every tick and every failed one, ``on_tick`` sees each record after them."""
+    load_policies()
+
+    def tick_done(record: TickRecord) -> None:
+        if metrics is not None:
+            metrics.observe_tick(record)
+        if on_tick is not None:
+            on_tick(record)
+
+    def tick_failed(phase: str, _exc: BaseException) -> None:
+        if metrics is not None:
+            metrics.tick_failed(phase)
+
+    reconciler = Reconciler(
+        settings=settings,
+        observer=observer,
+        executors=executors,
+        queries=queries,
+        clock=clock,
+        state_store=state_store,
+        on_tick=tick_done if metrics is not None or on_tick is not None else None,
+        audit=audit,
+    )
+    loop = ReconcileLoop(reconciler, clock, settings.reconcile_interval, on_error=tick_failed)
+    return Daemon(settings, clock, reconciler, loop, metrics)

@@ -1,0 +1,255 @@
+"""Loading the configuration: defaults < the YAML file < the environment < command-line flags.
+
+Every setting has an environment variable: ``SPARK_AUTOSCALER_`` and its dotted key with ``__``
+between the levels, e.g. ``SPARK_AUTOSCALER_EXECUTORS__MAX=12`` for ``executors.max``
+(pydantic-settings reads them; a mapping such as ``spark.conf`` takes JSON). A variable with the
+prefix that names no setting is an error (a typo must not be ignored), with the closest name.
+After the declarations' own checks come those that need the outside world: the files named
+exist, the pipeline module can be imported, the policy is registered and takes its
+parameters. Every problem is reported at once, each naming its key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import os
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import yaml
+from pydantic import BaseModel, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from autoscaler.core.policy import PolicyError
+from autoscaler.core.settings import Settings
+from policies.registry import create_policy
+
+ENV_PREFIX = "SPARK_AUTOSCALER_"
+ENV_DELIMITER = "__"
+# variables with the prefix that are not settings: the default name of the token variable
+# (``http.token_env`` may name another)
+NOT_SETTINGS = frozenset({"SPARK_AUTOSCALER_API_TOKEN"})
+# variables read before settings had one each (until 0.1): named in the error, not ignored
+RENAMED = {
+    "SPARK_AUTOSCALER_POLICY": "policy.name",
+    "SPARK_AUTOSCALER_MIN_EXECUTORS": "executors.min",
+    "SPARK_AUTOSCALER_MAX_EXECUTORS": "executors.max",
+    "SPARK_AUTOSCALER_PIPELINES": "pipelines.module",
+    "SPARK_AUTOSCALER_CHECKPOINT_ROOT": "pipelines.checkpoint_root",
+    "SPARK_AUTOSCALER_HTTP_HOST": "http.host",
+    "SPARK_AUTOSCALER_HTTP_PORT": "http.port",
+    "SPARK_AUTOSCALER_API_TOKEN_FILE": "http.token_file",
+    "SPARK_AUTOSCALER_STATE_PATH": "state.path",
+    "SPARK_MASTER": "spark.master",
+}
+# keys that hold paths: a relative path in the file is relative to the file
+_FILE_RELATIVE = (("pipelines", "module"), ("http", "token_file"), ("state", "path"))
+
+
+class SettingsError(ValueError):
+    """Invalid configuration; ``problems`` holds one ``key: message`` line per problem."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("invalid configuration:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def env_var(key: str) -> str:
+    """The environment variable of a dotted key: ``executors.max`` -> ``SPARK_AUTOSCALER_EXECUTORS__MAX``."""
+    return ENV_PREFIX + key.replace(".", ENV_DELIMITER).upper()
+
+
+def load_settings(
+    path: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Read the YAML file, the environment and ``overrides`` (dotted keys; None values are
+    left out), validate everything at once."""
+    data = read_config_file(Path(path)) if path is not None else {}
+    env = os.environ if environ is None else environ
+    if problems := environment_problems(env):
+        raise SettingsError(problems)
+    flags: dict[str, Any] = {}
+    for dotted, value in (overrides or {}).items():
+        if value is not None:
+            _set_path(flags, dotted, value)
+    token = _SOURCES.set((data, env))
+    try:
+        settings: Settings = _Loaded(**flags)
+    except ValidationError as exc:
+        raise SettingsError([_format_error(e) for e in exc.errors()]) from None
+    finally:
+        _SOURCES.reset(token)
+    if problems := outside_problems(settings):
+        raise SettingsError(problems)
+    return settings
+
+
+def validate_settings(data: Mapping[str, Any]) -> Settings:
+    """Settings from a mapping alone (no file, no environment), checked as :func:`load_settings` does."""
+    try:
+        settings = Settings.model_validate(dict(data))
+    except ValidationError as exc:
+        raise SettingsError([_format_error(e) for e in exc.errors()]) from None
+    if problems := outside_problems(settings):
+        raise SettingsError(problems)
+    return settings
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    if problem := file_problem(path):
+        raise SettingsError([f"config file {str(path)!r} {problem}"])
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise SettingsError([f"config file {str(path)!r} is not valid YAML: {exc}"]) from None
+    except UnicodeDecodeError as exc:
+        raise SettingsError([f"config file {str(path)!r} is not UTF-8 text ({exc.reason})"]) from None
+    except OSError as exc:
+        raise SettingsError([f"config file {str(path)!r} cannot be read: {exc.strerror or exc}"]) from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise SettingsError([f"config file {str(path)!r} must hold a mapping of settings"])
+    for section, key in _FILE_RELATIVE:
+        node = loaded.get(section)
+        if isinstance(node, dict) and isinstance(node.get(key), str):
+            value = node[key]
+            is_file = section != "pipelines" or value.endswith(".py") or "/" in value  # else a dotted module name
+            if is_file and not Path(value).is_absolute():
+                node[key] = str((path.parent / value).resolve())
+    return loaded
+
+
+def environment_problems(environ: Mapping[str, str]) -> list[str]:
+    """Variables that look like settings but are none: renamed ones, typos (with the closest name)."""
+    known = set(setting_variables())
+    prefixes = tuple(env_var(key) + ENV_DELIMITER for key in mapping_keys())
+    problems = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if upper in RENAMED:
+            problems.append(f"environment: {name} is no longer read; set {env_var(RENAMED[upper])} ({RENAMED[upper]})")
+        elif upper.startswith(ENV_PREFIX) and upper not in known and upper not in NOT_SETTINGS and not upper.startswith(prefixes):
+            # the prefix is common to all: compare what follows it
+            close = difflib.get_close_matches(upper.removeprefix(ENV_PREFIX), [k.removeprefix(ENV_PREFIX) for k in sorted(known)], n=1, cutoff=0.75)
+            hint = f" (did you mean {ENV_PREFIX}{close[0]}?)" if close else ""
+            problems.append(f"environment: {name} is not a setting{hint}")
+    return problems
+
+
+def setting_variables() -> Iterator[str]:
+    """The environment variable of every setting, including the nested sections themselves."""
+    for key, _ in _keys(Settings, ""):
+        yield env_var(key)
+
+
+def mapping_keys() -> list[str]:
+    """Dotted keys of settings that hold mappings (``spark.conf``, ``policy.params``): their
+    entries can be set one by one (``SPARK_AUTOSCALER_POLICY__PARAMS__HORIZON=1h``)."""
+    return [key for key, annotation in _keys(Settings, "") if getattr(annotation, "__origin__", annotation) is dict]
+
+
+def _keys(model: type[BaseModel], prefix: str) -> Iterator[tuple[str, Any]]:
+    for name, field in model.model_fields.items():
+        key = f"{prefix}{name}"
+        yield key, field.annotation
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            yield from _keys(field.annotation, f"{key}.")
+
+
+def outside_problems(settings: Settings) -> list[str]:
+    """What the declarations cannot check alone: files, the pipeline module, the policy."""
+    problems = []
+    module = settings.pipelines.module
+    if module is not None:
+        if module.endswith(".py") or "/" in module:
+            if problem := file_problem(Path(module)):
+                problems.append(f"pipelines.module: pipeline file {module!r} {problem}")
+        elif importlib.util.find_spec(module) is None:
+            problems.append(f"pipelines.module: pipeline module {module!r} cannot be imported")
+    token_file = settings.http.token_file
+    if token_file is not None and (problem := file_problem(token_file)):
+        problems.append(f"http.token_file: {str(token_file)!r} {problem}")
+    try:
+        create_policy(settings.policy.name, settings.policy.params)
+    except PolicyError as exc:
+        problems.append(f"policy: {exc}")
+    return problems
+
+
+def file_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a file (``does not exist``, ``is not a file``), or None."""
+    if not path.exists():
+        return "does not exist"
+    if not path.is_file():
+        return "is not a file"
+    return None
+
+
+# --- pydantic-settings: the file and the environment below the flags ------------------------------
+
+_SOURCES: ContextVar[tuple[dict[str, Any], Mapping[str, str]]] = ContextVar("settings_sources")
+
+
+class _Environment(EnvSettingsSource):
+    """The environment given to :func:`load_settings` (``os.environ`` unless a test passes one)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        # as EnvSettingsSource reads os.environ: names folded to lower case, empty values left out
+        return {
+            (name if self.case_sensitive else name.lower()): value
+            for name, value in self._environ.items()
+            if not (self.env_ignore_empty and value == "")
+        }
+
+
+class _Loaded(Settings, BaseSettings):  # the declarations, loaded by pydantic-settings
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter=ENV_DELIMITER, env_ignore_empty=True, case_sensitive=False
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        data, environ = _SOURCES.get()
+        # the first source wins: flags, then the environment, then the file
+        return init_settings, _Environment(settings_cls, environ), InitSettingsSource(settings_cls, init_kwargs=data)
+
+
+def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = tree
+    for key in keys[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = node[key] = {}
+        node = child
+    node[keys[-1]] = value
+
+
+def _format_error(err: Mapping[str, Any]) -> str:
+    loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key"
+    return f"{loc}: {msg}" if loc else msg
