@@ -9,6 +9,7 @@ import math
 import signal
 import sys
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -125,6 +126,19 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _duration_arg(text: str) -> timedelta:
+    """A positive duration (``30m``, ``2h``), read by the settings' own parser."""
+    from autoscaler.core.settings import parse_duration
+
+    try:
+        value = parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value <= timedelta(0):
+        raise argparse.ArgumentTypeError(f"{text!r} must be longer than 0")
+    return value
+
+
 def _port(text: str) -> int:
     try:
         value = int(text)
@@ -201,12 +215,22 @@ def build_parser() -> argparse.ArgumentParser:
     lat.add_argument("--json", action="store_true")
     lat.add_argument("--output", type=_output_file())
 
-    dash = sub.add_parser("dashboard", help="the Grafana dashboard, offline")
+    dash = sub.add_parser("dashboard", help="the Grafana dashboard, drawn without Grafana")
     dash_sub = dash.add_subparsers(dest="dashboard", required=True)
-    render = dash_sub.add_parser("render", help="draw the dashboard's panels from a metrics recording into a PNG")
-    render.add_argument("--recording", type=Path, required=True, help="JSON lines written by `demo --record`")
+    render = dash_sub.add_parser(
+        "render",
+        help="draw the dashboard's panels into a PNG, each panel's queries answered by a real Prometheus",
+        description="Draw the Grafana dashboard's panels into a PNG. Each panel's PromQL is answered by a real "
+        "Prometheus: a recording (`demo --record`) is backfilled into a throwaway server (needs `prometheus` "
+        "and `promtool`, Debian package `prometheus`), or --prometheus asks a running one.",
+    )
+    source = render.add_mutually_exclusive_group(required=True)
+    source.add_argument("--recording", type=Path, help="JSON lines written by `demo --record`")
+    source.add_argument("--prometheus", metavar="URL", help="a running Prometheus that scrapes the daemon, e.g. http://localhost:9090")
+    render.add_argument("--since", type=_duration_arg, default=None, help="with --prometheus: how far back to draw (default 1h)")
+    render.add_argument("--step", type=_positive_float, default=15.0, help="with --prometheus: seconds between points (default 15)")
     render.add_argument("--output", type=_output_file(*_IMAGE), required=True, help="PNG to write")
-    render.add_argument("--dashboard", type=Path, help="dashboard JSON (default: the chart's)")
+    render.add_argument("--dashboard", type=Path, help="dashboard JSON (default: the one the package ships)")
     render.add_argument("--title", help="figure title")
     sim = sub.add_parser(
         "simulate",
@@ -246,6 +270,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "policies": _cmd_policies,
         "settings-doc": _cmd_settings_doc,
     }[args.command]
+    if problem := _missing_extra(args):
+        return _fail(problem)
     if args.command in ("simulate", "benchmark"):  # they name policies before anything is assembled
         from autoscaler.app.compose import load_policies
 
@@ -255,6 +281,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM where a command handles it so (_exit_on_sigterm)
         print("spark-autoscaler: interrupted", file=sys.stderr)
         return 130
+
+
+# what each extra brings (pyproject.toml): the demo's data source hands Spark Arrow batches
+_EXTRAS = {"demo": "pyarrow", "plots": "matplotlib"}
+
+
+def _missing_extra(args: argparse.Namespace) -> str | None:
+    """What a command needs beyond the daemon's own dependencies, when it is not installed."""
+    needs = []
+    if args.command == "demo" or (args.command == "benchmark" and args.benchmark in ("step-load", "latencies")):
+        needs.append("demo")
+    if args.command == "dashboard" or (args.command == "simulate" and args.plot):
+        needs.append("plots")
+    import importlib.util
+
+    for extra in needs:
+        if importlib.util.find_spec(_EXTRAS[extra]) is None:
+            return f"`{args.command}` needs the {extra} extra ({_EXTRAS[extra]} is not installed): pip install 'spark-autoscaler[{extra}]'"
+    return None
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -447,17 +492,31 @@ def _cmd_latencies(args: argparse.Namespace) -> int:
 
 
 def _cmd_dashboard(args: argparse.Namespace) -> int:
+    import time
+
+    from autoscaler.tools.dashboard.prometheus import PrometheusError, PrometheusQueries
     from autoscaler.tools.dashboard.recording import Recording
-    from autoscaler.tools.dashboard.render import DASHBOARD, render_dashboard
+    from autoscaler.tools.dashboard.render import DASHBOARD, render_dashboard, render_recording
 
     dashboard = args.dashboard or DASHBOARD
     if not dashboard.is_file():
         return _fail(f"--dashboard: {dashboard} not found (it ships with the package as autoscaler/ops/monitoring/); pass --dashboard PATH")
+    if args.prometheus is None and args.since is not None:
+        return _fail("--since goes with --prometheus (a recording is drawn whole)")
     try:
-        recording = Recording.load(args.recording)
-    except (OSError, ValueError) as exc:
-        return _fail(f"--recording: {exc}")
-    render_dashboard(recording, args.output, dashboard=dashboard, title=args.title)
+        if args.recording is not None:
+            try:
+                recording = Recording.load(args.recording)
+            except (OSError, ValueError) as exc:
+                return _fail(f"--recording: {exc}")
+            render_recording(recording, args.output, dashboard=dashboard, title=args.title)
+        else:
+            end = time.time()
+            since = args.since.total_seconds() if args.since is not None else 3600.0
+            queries = PrometheusQueries(args.prometheus, end - since, end, args.step)
+            render_dashboard(queries, args.output, dashboard=dashboard, title=args.title)
+    except PrometheusError as exc:
+        return _fail(str(exc))
     print(f"wrote {args.output}")
     return 0
 

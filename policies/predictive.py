@@ -30,6 +30,7 @@ import bisect
 import itertools
 import math
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from pydantic import Field, model_validator
@@ -49,7 +50,6 @@ from autoscaler.core.model import (
 from autoscaler.core.policy import Policy, PolicyInput, PolicyParams
 from autoscaler.core.sequences import count_after
 from autoscaler.core.settings import Duration
-from autoscaler.core.values import value
 from policies.registry import register
 from policies.sizing import utilization, utilization_floor, waiting_rows
 
@@ -60,7 +60,7 @@ RETURN_RATE = 0.95  # a size the load outgrew stays too small while the rate is 
 MAX_LOOKBACK = timedelta(days=365)
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class Demand:
     arrival: float  # rows/s arriving now
     backlog: float  # rows/s that drain the waiting rows within the catch-up time
@@ -72,7 +72,7 @@ class Demand:
     target_lag: timedelta  # the SLO lag the query's schedule can meet (PolicyInput.target_lag_for)
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class Sizing:
     name: str
     cores: int  # cores this query should have

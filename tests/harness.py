@@ -15,6 +15,7 @@ from typing import Any, Iterator
 import httpx
 from prometheus_client import CollectorRegistry
 
+from autoscaler.app.compose import assemble, configure, new_metrics
 from autoscaler.core.model import TickRecord
 from autoscaler.core.settings import Settings
 from autoscaler.ops.api import create_app
@@ -22,7 +23,6 @@ from autoscaler.ops.auth import ApiAuth
 from autoscaler.ops.metrics import Metrics
 from autoscaler.ops.server import HttpServer
 from autoscaler.runtime.clock import FakeClock
-from autoscaler.app.compose import assemble, configure, new_metrics
 from autoscaler.runtime.loop import ReconcileLoop
 from autoscaler.runtime.reconciler import Reconciler
 from autoscaler.tools.dashboard.recording import MetricsRecorder
@@ -173,12 +173,12 @@ if __name__ == "__main__":  # python -m tests.harness docs/img/dashboard.png
     from pathlib import Path
 
     from autoscaler.tools.dashboard.recording import Recording
-    from autoscaler.tools.dashboard.render import render_dashboard
+    from autoscaler.tools.dashboard.render import render_recording
 
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/img/dashboard.png")
     with tempfile.TemporaryDirectory() as tmp:
         rec_path = Path(tmp) / "recording.jsonl"
         record_scenario(rec_path)
-        report = render_dashboard(Recording.load(rec_path), out,
+        report = render_recording(Recording.load(rec_path), out,
                                   title="spark-autoscaler dashboard (fake-cluster scenario; regenerate from `demo --record`)")
     print(f"wrote {out}: " + ", ".join(f"{k}={v}" for k, v in report.series.items()))

@@ -37,51 +37,30 @@ CONTENTION_GAIN = 0.7  # the contention term must cut the residual scale by 30 %
 CONTENTION_RESIDUAL = 0.01
 
 
-def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
-    """Solve ``a x = b`` (the normal equations, 2 or 3 unknowns) by Gaussian elimination
-    with partial pivoting; None when a pivot vanishes (the points cannot tell the unknowns apart)."""
-    n = len(b)
-    a = [list(row) for row in a]
-    b = list(b)
-    for col in range(n):
-        pivot, best = col, abs(a[col][col])
-        for k in range(col + 1, n):
-            if abs(a[k][col]) > best:
-                pivot, best = k, abs(a[k][col])
-        if best < 1e-12:
-            return None
-        if pivot != col:
-            a[col], a[pivot], b[col], b[pivot] = a[pivot], a[col], b[pivot], b[col]
-        row, diag = a[col], a[col][col]
-        for k in range(n):
-            if k != col:
-                other = a[k]
-                f = other[col] / diag
-                a[k] = [x - f * y for x, y in zip(other, row)]
-                b[k] -= f * b[col]
-    return [b[i] / a[i][i] for i in range(n)]
+def _least_squares(design: np.ndarray, ys: np.ndarray) -> list[float] | None:
+    """The coefficients minimizing ``|design @ coef - ys|``, None when the points cannot tell the
+    unknowns apart (a rank-deficient design: every batch at one concurrency, say)."""
+    coef, _, rank, _ = np.linalg.lstsq(design, ys, rcond=None)
+    return [float(c) for c in coef] if rank == design.shape[1] else None
 
 
 def _robust_fit(design: np.ndarray, ys: np.ndarray) -> tuple[list[float], float] | None:
     """Fit ``ys ~ design @ coef`` (tau = w [+ k c] + r / mu), dropping outliers until stable.
 
-    Least squares by the normal equations on the kept points; then every point whose residual
-    exceeds 2.5 scaled MADs (of all points) is dropped, up to six rounds. The normal equations
-    of any subset are one product of the kept mask with the per-point products. Returns the
-    coefficients and the residual scale (scaled MAD over all points) of the final fit.
+    Least squares on the kept points; then every point whose residual exceeds 2.5 scaled MADs
+    (of all points) is dropped, up to six rounds. Returns the coefficients and the residual
+    scale (scaled MAD over all points) of the final fit.
     """
     n, m = design.shape
-    products = np.concatenate(((design[:, :, None] * design[:, None, :]).reshape(n, m * m), design * ys[:, None]), axis=1)
     kept = np.ones(n, dtype=bool)
     coef: list[float] | None = None
     mad = 0.0
     for _ in range(6):
-        sums = (kept.astype(float) @ products).tolist()
-        coef = _solve([sums[i * m : (i + 1) * m] for i in range(m)], sums[m * m :])
+        coef = _least_squares(design[kept], ys[kept])
         if coef is None:
             return None
         residuals = np.abs(ys - design @ np.asarray(coef))
-        mad = _fast_median(residuals) * 1.4826
+        mad = float(np.median(residuals)) * 1.4826
         if mad <= 1e-12:
             break
         trimmed = residuals <= 2.5 * mad
@@ -102,16 +81,6 @@ def _spread(values: np.ndarray) -> float:
     lo, hi = n // 10, n - 1 - n // 10
     part = np.partition(values, (lo, hi))
     return float(part[hi] / part[lo]) if part[lo] > 0 else math.inf
-
-
-def _fast_median(values: np.ndarray) -> float:
-    """The median (mean of the middle two for an even count), by partial sort."""
-    n = len(values)
-    mid = n // 2
-    if n % 2:
-        return float(np.partition(values, mid)[mid])
-    part = np.partition(values, (mid - 1, mid))
-    return float((part[mid - 1] + part[mid]) / 2)
 
 
 REFIT_EVERY = 30  # new batches in an unchanged regime before the model is fitted again
@@ -249,7 +218,7 @@ def _fit_points(arr: np.ndarray) -> BatchCostModel | None:
         return None
     own = arr[:, 4]
     reported = ~np.isnan(own)
-    fixed = _fast_median(own[reported]) if reported.any() else 0.0
+    fixed = float(np.median(own[reported])) if reported.any() else 0.0
     per_task = (arr[:, 2] - np.where(reported, own, fixed)) / arr[:, 3]
     ok = per_task > 0
     if not ok.any():
@@ -261,7 +230,7 @@ def _fit_points(arr: np.ndarray) -> BatchCostModel | None:
         plain = _robust_fit(np.column_stack((ones, rs)), taus)
         if plain is not None and plain[0][1] <= 0:
             plain = None
-        if cs.min() != cs.max() and (plain is None or plain[1] > CONTENTION_RESIDUAL * _fast_median(taus)):
+        if cs.min() != cs.max() and (plain is None or plain[1] > CONTENTION_RESIDUAL * float(np.median(taus))):
             shared = _robust_fit(np.column_stack((ones, cs, rs)), taus)
             # contention only when it explains the batches clearly better: with partitions
             # that follow the cores, concurrency and rows per task move together and a
@@ -280,4 +249,4 @@ def _fit_points(arr: np.ndarray) -> BatchCostModel | None:
     # without spread, per-task and per-row costs cannot be told apart: the throughput of the
     # latest batches (the current regime, where the prediction matters most), overhead included
     latest = slice(max(0, n - RATIO_SAMPLES), n)
-    return BatchCostModel(per_slot=_fast_median(rs[latest] / taus[latest]), fixed=fixed, points=n)
+    return BatchCostModel(per_slot=float(np.median(rs[latest] / taus[latest])), fixed=fixed, points=n)

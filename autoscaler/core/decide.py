@@ -45,10 +45,9 @@ from autoscaler.core.plan import (
 )
 from autoscaler.core.policy import Policy, PolicyFailed, PolicyInput, check_proposal
 from autoscaler.core.settings import ExecutorSettings, Settings
-from autoscaler.core.values import value
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class TickInput:
     now: datetime
     snapshot: Snapshot
@@ -56,7 +55,7 @@ class TickInput:
     settings: Settings
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class Decision:
     mode: EffectiveMode
     min_executors: int  # the bounds in force (settings or operator override)

@@ -1,18 +1,16 @@
 """Metric windows: turn a query's recent batches into one :class:`QueryLoad`.
 
-All functions are pure; the shell keeps a bounded deque of :class:`BatchSample` per query
-(:class:`SampleWindow`) and the core evaluates the part that falls inside the window.
+All functions are pure; the Spark adapter keeps a bounded buffer of :class:`BatchSample` per query
+(:class:`~autoscaler.spark.progress.SampleWindow`) and the core evaluates the part that falls
+inside the window.
 """
 
 from __future__ import annotations
 
 import bisect
-import functools
 import math
 import operator
-import threading
-from collections import deque
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import datetime, timedelta, timezone
 from typing import Callable, Optional, Sequence
 
 from autoscaler.core.costmodel import fit_cost_model
@@ -26,41 +24,10 @@ from autoscaler.core.model import (
 )
 
 MIN_SAMPLES = 2
-_STARTED = operator.attrgetter("started_at")
-_ENDED = operator.attrgetter("ended_at")
-_DURATION = operator.attrgetter("duration")
-_SECONDS = timedelta.total_seconds
+_ENDED = operator.attrgetter("ended_at")  # the key a window is found by (bisection)
 RECENT_BATCHES = 3
 MIN_DONE_SHARE = 0.25  # extrapolate a running batch only once a quarter of its tasks are done
 MAX_LIVE_FACTOR = 20.0  # a running batch implies at most 20x the rows of the comparable one
-
-
-class SampleWindow:
-    """Thread-safe bounded buffer of batch samples (listener thread writes, reconciler reads)."""
-
-    def __init__(self, max_samples: int = 240) -> None:
-        self._samples: deque[BatchSample] = deque(maxlen=max_samples)
-        self._lock = threading.Lock()
-
-    def add(self, sample: BatchSample) -> None:
-        """Keep the buffer in time order (what :class:`QueryView` promises): an event that arrives
-        late goes where its batch started."""
-        with self._lock:
-            buf = self._samples
-            if not buf or buf[-1].started_at <= sample.started_at:
-                buf.append(sample)
-                return
-            index = bisect.bisect_right(buf, sample.started_at, key=_STARTED)
-            if len(buf) == buf.maxlen:
-                if index == 0:
-                    return  # older than everything a full buffer keeps
-                buf.popleft()
-                index -= 1
-            buf.insert(index, sample)
-
-    def snapshot(self) -> tuple[BatchSample, ...]:
-        with self._lock:
-            return tuple(self._samples)
 
 
 def schedule_lag(trigger: timedelta | None) -> timedelta:
@@ -184,7 +151,7 @@ def evaluate_query(
     live = live_rate_bound(view, last, cores, now)
     rate = live if recent is None else recent if live is None else max(recent, live)
     span = (last.ended_at - samples[0].started_at).total_seconds()
-    busy = sum(map(_SECONDS, map(_DURATION, samples)))
+    busy = sum(s.duration.total_seconds() for s in samples)
     backlog = float(last.backlog_rows) if last.backlog_rows is not None else None
     waiting = (now - last.started_at).total_seconds()
     if backlog and rate:
@@ -198,7 +165,7 @@ def evaluate_query(
         model=model,
         busy_fraction=min(1.0, busy / span) if span > 0 else None,
         backlog_rows=backlog,
-        lag=timedelta(0, max(0.0, waiting)),  # (days, seconds): positional is twice as fast
+        lag=timedelta(seconds=max(0.0, waiting)),
         batch_duration=last.duration,
         parallelism=view.params.parallelism,
         recent_rate=recent,
@@ -231,12 +198,6 @@ def step_rate(samples: Sequence[BatchSample], start: datetime, end: datetime) ->
     return sum(s.input_rows for s in inside) / span if span > 0 else None
 
 
-@functools.lru_cache(maxsize=8)
-def _step_start(k: int, seconds: float, zone: tzinfo) -> datetime:
-    """Start of rate step ``k`` (the same one tick after tick: built once)."""
-    return datetime.fromtimestamp(k * seconds, zone)
-
-
 def record_rates(history: ScalingHistory, queries: Sequence[QueryView], now: datetime, step: timedelta) -> ScalingHistory:
     """Append each running query's mean arrival rate for the step that ended one step ago.
 
@@ -245,7 +206,7 @@ def record_rates(history: ScalingHistory, queries: Sequence[QueryView], now: dat
     takes the rows since the last batch of the old one. Steps the daemon did not see stay missing.
     """
     seconds = step.total_seconds()
-    start = _step_start(math.floor(now.timestamp() / seconds) - 2, seconds, now.tzinfo or timezone.utc)
+    start = datetime.fromtimestamp((math.floor(now.timestamp() / seconds) - 2) * seconds, now.tzinfo or timezone.utc)
     for view in queries:
         if view.status != QueryStatus.RUNNING:
             continue

@@ -19,18 +19,18 @@ from __future__ import annotations
 
 import bisect
 import math
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Sequence
 
 from autoscaler.core.history import RatePoint, ScalingHistory
 from autoscaler.core.sequences import count_after
-from autoscaler.core.values import value
 
 DAY = timedelta(days=1)
 WEEK = timedelta(days=7)
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class Forecast:
     current: float  # rows/s now
     peak: float  # highest rate expected within the horizon (>= current)

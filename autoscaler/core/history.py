@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import bisect
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from autoscaler.core.model import Reason
-from autoscaler.core.sequences import Timeline
-from autoscaler.core.values import value
 
 EXECUTORS = "executors"
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class ScalingEvent:
     at: datetime
     subject: str  # EXECUTORS or a query name
@@ -27,7 +26,7 @@ class ScalingEvent:
         return "up" if self.to_value > self.from_value else "down"
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class RatePoint:
     """Mean arrival rate of a query over one step of the rate history."""
 
@@ -44,42 +43,29 @@ def _event_at(event: ScalingEvent) -> datetime:
     return event.at
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class ScalingHistory:
     events: tuple[ScalingEvent, ...] = ()  # in time order (appended as they happen)
     # executor counts recommended each tick, for the delayed scale-down (max over the window);
-    # in time order (each tick appends ``now``), so windows are found by bisection. A Timeline
-    # (a tuple given is turned into one): appended and cut every tick without copying it all
-    recommendations: Timeline[tuple[datetime, int]] = Timeline()
+    # in time order (each tick appends ``now``), so windows are found by bisection
+    recommendations: tuple[tuple[datetime, int], ...] = ()
     scale_down_since: datetime | None = None
     # arrival rate per query and step (history.rate_step), in time order, for forecasts
     rates: tuple[RatePoint, ...] = ()
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.recommendations, Timeline):
-            object.__setattr__(self, "recommendations", Timeline(self.recommendations))
-
-    def _with(self, **changes: Any) -> ScalingHistory:
-        return ScalingHistory(
-            changes.get("events", self.events),
-            changes.get("recommendations", self.recommendations),
-            changes["scale_down_since"] if "scale_down_since" in changes else self.scale_down_since,
-            changes.get("rates", self.rates),
-        )
-
     def with_event(self, event: ScalingEvent) -> ScalingHistory:
-        return self._with(events=self.events + (event,))
+        return replace(self, events=self.events + (event,))
 
     def with_recommendation(self, at: datetime, executors: int) -> ScalingHistory:
-        return self._with(recommendations=self.recommendations.appended((at, executors)))
+        return replace(self, recommendations=self.recommendations + ((at, executors),))
 
     def with_scale_down_since(self, at: datetime | None) -> ScalingHistory:
         if at == self.scale_down_since:
             return self
-        return self._with(scale_down_since=at)
+        return replace(self, scale_down_since=at)
 
     def with_rate(self, point: RatePoint) -> ScalingHistory:
-        return self._with(rates=self.rates + (point,))
+        return replace(self, rates=self.rates + (point,))
 
     def events_since(self, subject: str, since: datetime, *, previous: bool = False) -> list[ScalingEvent]:
         """``subject``'s events at or after ``since``, oldest first; with ``previous`` the last
@@ -99,7 +85,7 @@ class ScalingHistory:
 
     def max_recommendation_since(self, since: datetime) -> int | None:
         recs = self.recommendations
-        values = [n for at, n in recs.cut(recs.bisect_left((since,)))]
+        values = [n for _, n in recs[bisect.bisect_left(recs, (since,)) :]]
         return max(values) if values else None
 
     def restart_pauses(self) -> list[timedelta]:
@@ -135,9 +121,9 @@ class ScalingHistory:
         if len(events) > max_count:
             events = events[-max_count:]
         recs = self.recommendations
-        start = max(recs.bisect_left((cutoff,)), len(recs) - max_count)
+        start = max(bisect.bisect_left(recs, (cutoff,)), len(recs) - max_count)
         if start > 0:
-            recs = recs.cut(start)
+            recs = recs[start:]
         rates = self.rates
         rate_cutoff = now - (rate_max_age if rate_max_age is not None else max_age)
         if rates and rates[0].at < rate_cutoff:
@@ -147,7 +133,7 @@ class ScalingHistory:
             rates = rates[-limit:]
         if events is self.events and recs is self.recommendations and rates is self.rates:
             return self
-        return self._with(events=events, recommendations=recs, rates=rates)
+        return replace(self, events=events, recommendations=recs, rates=rates)
 
     # --- persistence --------------------------------------------------------------------------
 

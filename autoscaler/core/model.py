@@ -14,8 +14,6 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Mapping
 
-from autoscaler.core.values import value
-
 
 class Mode(StrEnum):
     """How the daemon obtains capacity."""
@@ -85,7 +83,7 @@ class QueryStatus(StrEnum):
 # --- observation ------------------------------------------------------------------------------
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class Executor:
     id: str
     cores: int
@@ -93,7 +91,7 @@ class Executor:
     added_at: datetime | None = None
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class ExecutorView:
     """What the driver knows about executors at one instant."""
 
@@ -124,7 +122,7 @@ class ExecutorView:
         return max(0, self.requested_total - (self.count - len(self.pending_removal)))
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class BatchSample:
     """One completed micro-batch, read from a progress event."""
 
@@ -148,7 +146,7 @@ class BatchSample:
 JAVA_LONG_MAX = 2**63 - 1  # source options such as maxOffsetsPerTrigger are parsed as Java longs
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class QueryParams:
     """Settings a query runs with; changing any of them needs a restart from the checkpoint."""
 
@@ -158,7 +156,7 @@ class QueryParams:
     max_rows_per_batch: int | None = None
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class QueryView:
     name: str
     status: QueryStatus
@@ -188,7 +186,7 @@ class OutcomeKind(StrEnum):
     FINISH = "finish"  # a bounded query processed its input and stopped
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class ActionOutcome:
     """Completion of an asynchronous action (e.g. a query rescale), reported by the shell."""
 
@@ -203,7 +201,7 @@ class ActionOutcome:
     to_params: QueryParams | None = None
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     at: datetime
     executors: ExecutorView
@@ -258,7 +256,7 @@ class BatchCostModel:
         return partitions * self.per_slot / self.waves(partitions, cores)
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class QueryLoad:
     """Workload of one query, evaluated over its metric window."""
 
@@ -289,7 +287,7 @@ class QueryLoad:
 # --- decision -----------------------------------------------------------------------------------
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class Proposal:
     """What a policy wants, before normalization."""
 
@@ -300,7 +298,7 @@ class Proposal:
     details: Mapping[str, float] = field(default_factory=dict)
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class ExecutorDecision:
     current: int
     proposed: int | None
@@ -314,7 +312,7 @@ class ExecutorDecision:
         return self.target is not None and self.target != self.current
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class EffectiveMode:
     configured: Mode
     mode: Mode  # active or reactive
@@ -328,7 +326,7 @@ class EffectiveMode:
         return self.mode == Mode.ACTIVE and not self.fallback
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class QueryChange:
     name: str
     from_params: QueryParams
@@ -337,7 +335,7 @@ class QueryChange:
     message: str = ""
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class QueryRefusal:
     name: str
     wanted: QueryParams
@@ -345,7 +343,7 @@ class QueryRefusal:
     message: str
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class Plan:
     set_target: int | None = None  # absolute executor target to assert
     remove: tuple[str, ...] = ()  # executors to remove, chosen by rule
@@ -368,7 +366,7 @@ class ActionKind(StrEnum):
     RESCALE = "rescale"  # started restarting a query from its checkpoint with new settings
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class ActionResult:
     action: ActionKind
     subject: str  # "executors", the removed executors' ids, or a query name
@@ -376,7 +374,7 @@ class ActionResult:
     message: str = ""
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class TickRecord:
     """Everything one tick saw, wanted and did: the unit of the audit trail."""
 

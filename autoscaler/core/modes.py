@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-
 from autoscaler.core.model import EffectiveMode, ExecutorView, Mode, Reason
 
 
@@ -11,10 +9,7 @@ def resolve_mode(configured: Mode, view: ExecutorView, not_granted: bool = False
     return _resolve(configured, view.can_request, view.can_request_reason, not_granted)
 
 
-@functools.lru_cache(maxsize=64)
 def _resolve(configured: Mode, can_request: bool, can_request_reason: Reason, not_granted: bool) -> EffectiveMode:
-    """The mode for these inputs: a handful of combinations, each an immutable value, so it is
-    built once (the reconciler asks every tick)."""
     if configured == Mode.REACTIVE:
         return EffectiveMode(configured, Mode.REACTIVE, Reason.MODE_CONFIGURED, message="reactive mode configured")
     if not can_request:

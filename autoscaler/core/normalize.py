@@ -7,15 +7,15 @@ scale-down (largest recommendation over the delay window) -> step limits. A held
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import datetime
 
 from autoscaler.core.history import EXECUTORS, ScalingHistory
 from autoscaler.core.model import ExecutorDecision, Proposal, Reason
 from autoscaler.core.settings import NormalizeSettings
-from autoscaler.core.values import value
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class NormalizeInput:
     now: datetime
     proposal: Proposal

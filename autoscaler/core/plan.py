@@ -5,7 +5,7 @@ Pure functions; the reconciler hands the resulting :class:`Plan` to the actuator
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Mapping, Sequence
 
@@ -24,7 +24,6 @@ from autoscaler.core.model import (
     Reason,
 )
 from autoscaler.core.settings import NormalizeSettings
-from autoscaler.core.values import value
 
 
 def removal_order(alive: Sequence[Executor]) -> list[Executor]:
@@ -53,7 +52,7 @@ def choose_removals(view: ExecutorView, target: int) -> tuple[str, ...]:
     return tuple(e.id for e in removal_order(staying)[:excess])
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class ExecutorPosition:
     current: int  # where we are, or are heading while a request is outstanding
     in_flight: bool
@@ -95,7 +94,7 @@ def plan_executors(decision: ExecutorDecision, view: ExecutorView, mode: Mode) -
     return decision.target, choose_removals(view, decision.target)
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class QueryPlanInput:
     now: datetime
     queries: Sequence[QueryView]

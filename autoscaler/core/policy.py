@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
@@ -30,7 +31,6 @@ from autoscaler.core.model import (
     Reason,
     Snapshot,
 )
-from autoscaler.core.values import value
 
 
 class PolicyParams(BaseModel):
@@ -39,7 +39,7 @@ class PolicyParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class PolicyInput:
     now: datetime
     snapshot: Snapshot

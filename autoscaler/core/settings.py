@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import timedelta
+from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -45,7 +46,7 @@ def _duration_seconds(text: str) -> float:
         raise ValueError(f"{_EXPECTED}, got {text!r}")
     parts = _PART.findall(text)
     sizes = [_UNIT_SECONDS[unit] for _, unit in parts]
-    if any(a <= b for a, b in zip(sizes, sizes[1:])):
+    if any(a <= b for a, b in pairwise(sizes)):
         raise ValueError(f"{_EXPECTED} (each unit once, the largest first), got {text!r}")
     return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
 

@@ -358,7 +358,7 @@ def create_app(
     def get_loop() -> ReconcileLoop | None:
         return _resolve(loop)
 
-    def operator(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> str:  # noqa: B008
+    def operator(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> str:
         if not auth.enabled:
             raise _Refused(
                 _error(403, ["header", "authorization"], "control API disabled: configure a token (http.token_file or "

@@ -27,7 +27,6 @@ from typing import Any, Callable, Sequence
 
 import structlog
 
-from autoscaler.core.evaluate import SampleWindow
 from autoscaler.core.model import (
     ActionOutcome,
     OutcomeKind,
@@ -39,7 +38,7 @@ from autoscaler.core.model import (
 from autoscaler.runtime.clock import Clock
 from autoscaler.spark.checkpoint import read_checkpoint, remove_offsets_after
 from autoscaler.spark.pipelines import PipelineContext, PipelineError, PipelineSpec
-from autoscaler.spark.progress import parse_progress, state_partitions
+from autoscaler.spark.progress import SampleWindow, parse_progress, state_partitions
 
 log = structlog.get_logger("autoscaler.spark.host")
 

@@ -8,8 +8,11 @@ report neither (file, ``rate-micro-batch``).
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
+import threading
+from collections import deque
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
@@ -111,3 +114,35 @@ def _float(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return None if f != f else f  # NaN is unknown
+
+
+class SampleWindow:
+    """Thread-safe bounded buffer of batch samples (listener thread writes, reconciler reads)."""
+
+    def __init__(self, max_samples: int = 240) -> None:
+        self._samples: deque[BatchSample] = deque(maxlen=max_samples)
+        self._lock = threading.Lock()
+
+    def add(self, sample: BatchSample) -> None:
+        """Keep the buffer in time order (what :class:`QueryView` promises): an event that arrives
+        late goes where its batch started."""
+        with self._lock:
+            buf = self._samples
+            if not buf or buf[-1].started_at <= sample.started_at:
+                buf.append(sample)
+                return
+            index = bisect.bisect_right(buf, sample.started_at, key=_started)
+            if len(buf) == buf.maxlen:
+                if index == 0:
+                    return  # older than everything a full buffer keeps
+                buf.popleft()
+                index -= 1
+            buf.insert(index, sample)
+
+    def snapshot(self) -> tuple[BatchSample, ...]:
+        with self._lock:
+            return tuple(self._samples)
+
+
+def _started(sample: BatchSample) -> datetime:
+    return sample.started_at

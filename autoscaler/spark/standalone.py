@@ -68,7 +68,7 @@ class LocalStandaloneCluster:
         return env
 
     def _spawn(self, args: list[str], log_name: str) -> subprocess.Popen[bytes]:
-        log = open(self.workdir / log_name, "ab")  # noqa: SIM115 - owned by the child
+        log = open(self.workdir / log_name, "ab")
         cmd = [str(spark_home() / "bin" / "spark-class"), *args]
         return subprocess.Popen(cmd, env=self._env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 

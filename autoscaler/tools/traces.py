@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
+from itertools import pairwise
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -28,7 +29,7 @@ class Trace:
     @cached_property  # sorts every gap: computed once per trace (the CLI and the workload both ask)
     def step_seconds(self) -> float:
         """The trace's regular step (median gap between points)."""
-        gaps = sorted((b - a).total_seconds() for a, b in zip(self.timestamps, self.timestamps[1:]))
+        gaps = sorted((b - a).total_seconds() for a, b in pairwise(self.timestamps))
         return gaps[len(gaps) // 2] if gaps else 60.0
 
     @cached_property
@@ -102,7 +103,7 @@ class RateProfile:
     def __post_init__(self) -> None:
         if not self.starts or len(self.starts) != len(self.rates) or self.starts[0] != 0:
             raise ValueError("a profile needs matching starts/rates beginning at 0")
-        if any(b <= a for a, b in zip(self.starts, self.starts[1:])):
+        if any(b <= a for a, b in pairwise(self.starts)):
             raise ValueError("profile starts must increase")
         if any(r < 0 for r in self.rates):
             raise ValueError("profile rates must be >= 0")
@@ -142,7 +143,7 @@ class RateProfile:
         """Text that :meth:`decode` turns back into this very profile (the demo hands it to the
         Spark source): ``repr`` keeps every digit, where ``{:g}`` kept six, so a source fed
         123456.7 rows/s generated 123457 and the exactly-once check counted rows as duplicated."""
-        return ",".join(f"{s!r}:{r!r}" for s, r in zip(self.starts, self.rates))
+        return ",".join(f"{s!r}:{r!r}" for s, r in zip(self.starts, self.rates, strict=True))
 
     @classmethod
     def decode(cls, text: str) -> RateProfile:

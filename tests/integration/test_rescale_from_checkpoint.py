@@ -69,7 +69,7 @@ def test_query_rescaled_several_times_from_its_checkpoint_loses_and_duplicates_n
     try:
         for target in (4, 3, 1, 2):
             seen = newest(host.views()[0].samples)
-            wait_until(lambda: batches_since(host.views()[0].samples, seen) >= 2, 90, "batches at the current scale")
+            wait_until(lambda seen=seen: batches_since(host.views()[0].samples, seen) >= 2, 90, "batches at the current scale")
             view = host.views()[0]
             change = QueryChange("multi", view.params, replace(view.params, parallelism=target), Reason.OPERATOR_REQUEST)
             assert host.rescale(change, SystemClock().now())

@@ -6,12 +6,12 @@ from datetime import datetime, timedelta
 
 import pytest
 import structlog
-from policies.registry import _REGISTRY
 
 from autoscaler.cli import main
 from autoscaler.core.model import Proposal, Reason
 from autoscaler.runtime.reconciler import TickError
 from policies import Policy, PolicyInput, PolicyParams
+from policies.registry import _REGISTRY
 
 CONTRACT = {
     "policy",
@@ -281,3 +281,14 @@ def test_warnings_go_to_stderr_and_leave_the_json_alone(trace, capsys):
     captured = capsys.readouterr()
     assert json.loads(captured.out)["policy"] == "default"
     assert "slo_below_schedule" in captured.err
+
+
+def test_a_command_whose_extra_is_missing_says_which_to_install(monkeypatch, capsys, tmp_path):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("matplotlib", "pyarrow") else real(name, *a))
+    assert main(["demo"]) == 2
+    assert "`demo` needs the demo extra (pyarrow is not installed): pip install 'spark-autoscaler[demo]'" in capsys.readouterr().err
+    assert main(["dashboard", "render", "--recording", "r.jsonl", "--output", str(tmp_path / "d.png")]) == 2
+    assert "pip install 'spark-autoscaler[plots]'" in capsys.readouterr().err

@@ -1,12 +1,16 @@
 """The Grafana dashboard and the Prometheus rules: structure, PromQL syntax (promtool), metric
-names that exist, alert unit tests (promtool), and the offline rendering of the panels."""
+names that exist, alert unit tests (promtool), and every panel's query answered by a real
+Prometheus server holding a recorded run (the rules loaded beside it).
+
+promtool and prometheus come with Debian's ``prometheus`` package, which ``.ci/run`` installs:
+without them these tests fail, naming the package, rather than skip."""
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -15,22 +19,31 @@ from prometheus_client import CollectorRegistry
 
 from autoscaler.ops import assets
 from autoscaler.ops.metrics import Metrics
-from autoscaler.tools.dashboard.promql import Evaluator, PromQLError, parse
+from autoscaler.tools.dashboard.prometheus import (
+    PrometheusError,
+    PrometheusQueries,
+    get_json,
+    openmetrics,
+    served_recording,
+    tool,
+)
 from autoscaler.tools.dashboard.recording import Recording
 from autoscaler.tools.dashboard.render import (
     DASHBOARD,
     iter_panels,
     panel_exprs,
-    render_dashboard,
+    render_recording,
     substitute_variables,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = assets.RULES
-PROMTOOL = shutil.which("promtool")
-needs_promtool = pytest.mark.skipif(
-    PROMTOOL is None, reason="promtool not installed (Debian package `prometheus`; .ci/run installs it)"
-)
+
+
+@pytest.fixture(scope="module")
+def promtool() -> str:
+    return tool("promtool")  # PrometheusError naming the package when it is missing
+
 METRIC = re.compile(r"\b(spark_autoscaler_[a-z0-9_]+|up)\b(?=\s*[{\[)]|\s*$|\s*[-+*/=<>!]|\s+(?:and|or|unless|by|without)\b)")
 
 
@@ -106,22 +119,20 @@ def all_exprs(board) -> list[tuple[str, str]]:
     return exprs
 
 
-@needs_promtool
-def test_every_dashboard_expression_is_valid_promql(board, tmp_path):
+def test_every_dashboard_expression_is_valid_promql(board, tmp_path, promtool):
     rules = [{"record": f"dashboard:expr_{i}", "expr": substitute_variables(expr)} for i, (_, expr) in enumerate(all_exprs(board))]
     path = tmp_path / "dashboard-exprs.yaml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
-    result = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"SUCCESS: {len(rules)} rules found" in result.stdout
 
 
-@needs_promtool
-def test_promtool_rejects_a_broken_expression_the_same_way(tmp_path):
+def test_promtool_rejects_a_broken_expression_the_same_way(tmp_path, promtool):
     """The check above would catch a typo: a bad expression fails the same check."""
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "g", "rules": [{"record": "x:y", "expr": "sum by (query (spark_autoscaler_executors)"}]}]}))
-    assert subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, timeout=60).returncode != 0
+    assert subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, timeout=60).returncode != 0
 
 
 def test_every_metric_referenced_by_the_dashboard_and_the_rules_exists(board):
@@ -135,23 +146,16 @@ def test_every_metric_referenced_by_the_dashboard_and_the_rules_exists(board):
     assert len(referenced) > 20
 
 
-def test_every_panel_expression_can_be_drawn_offline(board):
-    for title, expr in panel_exprs(board):
-        parse(substitute_variables(expr))  # raises PromQLError naming what is unsupported
-
-
 # --- rules ---------------------------------------------------------------------------------------
 
 
-@needs_promtool
-def test_alerting_and_recording_rules_pass_promtool_check():
-    result = subprocess.run([PROMTOOL, "check", "rules", "alerts.yaml", "recording.yaml"], cwd=RULES, capture_output=True, text=True, timeout=60)
+def test_alerting_and_recording_rules_pass_promtool_check(promtool):
+    result = subprocess.run([promtool, "check", "rules", "alerts.yaml", "recording.yaml"], cwd=RULES, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@needs_promtool
-def test_alert_unit_tests_pass():
-    result = subprocess.run([PROMTOOL, "test", "rules", "rules_test.yaml"], cwd=RULES, capture_output=True, text=True, timeout=120)
+def test_alert_unit_tests_pass(promtool):
+    result = subprocess.run([promtool, "test", "rules", "rules_test.yaml"], cwd=RULES, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -167,75 +171,70 @@ def test_every_alert_has_a_unit_test_and_a_severity_and_a_summary():
     assert tested == fired
 
 
-# --- the offline evaluator -------------------------------------------------------------------------
+# --- a real Prometheus answers every panel -------------------------------------------------------
 
 
-def recording(rows):
-    return Recording.from_lines({"t": t, "samples": samples} for t, samples in rows)
-
-
-def counter(value, **labels):
-    return ["c_total", labels, value]
-
-
-@pytest.mark.parametrize(
-    "expr, expected",
-    [
-        pytest.param("c_total", {(("__name__", "c_total"), ("k", "a")): 10.0, (("__name__", "c_total"), ("k", "b")): 3.0}, id="selector"),
-        pytest.param('c_total{k="a"}', {(("__name__", "c_total"), ("k", "a")): 10.0}, id="matcher"),
-        pytest.param('c_total{k=~"a|b"} > 5', {(("__name__", "c_total"), ("k", "a")): 10.0}, id="regex-and-filter"),
-        pytest.param("sum(c_total)", {(): 13.0}, id="sum-all"),
-        pytest.param("max by (k) (c_total)", {(("k", "a"),): 10.0, (("k", "b"),): 3.0}, id="max-by"),
-        pytest.param("increase(c_total[20s])", {(("k", "a"),): 10.0, (("k", "b"),): 3.0}, id="increase-with-reset"),
-        # ranges are left-open, (t - 20s, t]: the samples at 10, 15 and 20 s; 10 rows over 10 s
-        pytest.param("rate(c_total[20s])", {(("k", "a"),): 1.0, (("k", "b"),): 0.3}, id="rate"),
-        pytest.param("increase(c_total[10s])", {(("k", "a"),): 6.0, (("k", "b"),): 3.0}, id="window"),
-        pytest.param("time() - 5", 15.0, id="scalar"),
-        pytest.param('sum(c_total{k="a"}) / sum(c_total)', {(): 10 / 13}, id="vector-division"),
-    ],
-)
-def test_the_evaluator_computes_promql(expr, expected):
-    # k=a: 0, 6, 4 (a reset), 10 ; k=b: 0, 0, 0, 3
-    rec = recording([(0, [counter(0, k="a"), counter(0, k="b")]), (10, [counter(6, k="a"), counter(0, k="b")]),
-                     (15, [counter(4, k="a"), counter(0, k="b")]), (20, [counter(10, k="a"), counter(3, k="b")])])
-    ev = Evaluator(rec)
-    value = ev.eval(parse(expr), 3, 20.0)
-    if isinstance(expected, dict):
-        assert {tuple(sorted(k)): round(v, 6) for k, v in value.items()} == {k: round(v, 6) for k, v in expected.items()}
-    else:
-        assert value == expected
-
-
-def test_histogram_quantile_interpolates_within_the_bucket():
-    def bucket(le, v):
-        return ["h_bucket", {"le": le}, v]
-
-    rec = recording([(0, [bucket("1.0", 0), bucket("2.0", 0), bucket("5.0", 0), bucket("+Inf", 0)]),
-                     (10, [bucket("1.0", 2), bucket("2.0", 6), bucket("5.0", 10), bucket("+Inf", 10)])])
-    value = Evaluator(rec).eval(parse("histogram_quantile(0.5, sum by (le) (increase(h_bucket[1m])))"), 1, 10.0)
-    assert value == {frozenset(): pytest.approx(1.75)}  # rank 5 of 10: 3 of the 4 in (1, 2]
-
-
-@pytest.mark.parametrize("expr", ["a / on (x) b", "a offset 5m", "sum by (x (a)", "foo(a)", "a[5m]"])
-def test_unsupported_or_broken_expressions_are_reported(expr):
-    with pytest.raises(PromQLError):
-        Evaluator(recording([(0, [["a", {}, 1]])])).series(expr)
-
-
-def test_grafana_variables_are_substituted():
-    assert substitute_variables('rate(x{a=~"$application", q=~"${query}"}[$__rate_interval])', "8s") == 'rate(x{a=~".*", q=~".*"}[8s])'
-
-
-# --- rendering -------------------------------------------------------------------------------------
-
-
-def test_the_dashboard_renders_from_a_recorded_run_with_data_in_every_panel(board, tmp_path):
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> Recording:
     from tests.harness import record_scenario
 
-    record_scenario(tmp_path / "run.jsonl")
-    rec = Recording.load(tmp_path / "run.jsonl")
+    path = tmp_path_factory.mktemp("recording") / "run.jsonl"
+    record_scenario(path)
+    rec = Recording.load(path)
     assert len(rec.times) > 50
-    report = render_dashboard(rec, tmp_path / "dashboard.png", dashboard=board)
+    return rec
+
+
+@pytest.fixture(scope="module")
+def prometheus(recorded):
+    """A real Prometheus server on loopback holding the recorded run, with the shipped rules loaded."""
+    with served_recording(recorded, rule_files=[RULES / "alerts.yaml", RULES / "recording.yaml"], evaluation_interval="1s") as url:
+        yield url
+
+
+def test_every_panel_query_returns_data_from_a_real_prometheus_for_a_recorded_run(board, recorded, prometheus):
+    step = recorded.times[1] - recorded.times[0]
+    queries = PrometheusQueries(prometheus, recorded.times[0], recorded.times[-1], step)
+    rate_interval = f"{4 * step:g}s"
+    empty = [(title, expr) for title, expr in panel_exprs(board) if not queries.series(substitute_variables(expr, rate_interval))]
+    assert empty == [], f"queries without data: {empty}"
+    executors = queries.series('sum(spark_autoscaler_executors{application=~".*"})')
+    assert len(next(iter(executors.values()))) > 50  # a point a scrape, not one value
+
+
+def test_the_shipped_rules_load_into_the_real_server(prometheus):
+    shipped = {
+        rule.get("alert") or rule["record"]
+        for name in ("alerts.yaml", "recording.yaml")
+        for group in yaml.safe_load((RULES / name).read_text())["groups"]
+        for rule in group["rules"]
+    }
+    alerts = {rule["alert"] for group in yaml.safe_load((RULES / "alerts.yaml").read_text())["groups"] for rule in group["rules"]}
+    rules: dict[str, dict] = {}
+    for _ in range(100):  # the alerts are evaluated every second here: wait for their first round
+        groups = get_json(f"{prometheus}/api/v1/rules")["data"]["groups"]
+        rules = {rule["name"]: rule for group in groups for rule in group["rules"]}
+        if alerts <= rules.keys() and all(rules[a]["health"] != "unknown" for a in alerts):
+            break
+        time.sleep(0.2)
+    assert set(rules) == shipped  # every rule of both files loaded
+    assert {rules[a]["health"] for a in alerts} == {"ok"}, {a: rules[a].get("lastError") for a in alerts}
+    # the recording group keeps its own 30 s interval: whatever has been evaluated so far went well
+    assert all(rule["health"] in ("ok", "unknown") and not rule.get("lastError") for rule in rules.values())
+
+
+def test_a_query_prometheus_refuses_is_an_error_naming_its_reason(recorded, prometheus):
+    with pytest.raises(PrometheusError, match="bad_data"):
+        PrometheusQueries(prometheus, recorded.times[0], recorded.times[-1], 5).series("sum by (query (spark_autoscaler_executors)")
+
+
+def test_a_recording_becomes_openmetrics_with_a_timestamp_per_sample_and_escaped_labels():
+    rec = Recording.from_lines([{"t": 1700000000.5, "samples": [["x_total", {"q": 'a"b\\c'}, 2.0], ["y", {}, float("nan")]]}])
+    assert openmetrics(rec) == 'x_total{q="a\\"b\\\\c"} 2.0 1700000000.500\n# EOF\n'
+
+
+def test_the_dashboard_renders_from_a_recorded_run_with_data_in_every_panel(board, recorded, tmp_path):
+    report = render_recording(recorded, tmp_path / "dashboard.png", dashboard=board)
     assert (tmp_path / "dashboard.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     empty = [title for title, n in report.series.items() if n == 0]
     assert empty == [], f"panels without data: {empty}"

@@ -49,9 +49,9 @@ def test_the_live_view_prints_a_lag_of_zero(lag, shown):
     """A lag of exactly zero is a falsy timedelta: the line printed it through format(timedelta(0), '5.1f'),
     which raises, ending the demo's tick callback."""
     import io
+    from dataclasses import replace
     from datetime import timedelta
 
-    from autoscaler.core.values import replace
     from autoscaler.tools.demo.run import PIPELINE, LiveView
     from autoscaler.tools.traces import RateProfile
     from tests.harness import build

@@ -60,7 +60,7 @@ class FakeWriter:
     def __init__(self, on_start: Callable[[], None]) -> None:
         self.on_start = on_start
 
-    def queryName(self, name: str) -> FakeWriter:  # noqa: N802 - Spark's name
+    def queryName(self, name: str) -> FakeWriter:
         return self
 
     def option(self, key: str, value: Any) -> FakeWriter:
@@ -79,7 +79,7 @@ class FakeSpark:
             self[key] = value
 
     class _Streams:
-        def addListener(self, listener: Any) -> None:  # noqa: N802 - Spark's name
+        def addListener(self, listener: Any) -> None:
             pass
 
     def __init__(self) -> None:

@@ -1,3 +1,4 @@
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -13,7 +14,6 @@ from autoscaler.core.model import (
     Reason,
     Snapshot,
 )
-from autoscaler.core.values import replace
 from policies import PolicyError, PolicyInput, create_policy, policy_names
 from policies.target_utilization import fewest_cores, utilization
 from tests.fakes import query_view

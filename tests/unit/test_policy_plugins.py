@@ -20,12 +20,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import policies.registry as registry
 from autoscaler.core.model import Proposal, Reason
+from autoscaler.core.policy import _proposal_problems
 from autoscaler.tools.sim.runner import SimulationError, simulate
 from autoscaler.tools.traces import load_trace
-import policies.registry as registry
-from autoscaler.core.policy import _proposal_problems
-from policies import Policy, PolicyError, PolicyParams, check_proposal, create_policy, register
+from policies import (
+    Policy,
+    PolicyError,
+    PolicyParams,
+    check_proposal,
+    create_policy,
+    register,
+)
 from tests.fakes import query_view
 
 QUERIES = (

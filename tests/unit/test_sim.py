@@ -109,7 +109,7 @@ def test_removals_leave_in_the_order_of_their_delays():
     c.remove(["4", "1"], at(20))
     c.remove(["0"], at(22))
     c.remove(["5"], at(22))
-    alive = lambda t: [e.id for e in c.observe(at(t)).executors.alive]  # noqa: E731
+    alive = lambda t: [e.id for e in c.observe(at(t)).executors.alive]
     assert alive(24.9) == ["0", "1", "2", "3", "4", "5"]
     assert alive(25.1) == ["0", "2", "3", "5"]  # 1 and 4 at 25
     assert alive(27.1) == ["2", "3"]  # 0 and 5 at 27

@@ -2,8 +2,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from autoscaler.core.evaluate import SampleWindow, arrival_rate, evaluate_query
+from autoscaler.core.evaluate import arrival_rate, evaluate_query
 from autoscaler.core.model import BatchSample
+from autoscaler.spark.progress import SampleWindow
 from tests.fakes import query_view, steady_batches
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -33,7 +33,6 @@ from pydantic import (
 from autoscaler.core.control import ControlState
 from autoscaler.core.history import RatePoint, ScalingEvent, ScalingHistory
 from autoscaler.core.model import Mode, QueryParams, Reason
-from autoscaler.core.sequences import Timeline
 from autoscaler.core.settings import MAX_DURATION
 from autoscaler.runtime.state.base import StateStoreError
 
@@ -79,7 +78,7 @@ class SavedHistory(_Saved):
         # in time order, as the history keeps them (a hand edit may have moved lines)
         return ScalingHistory(
             events=tuple(sorted((e.value() for e in self.events), key=lambda e: e.at)),
-            recommendations=Timeline(sorted(self.recommendations)),
+            recommendations=tuple(sorted(self.recommendations)),
             scale_down_since=self.scale_down_since,
             rates=tuple(sorted((RatePoint(at, subject, rate) for at, subject, rate in self.rates), key=lambda r: r.at)),
         )

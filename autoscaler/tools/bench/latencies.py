@@ -58,7 +58,7 @@ def measure(repeats: int = 3, log: Callable[[str], None] = print) -> dict[str, A
     pauses: list[float] = []
     try:
         ex = SparkExecutors(spark)
-        count = lambda: ex.observe(clock.now()).count  # noqa: E731
+        count = lambda: ex.observe(clock.now()).count
         # pin a target of 2: remove the extra executors local-cluster started
         view = ex.observe(clock.now())
         ex.remove([e.id for e in view.alive[2:]], clock.now())

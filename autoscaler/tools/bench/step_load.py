@@ -22,11 +22,12 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from datetime import timedelta
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, Callable
 
-from autoscaler.core.settings import SparkSettings
 from autoscaler.app.compose import configure
+from autoscaler.core.settings import SparkSettings
 from autoscaler.spark.pipelines import PipelineContext, PipelineSpec
 from autoscaler.spark.session import build_session, stop_session
 from autoscaler.tools.demo.workload import trace_pipeline, verify_output
@@ -59,7 +60,7 @@ class StepProfile:
 
     @property
     def need_executor_seconds(self) -> float:
-        return sum(n * p for n, p in zip(NEED, self.phases))
+        return sum(n * p for n, p in zip(NEED, self.phases, strict=True))
 
 
 @dataclass
@@ -119,7 +120,7 @@ class ExecutorSampler:
         if not inside:
             return 0.0, 0.0, 0, 0
         total = 0.0
-        for (ta, na), (tb, _) in zip(inside, inside[1:]):
+        for (ta, na), (tb, _) in pairwise(inside):
             total += na * (tb - ta)
         total += inside[-1][1] * (t1 - inside[-1][0]) + inside[0][1] * (inside[0][0] - t0)
         counts = [n for _, n in inside]
@@ -178,7 +179,7 @@ def run_one(kind: str, profile: StepProfile, workdir: Path, log: Callable[[str],
                 },
                 environ={},
             )
-            ticks = open(workdir / kind / "ticks.jsonl", "w")  # noqa: SIM115 - closed with the run
+            ticks = open(workdir / kind / "ticks.jsonl", "w")
             daemon = DriverDaemon(settings, specs=[spec], spark=spark, on_tick=lambda r: print(tick_line(r, start), file=ticks))
             daemon.start()
             threading.Thread(target=daemon.loop.run, daemon=True).start()  # type: ignore[union-attr]

@@ -1,11 +1,12 @@
-"""The Grafana dashboard, drawn offline: each panel's own queries over a metrics recording.
+"""The Grafana dashboard, drawn without Grafana: each panel's own queries, answered by Prometheus.
 
-``render_dashboard(recording, out_png)`` lays the panels out as Grafana does (24 columns,
-``gridPos`` in grid units), evaluates every target's ``expr`` with :mod:`autoscaler.tools.dashboard.promql`
-over the recording (Grafana variables: ``$application`` and ``$query`` match everything,
-``$__rate_interval`` is four scrape intervals), and draws stat panels as their last value and
-time series as lines or bars with the panel's legend format. No Grafana server is needed, so
-the PNG in ``docs/`` can be regenerated from any demo run (``demo --record``).
+``render_recording(recording, out_png)`` backfills a metrics recording (``demo --record``) into
+a throwaway Prometheus server (:mod:`~autoscaler.tools.dashboard.prometheus`);
+``render_dashboard(queries, out_png)`` takes any Prometheus (one that scrapes a running daemon,
+say). The panels are laid out as Grafana does (24 columns, ``gridPos`` in grid units); every
+target's ``expr`` is a range query (Grafana variables: ``$application`` and ``$query`` match
+everything, ``$__rate_interval`` is four scrape intervals); stat panels show their last value,
+time series are drawn as lines or bars with the panel's legend format.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import json
 import re
 import statistics
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 from autoscaler.ops import assets
-from autoscaler.tools.dashboard.promql import Evaluator
+from autoscaler.tools.dashboard.prometheus import PrometheusQueries, served_recording
 from autoscaler.tools.dashboard.recording import Recording
 
 DASHBOARD = assets.DASHBOARD
@@ -65,13 +67,32 @@ class RenderReport:
     series: dict[str, int] = field(default_factory=dict)
 
 
-def render_dashboard(
+def render_recording(
     recording: Recording,
     output: Path | str,
     *,
     dashboard: Path | str | dict[str, Any] = DASHBOARD,
     title: str | None = None,
 ) -> RenderReport:
+    """Draw the dashboard over a recording, queried from a Prometheus holding just that recording."""
+    if not recording.times:
+        raise ValueError("the recording has no scrapes")
+    steps = [b - a for a, b in pairwise(recording.times)]
+    scrape = statistics.median(steps) if steps else 15.0
+    with served_recording(recording) as url:
+        queries = PrometheusQueries(url, recording.times[0], recording.times[-1], scrape)
+        return render_dashboard(queries, output, dashboard=dashboard, title=title, scrapes=len(recording.times))
+
+
+def render_dashboard(
+    queries: PrometheusQueries,
+    output: Path | str,
+    *,
+    dashboard: Path | str | dict[str, Any] = DASHBOARD,
+    title: str | None = None,
+    scrapes: int | None = None,
+) -> RenderReport:
+    """Draw every panel of ``dashboard`` from ``queries`` (their range and step) into a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -79,21 +100,17 @@ def render_dashboard(
     from matplotlib.gridspec import GridSpec
 
     board = dashboard if isinstance(dashboard, dict) else json.loads(Path(dashboard).read_text())
-    if not recording.times:
-        raise ValueError("the recording has no scrapes")
-    steps = [b - a for a, b in zip(recording.times, recording.times[1:])]
-    scrape = statistics.median(steps) if steps else 15.0
-    rate_interval = f"{4 * scrape:g}s"  # Grafana: max(interval + scrape, 4 x scrape)
-    evaluator = Evaluator(recording)
-    t0 = recording.times[0]
+    rate_interval = f"{4 * queries.step:g}s"  # Grafana: max(interval + scrape, 4 x scrape)
+    evaluator = queries
+    t0, t1 = queries.start, queries.end
     panels = [p for p in board.get("panels", ()) if p.get("type") != "row"]
     rows = [p for p in board.get("panels", ()) if p.get("type") == "row"]
     height = max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in board["panels"])
     fig = plt.figure(figsize=(24, height * 0.5), dpi=80)
     grid = GridSpec(height, 24, figure=fig, hspace=3.0, wspace=2.0, left=0.04, right=0.97, top=0.96, bottom=0.02)
     heading = title or board.get("title", "dashboard")
-    fig.suptitle(f"{heading}\n{len(recording.times)} scrapes over {recording.times[-1] - t0:.0f} s; x axis: seconds since the first",
-                 fontsize=15, fontweight="bold")
+    span = f"{scrapes} scrapes over {t1 - t0:.0f} s" if scrapes is not None else f"{t1 - t0:.0f} s"
+    fig.suptitle(f"{heading}\n{span}; x axis: seconds since the first", fontsize=15, fontweight="bold")
     for row in rows:
         y = row["gridPos"]["y"]
         ax = fig.add_subplot(grid[y, :])
@@ -107,7 +124,7 @@ def render_dashboard(
         if panel["type"] == "stat":
             drawn = _stat(ax, panel, evaluator, rate_interval)
         else:
-            drawn = _timeseries(ax, panel, evaluator, rate_interval, t0, recording.times[-1])
+            drawn = _timeseries(ax, panel, evaluator, rate_interval, t0, t1)
         report.series[panel.get("title", "")] = drawn
         ax.set_title(panel.get("title", ""), fontsize=11, loc="left")
     Path(output).parent.mkdir(parents=True, exist_ok=True)
@@ -120,7 +137,7 @@ def _unit(panel: dict[str, Any]) -> str:
     return str(panel.get("fieldConfig", {}).get("defaults", {}).get("unit", ""))
 
 
-def _stat(ax: Any, panel: dict[str, Any], ev: Evaluator, rate_interval: str) -> int:
+def _stat(ax: Any, panel: dict[str, Any], ev: PrometheusQueries, rate_interval: str) -> int:
     ax.set_xticks([])
     ax.set_yticks([])
     for side in ("top", "right", "bottom", "left"):
@@ -166,7 +183,7 @@ def _overrides(panel: dict[str, Any], name: str) -> dict[str, Any]:
     return props
 
 
-def _timeseries(ax: Any, panel: dict[str, Any], ev: Evaluator, rate_interval: str, t0: float, t1: float) -> int:
+def _timeseries(ax: Any, panel: dict[str, Any], ev: PrometheusQueries, rate_interval: str, t0: float, t1: float) -> int:
     style = panel.get("fieldConfig", {}).get("defaults", {}).get("custom", {})
     stacked = style.get("stacking", {}).get("mode") == "normal"
     drawn = 0
@@ -191,7 +208,7 @@ def _timeseries(ax: Any, panel: dict[str, Any], ev: Evaluator, rate_interval: st
                 base = [bottoms.get(x, 0.0) for x in xs] if stacked else None
                 axis.bar(xs, ys, width=width, bottom=base, label=name, alpha=0.75, color=color)
                 if stacked:
-                    for x, y in zip(xs, ys):
+                    for x, y in zip(xs, ys, strict=True):
                         bottoms[x] = bottoms.get(x, 0.0) + y
             else:
                 dashed = (props.get("custom.lineStyle") or {}).get("fill") == "dash"

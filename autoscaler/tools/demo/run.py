@@ -32,11 +32,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
+from autoscaler.app.compose import configure
 from autoscaler.core.history import EXECUTORS
 from autoscaler.core.model import TickRecord
 from autoscaler.core.settings import Settings, SparkSettings
 from autoscaler.runtime.audit import explain_event
-from autoscaler.app.compose import configure
 from autoscaler.runtime.logs import configure_logging
 from autoscaler.spark.pipelines import PipelineSpec
 from autoscaler.spark.session import build_session, stop_session

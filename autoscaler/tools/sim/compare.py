@@ -73,7 +73,7 @@ def format_table(results: Sequence[SimResult]) -> str:
     rows = [[fmt.format(getattr(r, key)) for key, _, fmt in COLUMNS] for r in results]
     titles = [title for _, title, _ in COLUMNS]
     widths = [max(len(t), *(len(row[i]) for row in rows)) for i, t in enumerate(titles)]
-    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
     out = [head, "", line(titles), "| " + " | ".join("-" * w for w in widths) + " |"]
     out += [line(row) for row in rows]
     return "\n".join(out)

@@ -106,7 +106,7 @@ def limited_oracle_executor_seconds(lengths: np.ndarray, need: np.ndarray, max_c
     def solve(lam: float) -> tuple[float, int]:
         f = np.where(levels >= need[0], levels * lengths[0], np.inf)
         changes = np.zeros(len(levels))
-        for length, n in zip(lengths[1:], need[1:]):
+        for length, n in zip(lengths[1:], need[1:], strict=True):
             best = int(np.argmin(f))
             switch = f[best] + lam
             moved = switch < f

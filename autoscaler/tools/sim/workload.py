@@ -11,6 +11,7 @@ import bisect
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from itertools import pairwise
 
 import numpy as np
 
@@ -32,7 +33,7 @@ class Workload:
     def from_steps(cls, name: str, start: datetime, starts: list[float], rates: list[float], duration: float) -> Workload:
         if not starts or starts[0] != 0 or len(starts) != len(rates):
             raise ValueError("a workload needs matching starts and rates beginning at 0")
-        if any(b <= a for a, b in zip(starts, starts[1:])):
+        if any(b <= a for a, b in pairwise(starts)):
             raise ValueError("workload step starts must increase")
         if any(r < 0 or not math.isfinite(r) for r in rates):
             raise ValueError("workload rates must be finite and >= 0")
@@ -96,7 +97,7 @@ def workload_from_trace(trace: Trace, *, peak_rate: float, days: float | None = 
     duration = span if days is None else min(span, days * 86400.0)
     if duration <= 0:
         raise ValueError("nothing to simulate: the trace window is empty")
-    window = [v for s, v in zip(offsets, trace.values) if s < duration]
+    window = [v for s, v in zip(offsets, trace.values, strict=True) if s < duration]
     peak = max(window)
     if peak <= 0:
         raise ValueError(f"trace {trace.name!r} has only zero values in the first {duration / 86400:g} day(s)")

@@ -1,0 +1,67 @@
+"""The house plan holds: the pure core imports no framework, and ``lint-imports`` (the README's
+test command runs it) fails as soon as a module crosses a layer."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FRAMEWORKS = ("pyspark", "py4j", "fastapi", "prometheus_client", "uvicorn", "structlog", "yaml", "kubernetes")
+
+
+def test_the_core_and_the_policies_import_no_framework():
+    code = (
+        "import sys, autoscaler.core.decide, autoscaler.core.settings, policies.registry; "
+        "policies.registry.load_policies(plugins=False); "
+        f"print(sorted(m for m in {FRAMEWORKS!r} if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, cwd=ROOT)
+    assert done.stdout.strip() == "[]"
+
+
+def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [shutil.which("lint-imports") or "lint-imports", "--config", str(tree / "pyproject.toml"), "--no-cache"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tree,
+        env={"PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin", "PYTHONPATH": str(tree)},
+    )
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A copy of the two packages and the contracts."""
+    for name in ("autoscaler", "policies"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", "*.csv", "*.json"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "module, added, contract",
+    [
+        pytest.param("autoscaler/core/leak.py", "import pyspark\n", "The decision core and the policies do no I/O", id="core-imports-spark"),
+        pytest.param("autoscaler/core/leak.py", "from autoscaler.runtime.reconciler import Reconciler\n", "Layers:", id="core-imports-the-runtime"),
+        pytest.param("autoscaler/runtime/leak.py", "import autoscaler.tools.sim.runner\n", "Layers:", id="runtime-imports-the-simulator"),
+        pytest.param("policies/static.py", "import policies.reactive\n", "Policies do not import each other", id="a-policy-imports-another"),
+        pytest.param("autoscaler/core/fine.py", "import math\n", None, id="nothing-crossed"),
+    ],
+)
+def test_lint_imports_fails_when_a_module_crosses_a_layer(tree, module, added, contract):
+    path = tree / module
+    path.write_text((path.read_text() if path.exists() else "") + added)
+    done = lint_imports(tree)
+    if contract is None:
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "0 broken" in done.stdout
+    else:
+        assert done.returncode != 0, done.stdout
+        broken = [line for line in done.stdout.splitlines() if line.rstrip().endswith("BROKEN")]
+        assert any(line.startswith(contract) for line in broken), done.stdout
