@@ -112,7 +112,7 @@ def test_a_pipeline_that_raises_starts_nothing_and_names_the_pipeline(tmp_path):
         capture_output=True,
         text=True,
         timeout=180,
-        env={**os.environ, "SPARK_AUTOSCALER_CHECKPOINT_ROOT": str(tmp_path / "ckpt")},
+        env={**os.environ, "SPARK_AUTOSCALER_PIPELINES__CHECKPOINT_ROOT": str(tmp_path / "ckpt")},
     )
     assert result.returncode == 2
     assert "pipeline 'broken' raised while building: RuntimeError: cannot reach the Kafka cluster" in result.stderr
