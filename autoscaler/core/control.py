@@ -37,20 +37,8 @@ class ControlState:
         data = asdict(self)
         data["mode"] = self.mode.value if self.mode else None
         data["policy_params"] = dict(self.policy_params) if self.policy_params is not None else None
-        data["query_requests"] = {name: _params_json(p) for name, p in self.query_requests.items()}
+        data["query_requests"] = {name: p.to_json() for name, p in self.query_requests.items()}
         return data
-
-
-def _params_json(p: QueryParams) -> dict[str, Any]:
-    return {
-        "parallelism": p.parallelism,
-        "shuffle_partitions": p.shuffle_partitions,
-        "trigger_interval_seconds": p.trigger_interval.total_seconds() if p.trigger_interval else None,
-        "max_rows_per_batch": p.max_rows_per_batch,
-    }
-
-
-params_to_json = _params_json
 
 
 def control_problems(

@@ -155,6 +155,15 @@ class QueryParams:
     trigger_interval: timedelta | None = None
     max_rows_per_batch: int | None = None
 
+    def to_json(self) -> dict[str, int | float | None]:
+        """The one JSON form (state file, REST API, audit trail, logs): the trigger in seconds."""
+        return {
+            "parallelism": self.parallelism,
+            "shuffle_partitions": self.shuffle_partitions,
+            "trigger_interval_seconds": self.trigger_interval.total_seconds() if self.trigger_interval is not None else None,
+            "max_rows_per_batch": self.max_rows_per_batch,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class QueryView:

@@ -44,7 +44,6 @@ from autoscaler.runtime.views import (
     decision_json,
     iso,
     load_json,
-    params_json,
     query_view_json,
     seconds,
 )
@@ -474,7 +473,7 @@ def create_app(
             raise _Refused(_error(404, ["path", "name"], f"unknown query {name!r}", "not_found"))
         last = rec.last
         held = [
-            {"reason": r.reason.value, "message": r.message, "wanted": params_json(r.wanted)}
+            {"reason": r.reason.value, "message": r.message, "wanted": r.wanted.to_json()}
             for r in (last.plan.refusals if last else ())
             if r.name == name
         ]
@@ -566,7 +565,7 @@ def _control_view(rec: Reconciler) -> ControlView:
         max_executors=c.max_executors,
         manual_executors=c.manual_executors,
         policy_params=dict(c.policy_params) if c.policy_params is not None else None,
-        query_requests={n: Params(**params_json(p)) for n, p in c.query_requests.items()},
+        query_requests={n: Params.model_validate(p.to_json()) for n, p in c.query_requests.items()},
     )
 
 
@@ -585,7 +584,7 @@ def _queries(rec: Reconciler) -> list[QueryInfo]:
                 **query_view_json(v),
                 target_lag_seconds=judged_lag(rec.settings.slo.target_lag, v.params.trigger_interval).total_seconds(),
                 metrics=LoadView(**load_json(load, cores)) if load else None,
-                pending_request=Params(**params_json(pending)) if pending else None,
+                pending_request=Params.model_validate(pending.to_json()) if pending else None,
             )
         )
     return out

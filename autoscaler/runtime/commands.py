@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 
 import structlog
 
-from autoscaler.core.control import ControlState, params_to_json
+from autoscaler.core.control import ControlState
 from autoscaler.core.model import Mode, QueryParams, Reason
 from autoscaler.core.plan import refusal_for
 from autoscaler.runtime.audit import OPERATOR, AuditEntry
@@ -51,7 +51,7 @@ def _json(value: Any) -> Any:
     if isinstance(value, Mode):
         return value.value
     if isinstance(value, QueryParams):
-        return params_to_json(value)
+        return value.to_json()
     if isinstance(value, Mapping):
         return {k: _json(v) for k, v in value.items()}
     return value

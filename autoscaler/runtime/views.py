@@ -37,15 +37,6 @@ def _round(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def params_json(p: QueryParams) -> dict[str, Any]:
-    return {
-        "parallelism": p.parallelism,
-        "shuffle_partitions": p.shuffle_partitions,
-        "trigger_interval_seconds": seconds(p.trigger_interval),
-        "max_rows_per_batch": p.max_rows_per_batch,
-    }
-
-
 def describe_params_change(old: QueryParams, new: QueryParams) -> str:
     """``partitions 4 -> 8, rate limit none -> 500 rows/batch``: only what changes."""
 
@@ -92,7 +83,7 @@ def query_view_json(view: QueryView) -> dict[str, Any]:
     return {
         "name": view.name,
         "status": view.status.value,
-        "params": params_json(view.params),
+        "params": view.params.to_json(),
         "min_parallelism": view.min_parallelism,
         "max_parallelism": view.max_parallelism,
         "rescalable": view.rescalable,
@@ -119,15 +110,15 @@ def decision_json(d: ExecutorDecision) -> dict[str, Any]:
 def change_json(c: QueryChange) -> dict[str, Any]:
     return {
         "query": c.name,
-        "from": params_json(c.from_params),
-        "to": params_json(c.to_params),
+        "from": c.from_params.to_json(),
+        "to": c.to_params.to_json(),
         "reason": c.reason.value,
         "message": c.message or describe_params_change(c.from_params, c.to_params),
     }
 
 
 def refusal_json(r: QueryRefusal) -> dict[str, Any]:
-    return {"query": r.name, "wanted": params_json(r.wanted), "reason": r.reason.value, "message": r.message}
+    return {"query": r.name, "wanted": r.wanted.to_json(), "reason": r.reason.value, "message": r.message}
 
 
 def result_json(r: ActionResult) -> dict[str, Any]:

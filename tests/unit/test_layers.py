@@ -65,3 +65,26 @@ def test_lint_imports_fails_when_a_module_crosses_a_layer(tree, module, added, c
         assert done.returncode != 0, done.stdout
         broken = [line for line in done.stdout.splitlines() if line.rstrip().endswith("BROKEN")]
         assert any(line.startswith(contract) for line in broken), done.stdout
+
+
+def test_no_module_imports_itself_through_others():
+    """No import cycle at all: grimp's graph holds every import, type-only and function-level ones included."""
+    import grimp
+
+    graph = grimp.build_graph("autoscaler", "policies")
+    modules = set(graph.modules)
+    imports = {m: graph.find_modules_directly_imported_by(m) & modules for m in modules}
+    assert [m for m in sorted(modules) if _reaches(imports, m)] == []
+
+
+def _reaches(imports: dict[str, set[str]], start: str) -> bool:
+    """Whether ``start`` is reachable from its own imports."""
+    seen, todo = set(), list(imports[start])
+    while todo:
+        module = todo.pop()
+        if module == start:
+            return True
+        if module not in seen:
+            seen.add(module)
+            todo.extend(imports[module])
+    return False

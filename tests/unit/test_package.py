@@ -31,3 +31,32 @@ def test_ci_runs_exactly_the_test_command_the_readme_gives():
     assert install_and_demo == "pip install -e '.[demo]' && spark-autoscaler demo"
     assert f'TEST_COMMAND="{test}"' in (root / ".ci" / "run").read_text()
     assert test.startswith("python3 -m pip install -e '.[test]' && lint-imports && ruff check && mypy && ")
+
+
+def test_the_wheel_ships_the_monitoring_files_and_the_demo_trace(tmp_path):
+    """The dashboard renderer and the Helm chart read the package's own monitoring files: they
+    must be in an installed wheel, not only in the repository."""
+    import shutil
+    import zipfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    for name in ("autoscaler", "policies"):
+        shutil.copytree(root / name, tmp_path / "src" / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(root / name, tmp_path / "src")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(tmp_path / "src")],
+        check=True, capture_output=True, timeout=300,
+    )
+    [wheel] = (tmp_path / "dist").glob("spark_autoscaler-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for shipped in (
+        "autoscaler/ops/monitoring/dashboards/spark-autoscaler.json",
+        "autoscaler/ops/monitoring/rules/alerts.yaml",
+        "autoscaler/ops/monitoring/rules/recording.yaml",
+        "autoscaler/tools/demo/traces/nyc_taxi.csv",
+        "policies/predictive.py",
+    ):
+        assert shipped in names, shipped
+    assert not any(name.startswith(("tests/", "helm/", "docs/")) for name in names)
