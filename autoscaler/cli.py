@@ -99,6 +99,13 @@ def _writable_dir(path: Path, option: str) -> str | None:
     return None
 
 
+def _quantile(text: str) -> float:
+    value = _finite_float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be within (0, 1]")
+    return value
+
+
 def _non_negative_int(text: str) -> int:
     try:
         value = int(text)
@@ -243,7 +250,13 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--compare", action="store_true", help="run every registered policy and print a table")
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     sim.add_argument("--plot", type=_output_file(*_IMAGE), help="write a PNG of input rate, capacity, executors and lag")
-    sim.add_argument("--peak-executors", type=_positive_int, default=32, help="executors the trace's peak needs (default 32)")
+    sim.add_argument("--peak-executors", type=_positive_int, default=32, help="executors the trace's peak (or --scale-quantile) needs (default 32)")
+    sim.add_argument(
+        "--scale-quantile",
+        type=_quantile,
+        default=1.0,
+        help="the quantile of the trace's values that needs --peak-executors (default 1: the peak; 0.99: spikes beyond the ceiling count against every policy)",
+    )
     sim.add_argument("--max-executors", type=_positive_int, help="upper bound for policies (default 2 x peak)")
     sim.add_argument("--slo-lag-seconds", type=_positive_float, default=60.0, help="lag SLO in seconds (default 60)")
     sim.add_argument("--days", type=_positive_float, help="simulate only the first D days (default: the whole trace)")
@@ -546,6 +559,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     params = {k: yaml.safe_load(v) if v else v for k, v in args.param}
     options = dict(
         peak_executors=args.peak_executors,
+        scale_quantile=args.scale_quantile,
         max_executors=args.max_executors,
         slo_lag_seconds=args.slo_lag_seconds,
         days=args.days,

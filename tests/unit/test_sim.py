@@ -18,6 +18,7 @@ from autoscaler.tools.sim.metrics import (
     limited_oracle_executor_seconds,
     max_lag,
     oracle_executor_seconds,
+    overshoot_fraction,
     time_above,
 )
 from autoscaler.tools.sim.workload import workload_from_trace
@@ -419,3 +420,65 @@ def test_a_trigger_longer_than_the_slo_allows_is_judged_against_its_schedule(pol
     assert short_slo.mean_executors <= 1.1 * reachable.mean_executors
     [told] = [e for e in logs if e["event"] == "slo_below_schedule"]  # once, not every tick
     assert (told["target_lag_seconds"], told["judged_against_seconds"]) == (60.0, 240.0)
+
+
+# --- overshoot -----------------------------------------------------------------------------------
+
+
+CAPACITY = SimConfig().executor_capacity()
+
+
+@pytest.mark.parametrize(
+    "allocation, expected",
+    [
+        # 30 min at 2 executors then 30 min at 1 (need 1 then 0.5 -> 1): never above twice the need
+        pytest.param([(0.0, 2)], 0.0, id="within-twice-the-need"),
+        # 10 executors for the whole hour: the windowed need is 1 (2 within 5 min of the step: at
+        # most 1), so 8 of every 10 executor-seconds are above 2 x 1 ... except near the step where
+        # the window still sees the need 1 of the first half; both halves need 1: 8 / 10
+        pytest.param([(0.0, 10)], 0.8, id="the-ceiling-through-the-whole-hour"),
+        # 10 executors for the first 30 minutes only, 1 after: (10 - 2) x 1800 / (10 x 1800 + 1 x 1800)
+        pytest.param([(0.0, 10), (1800.0, 1)], 8 * 1800 / (11 * 1800), id="a-burst-size-kept-for-half-an-hour"),
+    ],
+)
+def test_overshoot_counts_executor_seconds_above_twice_the_windowed_need(allocation, expected):
+    w = Workload.from_steps("w", START, [0.0, 1800.0], [CAPACITY, 0.5 * CAPACITY], 3600.0)
+    assert overshoot_fraction(allocation, 3600.0, w, CAPACITY, 1) == pytest.approx(expected)
+
+
+def test_overshoot_looks_five_minutes_either_way():
+    # need 1, then 8 from minute 30 to 35, then 1: 16 executors from minute 26 to 39 are within
+    # twice the largest need of the surrounding 10 minutes (8 x 2) only from 25 to 40
+    w = Workload.from_steps("w", START, [0.0, 1800.0, 2100.0], [CAPACITY, 8 * CAPACITY, CAPACITY], 3600.0)
+    inside = [(0.0, 1), (1560.0, 16), (2340.0, 1)]
+    assert overshoot_fraction(inside, 3600.0, w, CAPACITY, 1) == 0.0
+    # from minute 20 instead: 5 minutes (300 s) of 16 - 2 = 14 above the band
+    early = [(0.0, 1), (1200.0, 16), (2340.0, 1)]
+    total = 1200 + 16 * 1140 + (3600 - 2340)
+    assert overshoot_fraction(early, 3600.0, w, CAPACITY, 1) == pytest.approx(14 * 300 / total)
+
+
+@given(
+    st.lists(st.floats(0, 20), min_size=1, max_size=6),
+    st.lists(st.tuples(st.floats(0, 3600), st.integers(1, 40)), min_size=1, max_size=8),
+)
+@settings(max_examples=60, deadline=None)
+def test_overshoot_is_a_share_and_zero_at_twice_the_need(rates, changes):
+    starts = [600.0 * i for i in range(len(rates))]
+    w = Workload.from_steps("w", START, starts, [r * CAPACITY for r in rates], 600.0 * len(rates))
+    allocation = [(0.0, changes[0][1])] + sorted((t, n) for t, n in changes[1:] if t > 0)
+    share = overshoot_fraction(allocation, w.duration, w, CAPACITY, 1)
+    assert 0.0 <= share < 1.0
+    # the oracle's own schedule, doubled, is never above the band
+    need = [(s, max(1, math.ceil(r - 1e-9))) for s, r in zip(starts, rates)]
+    assert overshoot_fraction([(s, 2 * n) for s, n in need], w.duration, w, CAPACITY, 1) == 0.0
+
+
+def test_the_cluster_records_every_change_of_its_allocated_executors():
+    c = cluster(rate=2000.0, executors=4, partitions=8)
+    c.set_target(6, at(60))
+    c.observe(at(200))
+    c.remove(["0", "1"], at(200))
+    c.observe(at(300))
+    # +2 requested at 60 s; two removed at 200 s are gone after the 5 s removal delay
+    assert c.allocation == [(0.0, 4), (60.0, 6), (205.0, 4)]

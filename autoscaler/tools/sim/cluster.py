@@ -151,6 +151,7 @@ class SimCluster:
         # not the start: a trace that begins quiet has no lag until rows arrive (inf: none ever)
         self.completions: list[tuple[float, float]] = [(0.0, workload.time_of(0))]
         self.executor_seconds = 0.0  # allocated: registered + starting
+        self.allocation: list[tuple[float, int]] = [(0.0, self.allocated())]  # (t, allocated from t on), at each change
         self.registered_seconds = 0.0
         self._acct_t = 0.0
         self.batches = 0
@@ -215,6 +216,17 @@ class SimCluster:
         self._cold.discard(eid)
         self._view_alive = None
         self._schedule_loss()
+        self._allocation_changed()
+
+    def _allocation_changed(self) -> None:
+        count = len(self.alive) + len(self.starting)
+        last_t, last_count = self.allocation[-1]
+        if count == last_count:
+            return
+        if last_t == self.t:
+            self.allocation[-1] = (self.t, count)  # several changes at one instant: the last counts
+        else:
+            self.allocation.append((self.t, count))
 
     def _account(self, t: float) -> None:
         dt = t - self._acct_t
@@ -263,6 +275,7 @@ class SimCluster:
             self._view_alive = None
             self.executors_lost += 1
             self._slots_changed()
+            self._allocation_changed()
         self._schedule_loss()
 
     def _grantable(self) -> float:
@@ -293,6 +306,7 @@ class SimCluster:
             # Spark deletes pending executor pods beyond the target: the latest first
             drop = min(-missing, len(self.starting))
             del self.starting[len(self.starting) - drop :]
+        self._allocation_changed()
         return True
 
     def remove(self, ids: Sequence[str], now: datetime) -> bool:
