@@ -359,7 +359,7 @@ class PredictivePolicy(Policy):
         # too large for a straggler (a GC pause, a slow task) or the query lags
         arrival = load.recent_rate if load.recent_rate is not None else (load.input_rate or 0.0)
         last = view.samples[-1] if view.samples else None
-        if last is not None and last.input_rate and not last.cold:
+        if last is not None and last.input_rate and not last.cold and not load.idle:
             # the latest batch shows a step at once (not the first batches of a run: they
             # hold the rows that arrived during the restart pause)
             arrival = max(arrival, last.input_rate)

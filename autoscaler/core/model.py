@@ -185,6 +185,19 @@ class QueryView:
     batch_running: bool = False  # a trigger is executing right now (``status.isTriggerActive``)
     batch_tasks: tuple[int, int] | None = None  # (completed, total) tasks of the running batch
     warming: bool = False  # a new run or changed executors: batches are slow because cold
+    # the latest trigger that found no new rows, as Spark reports it (``QueryIdleEvent``: at most
+    # one every ``spark.sql.streaming.noDataProgressEventInterval``, 10 s, while no batch runs);
+    # kept across a restart (a new run reports its first idle trigger only 10 s after it started,
+    # and the source had no rows then whichever run asked); None: none seen
+    idle_at: datetime | None = None
+
+    @property
+    def idle(self) -> bool:
+        """Spark's latest word on the query is that no new rows arrived: an idle trigger after its
+        newest batch ended, and no batch running since."""
+        if self.idle_at is None or self.batch_running:
+            return False
+        return not self.samples or self.idle_at >= self.samples[-1].ended_at
 
 
 class OutcomeKind(StrEnum):
@@ -276,13 +289,15 @@ class QueryLoad:
     model: BatchCostModel | None = None  # how long a batch takes at a given scale
     busy_fraction: float | None = None  # share of wall time spent executing batches
     backlog_rows: float | None = None
-    # freshness: now - generation time of the newest row in the last completed batch,
-    # i.e. time since that batch was planned plus the backlog it left, in seconds of input
+    # the age of the oldest row not yet processed: since the latest trigger that left no row
+    # behind (the newest batch's start, or a trigger that found no rows) plus the backlog that
+    # batch left, in seconds of input; 0 while the query is idle
     lag: timedelta | None = None
     batch_duration: timedelta | None = None
     parallelism: int | None = None
-    recent_rate: float | None = None  # rows/s over the latest completed batches
+    recent_rate: float | None = None  # rows/s over the latest completed batches, while rows arrived
     live_rate: float | None = None  # rows/s implied by a batch running unusually long (an upper bound)
+    idle: bool = False  # Spark reported a trigger that found no rows since the newest batch: rate and lag 0
 
     @property
     def known(self) -> bool:

@@ -38,7 +38,7 @@ from autoscaler.core.model import (
 from autoscaler.runtime.clock import Clock
 from autoscaler.spark.checkpoint import read_checkpoint, remove_offsets_after
 from autoscaler.spark.pipelines import PipelineContext, PipelineError, PipelineSpec
-from autoscaler.spark.progress import SampleWindow, parse_progress, state_partitions
+from autoscaler.spark.progress import SampleWindow, parse_progress, parse_timestamp, state_partitions
 
 log = structlog.get_logger("autoscaler.spark.host")
 
@@ -98,6 +98,8 @@ class _Run:
     stateful: bool = False
     state_store: str | None = None
     pending: _PendingOutcome | None = None
+    # the latest trigger that found no new rows (Spark's QueryIdleEvent), kept across runs
+    idle_at: datetime | None = None
     cv: threading.Condition = field(default_factory=threading.Condition)
 
 
@@ -260,6 +262,7 @@ class QueryHost:
             batch_running=batch_running,
             batch_tasks=batch_tasks,
             warming=warming,
+            idle_at=run.idle_at,
         )
 
     def take_outcomes(self) -> tuple[ActionOutcome, ...]:
@@ -444,6 +447,15 @@ class QueryHost:
             )
             log.info("rescale_done", query=c.name, parallelism=c.to_params.parallelism, pause_seconds=round(pause.total_seconds(), 3))
 
+    def on_idle(self, run_id: str, timestamp: str) -> None:
+        """A trigger of ``run_id`` found no new rows (Spark 3.5+ posts ``QueryIdleEvent`` instead of
+        a progress event, at most every ``spark.sql.streaming.noDataProgressEventInterval``)."""
+        at = parse_timestamp(timestamp)
+        with self._lock:
+            for run in self._runs.values():
+                if run.run_id == run_id and (run.idle_at is None or at > run.idle_at):
+                    run.idle_at = at
+
     def on_terminated(self, run_id: str, exception: str | None) -> None:
         with self._lock:
             for run in self._runs.values():
@@ -518,7 +530,10 @@ def _make_listener(host: QueryHost) -> Any:
                 log.warning("progress_event_failed", error=str(exc))
 
         def onQueryIdle(self, event: Any) -> None:
-            pass
+            try:
+                host.on_idle(str(event.runId), event.timestamp)
+            except Exception as exc:
+                log.warning("idle_event_failed", error=str(exc))
 
         def onQueryTerminated(self, event: Any) -> None:
             try:

@@ -12,6 +12,10 @@ exactly as it drives Spark. Between two observations it advances a discrete-even
   ``o + ceil(P / C) x (w + k x min(P, C) + R / (P x mu))`` on ``C`` free task slots, with
   lognormal noise and occasional slow batches. Batches grow when behind. Executors that
   register during a batch pick up its remaining tasks; new executors pay a warm-up once;
+* **idle triggers**: a trigger that finds no new rows runs no batch; as Spark 4 does, the query
+  is reported idle (``QueryIdleEvent``) at such a trigger once ``no_data_progress_interval`` has
+  passed since the last batch ended or the last idle report, and a batch's
+  ``inputRowsPerSecond`` counts its rows over the time since the previous trigger, batch or not;
 * **executors**: a request registers after the start-up latency (or never, beyond
   ``max_grantable_executors``); lowering the target cancels pending requests; a removed
   executor takes no new task and is gone after the removal delay; executors can be lost;
@@ -73,6 +77,7 @@ class _Batch:
     seg_start: float
     slots: int
     end: float
+    since_trigger: float | None = None  # seconds since the run's previous trigger (Spark's inputTimeSec)
 
 
 @dataclass(slots=True)
@@ -141,7 +146,9 @@ class SimCluster:
         self._batch_id = 0
         self.next_trigger: float | None = 0.0
         self.consumed = 0
-        self.prev_trigger: float | None = None
+        self.last_trigger: float | None = None  # the run's latest trigger, with or without a batch
+        self._last_report: float | None = None  # the run's latest progress or idle event (Spark's rule for the next)
+        self.idle_at: float | None = None  # the latest idle event (of any run: a fact about the source)
         self.stop: _Stop | None = None
         self.restart_at: float | None = None
         self._first_batch_outcome: _Stop | None = None
@@ -351,7 +358,8 @@ class SimCluster:
         self.run_started = self.t
         self._run_started_at = self.at(self.t)
         self.batches_in_run = 0
-        self.prev_trigger = None
+        self.last_trigger = None
+        self._last_report = None  # (idle_at stays: the source had no rows then, whichever run asked)
         self.next_trigger = self.t  # a new run triggers at once
         self.restarts += 1
 
@@ -387,8 +395,11 @@ class SimCluster:
             # no new data: Spark skips the batch and waits for the next trigger; the first
             # trigger of a new run still posts a progress event, which ends a rescale's pause
             self._report_first_batch(t)
+            self._idle_trigger(t)
             self.next_trigger = (math.floor(t / interval + _EPS) + 1) * interval
             return
+        since_trigger = None if self.last_trigger is None else t - self.last_trigger
+        self.last_trigger = t
         p = self.params.parallelism
         slots = self.free_slots()
         noise = self._noise()
@@ -411,11 +422,23 @@ class SimCluster:
             seg_start=work_start,
             slots=slots,
             end=math.inf,
+            since_trigger=since_trigger,
         )
         self._batch_id += 1
         b.end = self._task_end(b, work_start, slots)
         self.batch = b
         self.next_trigger = None
+
+    def _idle_trigger(self, t: float) -> None:
+        """Spark's ``ProgressReporter.updateIdleness``: a trigger that found no rows reports the
+        query idle once ``no_data_progress_interval`` has passed since the last batch ended or the
+        last idle report (the first such trigger of a run that has run no batch reports nothing)."""
+        self.last_trigger = t
+        if self._last_report is None:
+            self._last_report = t
+        elif t - self._last_report >= self.cfg.no_data_progress_interval - _EPS:
+            self._last_report = t
+            self.idle_at = t
 
     def _task_end(self, b: _Batch, t: float, slots: int) -> float:
         if slots <= 0:
@@ -463,7 +486,7 @@ class SimCluster:
         self.cores_changed_recently = cores != self.last_cores
         self.last_cores = cores
         self.batches_in_run += 1
-        since = None if self.prev_trigger is None else b.start - self.prev_trigger
+        since = b.since_trigger  # Spark's inputRowsPerSecond: over the time since the previous trigger
         duration = t - b.start
         sample = BatchSample(
             batch_id=b.batch_id,
@@ -480,7 +503,7 @@ class SimCluster:
         )
         samples = self.samples + (sample,)
         self.samples = samples[-self.max_samples :] if len(samples) > self.max_samples else samples
-        self.prev_trigger = b.start
+        self._last_report = t
         if self._first_batch_outcome is not None:
             self._report_first_batch(t)
         if self.stop is not None:
@@ -581,6 +604,7 @@ class SimCluster:
             batch_running=running,
             batch_tasks=tasks,
             warming=self.batches_in_run < WARMUP_BATCHES or self.cores_changed_recently or cores != self.last_cores,
+            idle_at=None if self.idle_at is None else self.at(self.idle_at),
         )
 
     # --- truth ---------------------------------------------------------------------------------
