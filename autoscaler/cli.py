@@ -206,6 +206,18 @@ def build_parser() -> argparse.ArgumentParser:
     step.add_argument("--output", type=_output_file(), help="also write the JSON result to this file")
     step.add_argument("--workdir", type=Path, help="keep checkpoints, sink records and tick logs here")
 
+    onoff = bench_sub.add_parser("on-off", help="a compressed bursty trace: our daemon vs Spark dynamic allocation vs static maximum")
+    onoff.add_argument("--json", action="store_true", help="print one JSON object")
+    onoff.add_argument("--runs", default="autoscaler,spark-dra,static-max", help="comma-separated subset")
+    onoff.add_argument("--trace", type=Path, help="trace CSV (default: ../shared/traces/Twitter_volume_CVS.csv)")
+    onoff.add_argument("--output", type=_output_file(), help="also write the JSON result to this file")
+    onoff.add_argument("--workdir", type=Path, help="keep checkpoints, sink records and tick logs here")
+
+    s2r = bench_sub.add_parser("sim-to-real", help="the step load on the local cluster and in the simulator set up with what that run measured")
+    s2r.add_argument("--json", action="store_true", help="print one JSON object")
+    s2r.add_argument("--output", type=_output_file(), help="also write the JSON result to this file")
+    s2r.add_argument("--workdir", type=Path, help="keep checkpoints, sink records and tick logs here")
+
     speed = bench_sub.add_parser("sim-speed", help="the simulator's time and instructions per tick, and a fingerprint of its decisions")
     speed.add_argument("--trace", type=Path, required=True, help="trace CSV with a 'timestamp,value' header (NAB format)")
     speed.add_argument("--policy", default="default", help="policy name (default: 'default')")
@@ -303,7 +315,7 @@ _EXTRAS = {"demo": "pyarrow", "plots": "matplotlib"}
 def _missing_extra(args: argparse.Namespace) -> str | None:
     """What a command needs beyond the daemon's own dependencies, when it is not installed."""
     needs = []
-    if args.command == "demo" or (args.command == "benchmark" and args.benchmark in ("step-load", "latencies")):
+    if args.command == "demo" or (args.command == "benchmark" and args.benchmark in ("step-load", "latencies", "on-off", "sim-to-real")):
         needs.append("demo")
     if args.command == "dashboard" or (args.command == "simulate" and args.plot):
         needs.append("plots")
@@ -416,31 +428,69 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         return _cmd_latencies(args)
     if args.benchmark == "sim-speed":
         return _cmd_sim_speed(args)
+    if args.benchmark == "sim-to-real":
+        return _cmd_sim_to_real(args)
     from autoscaler.tools.bench.step_load import (
-        RUNS,
+        ALL_RUNS,
+        OnOffProfile,
         StepProfile,
         format_table,
         run_benchmark,
     )
 
     runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
-    unknown = [r for r in runs if r not in RUNS]
+    unknown = [r for r in runs if r not in ALL_RUNS]
     if unknown or not runs:
-        return _fail(f"--runs: unknown run(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(RUNS)}")
-    try:
-        phases = tuple(float(p) for p in args.phases.split(","))
-    except ValueError:
-        return _fail(f"--phases: {args.phases!r} must be three numbers of seconds")
-    if len(phases) != 3 or not all(math.isfinite(p) and p > 0 for p in phases):
-        return _fail(f"--phases: {args.phases!r} must be three positive numbers of seconds")
+        return _fail(f"--runs: unknown run(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(ALL_RUNS)}")
+    profile: Any
+    if args.benchmark == "on-off":
+        trace = args.trace or _shared_trace("Twitter_volume_CVS.csv")
+        if trace is None or not trace.is_file():
+            return _fail("--trace: ../shared/traces/Twitter_volume_CVS.csv not found; pass --trace CSV")
+        profile = OnOffProfile(trace=trace)
+    else:
+        try:
+            phases = tuple(float(p) for p in args.phases.split(","))
+        except ValueError:
+            return _fail(f"--phases: {args.phases!r} must be three numbers of seconds")
+        if len(phases) != 3 or not all(math.isfinite(p) and p > 0 for p in phases):
+            return _fail(f"--phases: {args.phases!r} must be three positive numbers of seconds")
+        profile = StepProfile(phases=phases)  # type: ignore[arg-type]
     if args.workdir is not None and (problem := _writable_dir(args.workdir, "--workdir")):
         return _fail(problem)
     _exit_on_sigterm()
-    log = (lambda m: print(m, file=sys.stderr)) if args.json else print
-    result = run_benchmark(runs, StepProfile(phases=phases), workdir=args.workdir, log=log)
+    log = lambda m: print(m, file=sys.stderr)  # noqa: E731 - stdout carries the result
+    result = run_benchmark(runs, profile, workdir=args.workdir, log=log)
     if args.output:
         args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2) if args.json else format_table(result))
+    return 0
+
+
+def _shared_trace(name: str) -> Path | None:
+    for base in (Path.cwd().parent, Path(__file__).resolve().parents[2].parent):
+        path = base / "shared" / "traces" / name
+        if path.is_file():
+            return path
+    return None
+
+
+def _cmd_sim_to_real(args: argparse.Namespace) -> int:
+    from autoscaler.tools.bench.sim_to_real import run_sim_to_real
+
+    if args.workdir is not None and (problem := _writable_dir(args.workdir, "--workdir")):
+        return _fail(problem)
+    _exit_on_sigterm()
+    result = run_sim_to_real(workdir=args.workdir, log=lambda m: print(m, file=sys.stderr))
+    if args.output:
+        args.output.write_text(json.dumps(result, indent=2) + "\n")
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        real, sim = result["real"], result["simulated"]
+        print(f"real: {real['executor_seconds']} executor-seconds, p95 lag {real['p95_lag_seconds']} s ({real['batches']} batches)")
+        print(f"simulated: {sim['executor_seconds']} executor-seconds, p95 lag {sim['p95_lag_seconds']} s ({sim['batches']} batches)")
+        print(f"executor_seconds_error {result['executor_seconds_error']}, p95_lag_ratio {result['p95_lag_ratio']}")
     return 0
 
 

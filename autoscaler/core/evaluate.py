@@ -229,7 +229,7 @@ def evaluate_query(
             recent_rate=0.0,
             idle=True,
         )
-    if view.idle_at is not None and view.idle_at >= last.ended_at:
+    if view.quiet and view.idle_at is not None:
         # the first batch after a quiet stretch is running: its rows arrived after the idle
         # trigger, at a rate the batches before the quiet stretch do not tell; the cost model
         # tells it from how far the batch has got (else unknown until it ends), and the oldest

@@ -174,6 +174,9 @@ class QueryView:
     max_parallelism: int = 1024
     partitions_per_core: int = 1
     rescalable: bool = True  # hosted by us (we can rebuild it) vs attached
+    # its source honours ``max_rows_per_batch`` and the operator set none: the daemon bounds its
+    # batches when it restarts it (``normalize.max_batch_triggers``)
+    managed_rate_limit: bool = False
     stateful: bool = False
     state_store: str | None = None  # "rocksdb", "hdfs" or None when stateless/unknown
     # oldest first, by start and so by end (a query runs one batch at a time); the evaluation and
@@ -192,12 +195,16 @@ class QueryView:
     idle_at: datetime | None = None
 
     @property
+    def quiet(self) -> bool:
+        """A trigger after the newest batch found no new rows: the batches before it tell the
+        load before a quiet stretch, not the load now."""
+        return self.idle_at is not None and (not self.samples or self.idle_at >= self.samples[-1].ended_at)
+
+    @property
     def idle(self) -> bool:
-        """Spark's latest word on the query is that no new rows arrived: an idle trigger after its
-        newest batch ended, and no batch running since."""
-        if self.idle_at is None or self.batch_running:
-            return False
-        return not self.samples or self.idle_at >= self.samples[-1].ended_at
+        """Spark's latest word on the query is that no new rows arrived: :attr:`quiet`, and no
+        batch running since."""
+        return self.quiet and not self.batch_running
 
 
 class OutcomeKind(StrEnum):

@@ -212,17 +212,22 @@ def prefixed(profile: RateProfile, seconds: float, rate: float) -> RateProfile:
 
 
 def compress_trace(
-    trace: Trace, *, seconds_per_day: float, peak_rate: float, duration: float, start_hour: float = 0.0
+    trace: Trace, *, seconds_per_day: float, peak_rate: float, duration: float, start_hour: float = 0.0, start: datetime | None = None
 ) -> RateProfile:
     """Replay ``trace`` so that one day passes in ``seconds_per_day``, scaled so its peak is ``peak_rate``.
 
-    Starts at the first point at or after ``start_hour`` o'clock and covers ``duration``
-    compressed seconds; the rate is 0 afterwards.
+    Starts at the first point at or after ``start`` (else at or after ``start_hour`` o'clock on
+    the first day) and covers ``duration`` compressed seconds; the rate is 0 afterwards.
     """
     if seconds_per_day <= 0 or peak_rate <= 0 or duration <= 0:
         raise ValueError("seconds_per_day, peak_rate and duration must be > 0")
     step = trace.step_seconds * seconds_per_day / 86400.0
-    first = next((i for i, ts in enumerate(trace.timestamps) if ts.hour + ts.minute / 60 >= start_hour), 0)
+    if start is not None:
+        first = bisect.bisect_left(trace.timestamps, start)
+        if first >= len(trace.timestamps):
+            raise ValueError(f"trace {trace.name!r} ends before {start}")
+    else:
+        first = next((i for i, ts in enumerate(trace.timestamps) if ts.hour + ts.minute / 60 >= start_hour), 0)
     count = max(1, math.ceil(duration / step))
     window = [trace.values[(first + k) % len(trace.values)] for k in range(count)]
     peak = max(window) or 1.0  # scale the replayed window, not the whole trace, to peak_rate

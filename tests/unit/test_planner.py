@@ -168,3 +168,39 @@ LATER = T0 + timedelta(seconds=40)
 def test_a_request_waits_from_its_last_progress(since, registered, requested, arrived, expected):
     got = request_waiting_since(since, registered=registered, requested=requested, arrived=arrived, asked_at=T0, now=LATER)
     assert got == expected
+
+
+# --- the managed rate limit -----------------------------------------------------------------------
+
+from autoscaler.core.model import BatchCostModel  # noqa: E402
+
+MODEL = BatchCostModel(per_slot=900.0, per_task=0.05, fixed=0.2, points=30)
+
+
+@pytest.mark.parametrize(
+    "managed, model, wanted_reason, limit_cores, expected",
+    [
+        # 16 partitions on 8 cores for 3 triggers of 10 s: 2 waves of (15 - 0.2 ... ) per the model:
+        # rows_in(16, 8, 30) = ((30 - 0.2) / 2 - 0.05) x 16 x 900
+        pytest.param(True, MODEL, Reason.POLICY_PARALLELISM, 0, int(((30 - 0.2) / 2 - 0.05) * 16 * 900), id="policy-rescale-bounds-the-batch"),
+        # sized for the cores one scale-up step reaches: 16 cores, one wave
+        pytest.param(True, MODEL, Reason.POLICY_PARALLELISM, 16, int((30 - 0.2 - 0.05) * 16 * 900), id="sized-for-the-next-step"),
+        pytest.param(False, MODEL, Reason.POLICY_PARALLELISM, 0, None, id="source-takes-no-limit"),
+        pytest.param(True, replace(MODEL, cold=True), Reason.POLICY_PARALLELISM, 0, None, id="no-warm-model-yet"),
+        pytest.param(True, MODEL, Reason.OPERATOR_REQUEST, 0, None, id="an-operator-request-is-taken-as-asked"),
+    ],
+)
+def test_a_restart_bounds_the_batches_of_a_query_whose_rate_limit_the_daemon_manages(managed, model, wanted_reason, limit_cores, expected):
+    q = query_view(parallelism=8, trigger=timedelta(seconds=10), managed_rate_limit=managed)
+    wanted = {"q": (replace(q.params, parallelism=16), wanted_reason)}
+    changes, _ = plan_queries(
+        QueryPlanInput(NOW, [q], 8, False, wanted, ScalingHistory(), NormalizeSettings(), models={"q": model}, limit_cores=limit_cores)
+    )
+    [change] = changes
+    assert change.to_params.parallelism == 16 and change.to_params.max_rows_per_batch == expected
+
+
+def test_no_restart_for_the_rate_limit_alone():
+    q = query_view(parallelism=8, trigger=timedelta(seconds=10), managed_rate_limit=True)
+    changes, refusals = plan_queries(QueryPlanInput(NOW, [q], 8, False, {}, ScalingHistory(), NormalizeSettings(), models={"q": MODEL}))
+    assert changes == () and refusals == ()

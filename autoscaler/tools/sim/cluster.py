@@ -599,6 +599,7 @@ class SimCluster:
             max_parallelism=self.max_parallelism,
             partitions_per_core=self.partitions_per_core,
             rescalable=True,
+            managed_rate_limit=self.cfg.max_rows_per_batch is None,  # a Kafka-like source (maxOffsetsPerTrigger)
             samples=self.samples,
             run_started_at=self._run_started_at,
             batch_running=running,

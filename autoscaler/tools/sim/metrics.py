@@ -13,6 +13,8 @@ from typing import Sequence
 
 import numpy as np
 
+from autoscaler.core.budget import limited_schedule_cost
+
 from autoscaler.tools.sim.workload import Workload
 
 
@@ -93,60 +95,12 @@ def limited_oracle_executor_seconds(lengths: np.ndarray, need: np.ndarray, max_c
 
     The oracle changes the count whenever the need changes; a policy held to a rescale budget
     cannot, and on a spiky trace even perfect foresight then pays for holding each spike's
-    size. Minimising ``cost + lambda x changes`` is a dynamic programme over (step, count):
-    hold the count, or change from the cheapest count so far and pay ``lambda``. For every
-    ``lambda`` no schedule with at most ``max_changes`` changes costs less than
-    ``min(cost + lambda x changes) - lambda x max_changes`` (the lower bound, maximised over the
-    ``lambda`` of a bisection); the schedule found at the smallest ``lambda`` that keeps within
-    the budget is one a clairvoyant policy could run (achieved). On the benchmark traces the two are
-    within 2 % (first weeks: ELB 0 %, Twitter 0.8 %, NYC taxi 1.5 %); on a handful of steps the gap of
-    this Lagrangian bound can be tens of percent.
+    size. The dynamic programme is :mod:`autoscaler.core.budget` (the default policy prices its
+    rescales with the same one). On the benchmark traces the lower bound and the achieved
+    schedule are within 2 % (first weeks: ELB 0 %, Twitter 0.8 %, NYC taxi 1.5 %); on a handful
+    of steps the gap of this Lagrangian bound can be tens of percent.
     """
-    lengths, need = _merge_equal_steps(np.asarray(lengths, float), np.asarray(need, float))
-    if len(need) == 0:
-        return 0.0, 0.0
-    levels = np.arange(int(need.max()) + 1, dtype=float)
-
-    def solve(lam: float) -> tuple[float, int]:
-        f = np.where(levels >= need[0], levels * lengths[0], np.inf)
-        changes = np.zeros(len(levels))
-        for length, n in zip(lengths[1:], need[1:], strict=True):
-            best = int(np.argmin(f))
-            switch = f[best] + lam
-            moved = switch < f
-            f = np.where(moved, switch, f) + levels * length
-            changes = np.where(moved, changes[best] + 1, changes)
-            f[levels < n] = np.inf
-        best = int(np.argmin(f))
-        return float(f[best]), int(changes[best])
-
-    total, changes = solve(0.0)
-    if changes <= max_changes:
-        return total, total
-    lo, hi = 0.0, float(levels[-1] * lengths.sum())
-    lower, achieved = total, math.inf
-    for _ in range(40):
-        lam = (lo + hi) / 2
-        value, changes = solve(lam)
-        lower = max(lower, value - lam * max_changes)
-        if changes <= max_changes:
-            hi, achieved = lam, min(achieved, value - lam * changes)
-        else:
-            lo = lam
-        if achieved < math.inf and achieved - lower <= 1e-3 * achieved:
-            break
-    if achieved == math.inf:
-        value, changes = solve(hi)
-        achieved = value - hi * changes
-    return lower, achieved
-
-
-def _merge_equal_steps(lengths: np.ndarray, need: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Join consecutive steps with the same need (a schedule never changes inside such a run)."""
-    if len(need) == 0:
-        return lengths, need
-    starts = np.flatnonzero(np.concatenate(([True], need[1:] != need[:-1])))
-    return np.add.reduceat(lengths, starts), need[starts]
+    return limited_schedule_cost(lengths, need, max_changes)
 
 
 OVERSHOOT_WINDOW = 600.0  # seconds: the oracle's largest need is taken over the surrounding 10 minutes
