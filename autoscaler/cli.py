@@ -455,11 +455,11 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
             return _fail(f"--phases: {args.phases!r} must be three numbers of seconds")
         if len(phases) != 3 or not all(math.isfinite(p) and p > 0 for p in phases):
             return _fail(f"--phases: {args.phases!r} must be three positive numbers of seconds")
-        profile = StepProfile(phases=phases)  # type: ignore[arg-type]
+        profile = StepProfile(phases=phases)
     if args.workdir is not None and (problem := _writable_dir(args.workdir, "--workdir")):
         return _fail(problem)
     _exit_on_sigterm()
-    log = lambda m: print(m, file=sys.stderr)  # noqa: E731 - stdout carries the result
+    log = lambda m: print(m, file=sys.stderr)
     result = run_benchmark(runs, profile, workdir=args.workdir, log=log)
     if args.output:
         args.output.write_text(json.dumps(result, indent=2) + "\n")

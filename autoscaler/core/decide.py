@@ -143,7 +143,7 @@ def evaluate_loads(snap: Snapshot, now: datetime, window: timedelta, memo: Decis
         cache = caches.get(q.name) if fit else None
         if fit and cache is None:
             cache = caches[q.name] = CostModelCache()
-        loads[q.name] = evaluate_query(q, now, window, snap.executors.cores, cache.fit if cache is not None else None)
+        loads[q.name] = evaluate_query(q, now, window, snap.executors.cores, cache.fit if cache is not None else None, snap.executors.alive)
     return loads
 
 

@@ -8,6 +8,7 @@ inside the window.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import operator
 from datetime import datetime, timedelta, timezone
@@ -18,6 +19,7 @@ from autoscaler.core.history import RatePoint, ScalingHistory
 from autoscaler.core.model import (
     BatchCostModel,
     BatchSample,
+    Executor,
     QueryLoad,
     QueryStatus,
     QueryView,
@@ -82,7 +84,7 @@ def active_rate(samples: Sequence[BatchSample]) -> float | None:
         return samples[0].input_rate if samples else None
     rows = 0.0
     span = 0.0
-    for previous, sample in zip(samples, samples[1:]):
+    for previous, sample in itertools.pairwise(samples):
         rows += sample.input_rows
         span += (sample.started_at - arrival_start(previous, sample)).total_seconds()
     first, last = samples[0], samples[-1]
@@ -182,7 +184,12 @@ def _ended_by(samples: Sequence[BatchSample], now: datetime) -> Sequence[BatchSa
 
 
 def evaluate_query(
-    view: QueryView, now: datetime, window: timedelta, cores: int = 0, fit: Fitter | None = fit_cost_model
+    view: QueryView,
+    now: datetime,
+    window: timedelta,
+    cores: int = 0,
+    fit: Fitter | None = fit_cost_model,
+    executors: Sequence[Executor] = (),
 ) -> QueryLoad:
     """Evaluate a query's recent batches at ``now``.
 
@@ -234,7 +241,11 @@ def evaluate_query(
         # trigger, at a rate the batches before the quiet stretch do not tell; the cost model
         # tells it from how far the batch has got (else unknown until it ends), and the oldest
         # of its rows waits since the idle trigger at most
-        burst = burst_rate(view, model, cores, now)
+        # the cores the batch started on: executors registered since joined it halfway (counting
+        # them would take the batch for a larger one)
+        started = view.idle_at + (view.params.trigger_interval or timedelta(0))
+        start_cores = sum(e.cores for e in executors if e.added_at is None or e.added_at <= started) if executors else cores
+        burst = burst_rate(view, model, start_cores, now)
         return QueryLoad(
             name=view.name,
             samples=len(samples),

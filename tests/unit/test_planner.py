@@ -172,7 +172,7 @@ def test_a_request_waits_from_its_last_progress(since, registered, requested, ar
 
 # --- the managed rate limit -----------------------------------------------------------------------
 
-from autoscaler.core.model import BatchCostModel  # noqa: E402
+from autoscaler.core.model import BatchCostModel
 
 MODEL = BatchCostModel(per_slot=900.0, per_task=0.05, fixed=0.2, points=30)
 

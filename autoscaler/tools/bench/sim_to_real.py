@@ -14,6 +14,7 @@ time minus the oldest row's generation time): ``executor_seconds_error`` is simu
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import shutil
@@ -95,7 +96,7 @@ def simulate_profile(profile: LoadProfile, config: SimConfig, settings: dict[str
     completions = clusters[0].completions
     a, b = window
     seconds = 0.0
-    for (t0, n), (t1, _) in zip(registered, registered[1:]):
+    for (t0, n), (t1, _) in itertools.pairwise(registered):
         lo, hi = max(a, t0), min(b, t1)
         if hi > lo:
             seconds += n * (hi - lo)
@@ -116,6 +117,9 @@ def run_sim_to_real(profile: LoadProfile | None = None, workdir: Path | None = N
         window = (WARMUP, profile.bounds()[-1][2])
         start = real.started_at
         real_lags = batch_lags_real(root / "autoscaler" / "out", start + window[0], start + window[1])
+        fitted: dict[str, float] = {}
+        if model:
+            fitted = {"rows_per_core_second": model["mu"], "task_cost": model["w"], "fixed_cost": model["o"], "contention": model["k"]}
         config = SimConfig(
             trigger_interval=TRIGGER.total_seconds(),
             partitions=PARTITIONS,
@@ -123,12 +127,7 @@ def run_sim_to_real(profile: LoadProfile | None = None, workdir: Path | None = N
             executor_startup=startup,
             removal_delay=REMOVAL_DELAY,
             restart_delay=RESTART_PAUSE,
-            **(
-                {"rows_per_core_second": model["mu"], "task_cost": model["w"], "fixed_cost": model["o"], "contention": model["k"]}
-                if model
-                else {}
-            ),
-        )
+        ).with_changes(fitted)
         log("simulated run ...")
         simulated = simulate_profile(profile, config, daemon_settings("autoscaler", root / "sim"), window)
     finally:

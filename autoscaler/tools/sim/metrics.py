@@ -14,7 +14,6 @@ from typing import Sequence
 import numpy as np
 
 from autoscaler.core.budget import limited_schedule_cost
-
 from autoscaler.tools.sim.workload import Workload
 
 
