@@ -39,6 +39,7 @@ from autoscaler.app.compose import configure
 from autoscaler.core.settings import SparkSettings
 from autoscaler.spark.pipelines import PipelineContext, PipelineSpec
 from autoscaler.spark.session import build_session, stop_session
+from autoscaler.tools.demo.params import ACTIVE_PARAMS
 from autoscaler.tools.demo.workload import trace_pipeline, verify_output
 from autoscaler.tools.traces import RateProfile, compress_trace, load_trace, prefixed
 
@@ -271,8 +272,6 @@ def daemon_settings(kind: str, checkpoints: Path) -> dict[str, Any]:
     """The daemon's settings for a run: ``autoscaler`` is the default policy with the demo's
     compressed time constants (a day of a trace lasts minutes here); ``autoscaler-target-utilization``
     the simpler policy at a target utilization of 0.8 and a band of 0.15."""
-    from autoscaler.tools.demo.run import ACTIVE_PARAMS
-
     if kind == "autoscaler":
         policy: dict[str, Any] = {"policy.name": "default", "policy.params": ACTIVE_PARAMS}
     else:
