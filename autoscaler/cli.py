@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import signal
 import sys
 import tempfile
@@ -333,13 +334,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
         specs = load_pipelines(settings.pipelines.module)
     except (SettingsError, PipelineError) as exc:
         return _fail(str(exc))
-    from autoscaler.runtime.state import StateStoreError, open_state_store
+    from autoscaler.app.compose import open_store
+    from autoscaler.runtime.state import StateStoreError
     from autoscaler.runtime.state.schema import restore_state
+    from autoscaler.spark.kubernetes import DriverAddressError, kubernetes_driver_conf
+    from autoscaler.spark.session import spark_conf
 
+    try:
+        # a k8s:// master with a driver address executors cannot reach is refused before anything starts
+        kubernetes_driver_conf(settings.spark.master, spark_conf(settings.spark), os.environ)
+    except DriverAddressError as exc:
+        return _fail(str(exc))
     try:
         # an unreadable state file, one the reconciler could not restore or one that cannot be
         # written stops us before Spark starts
-        store = open_state_store(settings)
+        store = open_store(settings)
         state = store.load() if store is not None else None
         if state:
             restore_state(state, str(store))
