@@ -199,8 +199,7 @@ class AppReconciler:
         pod_uid = (pod.get("metadata") or {}).get("uid")
         try:
             ready, why = client.ready()
-            daemon_status = client.status()
-            overrides = (client.control().get("overrides") or {})
+            overrides = client.control().get("overrides") or {}
         except DaemonUnavailable as exc:
             mem.unreachable += 1
             if mem.unreachable == self.settings.unreachable_after:
@@ -209,10 +208,14 @@ class AppReconciler:
             return replace(obs, unreachable_polls=mem.unreachable, daemon_error=str(exc)), backoff
         mem.unreachable = 0
         note = f"SparkStreamingApp {ref.key} generation {generation}"
-        control, overrides, managed = self._control(ref, spec, generation, prev, overrides, client, note, mem)
-        missing = self._queries(ref, spec, generation, client, note, mem)
-        level = self._log_level(ref, spec, prev, pod_uid, client, note)
-        cursor = self._decision_events(ref, prev, daemon_status, client, pod_uid)
+        try:
+            control, overrides, managed = self._control(ref, spec, generation, prev, overrides, client, note, mem)
+            missing = self._queries(ref, spec, generation, client, note, mem)
+            level = self._log_level(ref, spec, prev, pod_uid, client, note)
+            daemon_status = client.status()  # after the changes: the status shows them
+            cursor = self._decision_events(ref, prev, daemon_status, client, pod_uid)
+        except DaemonUnavailable as exc:  # it answered a moment ago: try again soon, not counted as unreachable
+            return replace(obs, daemon_error=str(exc)), min(self.settings.resync_interval, timedelta(seconds=5))
         observed = replace(obs, daemon=daemon_status, daemon_ready=ready, daemon_not_ready_reason=why, control=control, overrides=overrides,
                             managed_fields=managed, log_level=level, missing_queries=tuple(missing), event_cursor=cursor)
         return observed, (self.settings.resync_interval if ready else min(self.settings.resync_interval, timedelta(seconds=5)))
