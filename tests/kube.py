@@ -19,6 +19,7 @@ from kubernetes import client
 from kubernetes_validate.utils import schema_contents
 from referencing import Registry, Resource
 
+from autoscaler.k8s.client import one_try
 from autoscaler.k8s.gateway import KubeApi
 from autoscaler.k8s.retry import api_retrying
 
@@ -33,15 +34,20 @@ def validate(obj: dict[str, Any], versions: Iterable[str] = VERSIONS) -> dict[st
     return obj
 
 
-def validate_status(obj: dict[str, Any]) -> dict[str, Any]:
-    """A ``Status`` body (an error answer): the bundle files its schema as ``status-meta-v1``,
-    which ``validate()`` does not look up by kind, so it is loaded here the same way."""
+def validate_meta(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    """A ``meta/v1`` object (``status``: an error answer; ``watchevent``: a line of a watch): the
+    bundle files their schemas as ``<kind>-meta-v1``, which ``validate()`` does not look up by
+    kind, so they are loaded here the same way."""
     for version in VERSIONS:
         folder = f"kubernetes-json-schema/v{version}.0-local-strict"
-        schema = schema_contents(f"{folder}/status-meta-v1.json", version)
+        schema = schema_contents(f"{folder}/{kind}-meta-v1.json", version)
         registry = Resource.from_contents(schema_contents(f"{folder}/_definitions.json", version)) @ (Resource.from_contents(schema) @ Registry())
         jsonschema.validators.Draft202012Validator(schema, registry=registry).validate(obj)
     return obj
+
+
+def validate_status(obj: dict[str, Any]) -> dict[str, Any]:
+    return validate_meta(obj, "status")
 
 
 def next_rv() -> str:
@@ -101,7 +107,7 @@ def config_map(name: str, namespace: str = "analytics", *, binary: dict[str, str
 
 def kube_api(url: str, sleeps: list[float] | None = None, calls: list[tuple[str, str, int | None]] | None = None) -> KubeApi:
     """The real gateway pointed at ``url``; retries sleep into ``sleeps`` instead of waiting."""
-    configuration = client.Configuration(host=url.rstrip("/"))
+    configuration = one_try(client.Configuration(host=url.rstrip("/")))
     record = (lambda s: sleeps.append(s)) if sleeps is not None else (lambda s: None)
     return KubeApi(
         client.ApiClient(configuration),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import urllib3
 from kubernetes import client, config
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -19,7 +20,15 @@ def api_client(kubeconfig: str | None = None) -> client.ApiClient:
     else:
         # $KUBECONFIG read now: the client reads it once, when it is imported
         config.load_kube_config(config_file=kubeconfig or os.environ.get("KUBECONFIG"), client_configuration=configuration)
-    return client.ApiClient(configuration)
+    return client.ApiClient(one_try(configuration))
+
+
+def one_try(configuration: client.Configuration) -> client.Configuration:
+    """No retries below ours: urllib3 would otherwise retry connection errors three times and a
+    429 after its Retry-After on its own, hidden from our back-off, our logs and our counts
+    (``autoscaler.k8s.retry`` is the one retry layer)."""
+    configuration.retries = urllib3.util.Retry(total=0, respect_retry_after_header=False, raise_on_status=False, redirect=0)
+    return configuration
 
 
 def own_namespace(environ: dict[str, str] | None = None) -> str | None:
