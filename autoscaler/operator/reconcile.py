@@ -98,8 +98,16 @@ class EventRecorder:
             count = int(existing.get("count") or 1) + 1 + held
             self.gateway.patch_event(ref.namespace, name, {"count": count, "lastTimestamp": stamp, "message": event.message[: ev.MAX_MESSAGE]})
         self._sent[name] = (now, 0)
+        self._prune(now)
         log.info("event", app=ref.key, type=event.type, reason=event.reason, message=event.message)
         return True
+
+    def _prune(self, now: Any) -> None:
+        """Forget events sent longer ago than the repeat interval with no repeat held back: the
+        next one is sent anyway (keeps the memory bounded by the recent events)."""
+        for name, (at, held) in list(self._sent.items()):
+            if held == 0 and now - at >= self.repeat_interval:
+                del self._sent[name]
 
     def forget(self, ref: AppRef) -> None:
         prefix = f"{ref.name[:200]}."

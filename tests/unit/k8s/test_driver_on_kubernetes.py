@@ -3,11 +3,16 @@ and a clear refusal of a loopback driver address (executors in other pods could 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from autoscaler.cli import main
 from autoscaler.spark.kubernetes import DriverAddressError, kubernetes_driver_conf
 
+ROOT = Path(__file__).resolve().parents[3]
 K8S = "k8s://https://kubernetes.default.svc"
 POD = {"POD_NAME": "clicks-0", "POD_NAMESPACE": "analytics", "POD_IP": "10.1.2.3"}
 
@@ -50,14 +55,18 @@ def test_a_loopback_driver_address_is_refused_naming_it(conf, environ, named):
     assert "set SPARK_LOCAL_IP to the pod IP" in message
 
 
-def test_run_check_refuses_a_k8s_master_on_loopback(tmp_path, monkeypatch, capsys):
+def run_check(config, **env):
+    """``spark-autoscaler run --check`` in its own process (it configures logging for the process)."""
+    base = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT), "HOME": os.environ.get("HOME", "/tmp")}
+    return subprocess.run([sys.executable, "-m", "autoscaler", "run", "--config", str(config), "--check"], capture_output=True, text=True,
+                          timeout=120, env={**base, **env}, cwd=ROOT)
+
+
+def test_run_check_refuses_a_k8s_master_on_loopback(tmp_path):
     (tmp_path / "p.py").write_text("from autoscaler import pipeline\n\n@pipeline('q')\ndef q(spark, ctx):\n    return None\n")
     config = tmp_path / "autoscaler.yaml"
     config.write_text(f"spark: {{master: '{K8S}'}}\npipelines: {{module: p.py}}\n")
-    for name in ("SPARK_LOCAL_IP", "POD_IP", "POD_NAME", "POD_NAMESPACE"):
-        monkeypatch.delenv(name, raising=False)
-    assert main(["run", "--config", str(config), "--check"]) == 2
-    assert "k8s master with a loopback driver address" in capsys.readouterr().err
-    monkeypatch.setenv("POD_IP", "10.1.2.3")  # the operator's pod: the same check passes
-    assert main(["run", "--config", str(config), "--check"]) == 0
-    assert "configuration valid; pipelines: q" in capsys.readouterr().out
+    refused = run_check(config)
+    assert refused.returncode == 2 and "k8s master with a loopback driver address" in refused.stderr
+    passed = run_check(config, POD_IP="10.1.2.3")  # the operator's pod: the same check passes
+    assert passed.returncode == 0 and "configuration valid; pipelines: q" in passed.stdout

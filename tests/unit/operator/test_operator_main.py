@@ -10,7 +10,6 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from autoscaler.cli import main
 from autoscaler.operator.main import _once, http_app
 from autoscaler.operator.metrics import OperatorMetrics
 from autoscaler.operator.settings import OperatorSettingsError, load_operator_settings
@@ -49,11 +48,12 @@ def test_a_bad_configuration_is_named(tmp_path, text, problem):
     assert problem.replace("Value error, ", "") in str(info.value)
 
 
-def test_the_command_refuses_a_bad_configuration_before_it_connects(tmp_path, capsys):
+def test_the_command_refuses_a_bad_configuration_before_it_connects(tmp_path):
     path = tmp_path / "operator.yaml"
     path.write_text("workers: 99\n")
-    assert main(["operator", "--config", str(path)]) == 2
-    assert "workers: Input should be less than or equal to 32" in capsys.readouterr().err
+    done = subprocess.run([sys.executable, "-m", "autoscaler", "operator", "--config", str(path)], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 2 and "workers: Input should be less than or equal to 32" in done.stderr
 
 
 def test_flags_override_the_file(tmp_path):
