@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End to end on a real cluster (kind): what no test on our machines can show (no API server,
 # no Docker there). NOT run by CI or by `pytest`; run it on a machine with Docker, kind >= 0.24,
-# kubectl, helm (3.18+ or 4) and jq:
+# kubectl, helm (3.18+ or 4), jq, yq and curl:
 #
 #   hack/e2e-kind.sh            # create the cluster, build and load the image, run every check
 #   KEEP=1 hack/e2e-kind.sh     # leave the cluster running afterwards
