@@ -1,0 +1,140 @@
+"""What the daemon did in a tick and why, in plain words with the numbers behind them.
+
+The demo's live view prints :func:`explain_tick` for every tick and its summary the same text
+for each rescale, so a person reads each fact once: ``adding executors 1 -> 2: taxi gets 456
+rows/s, a batch takes 103 % of its 2 s trigger on 1 core``. The machine-readable reasons
+(``ScaleUpForLoad``) stay in the audit trail, the logs and the metrics.
+"""
+
+from __future__ import annotations
+
+from autoscaler.core.model import QueryChange, QueryLoad, QueryRefusal, Reason, TickRecord
+from autoscaler.runtime.views import describe_params_change
+
+# why a query is restarted from its checkpoint with new settings
+CHANGE_WHY = {
+    Reason.PARTITIONS_BELOW_CORES: "fewer partitions than cores left cores idle",
+    Reason.UNEVEN_WAVES: "partitions now fill every task wave",
+    Reason.POLICY_PARALLELISM: "sized for the load",
+    Reason.OPERATOR_REQUEST: "an operator asked for it",
+}
+ALIGN = (Reason.PARTITIONS_BELOW_CORES, Reason.UNEVEN_WAVES)  # partitions follow the cores
+# the reasons that come from the load itself (the policy's): their numbers are the load's
+LOAD_REASONS = {
+    Reason.SCALE_UP_FOR_LOAD,
+    Reason.SCALE_UP_FOR_BACKLOG,
+    Reason.SCALE_UP_FOR_FORECAST,
+    Reason.SCALE_DOWN_FOR_LOAD,
+    Reason.WITHIN_TARGET,
+    Reason.MAX_STEP_UP,
+    Reason.MAX_STEP_DOWN,
+    Reason.BOUNDED_MAX,
+    Reason.BOUNDED_MIN,
+}
+
+
+def explain_tick(r: TickRecord) -> str:
+    """One line: what changed or was held, and why."""
+    parts = []
+    if r.executors_lost:
+        parts.append(f"lost executor(s) {', '.join(r.executors_lost)}")
+    parts += [explain_change(r, c) for c in r.plan.query_changes]
+    parts += [explain_refusal(r, ref) for ref in r.plan.refusals]
+    if not r.plan.query_changes:
+        parts.append(explain_executors(r))
+    return "; ".join(parts)
+
+
+def explain_rescale(r: TickRecord, subject: str) -> str:
+    """Why the tick ``r`` rescaled ``subject`` (the executors, or a query): the words of the live
+    view without what the summary line already says (the numbers of the change)."""
+    change = next((c for c in r.plan.query_changes if c.name == subject), None)
+    if change is not None:
+        return "restarted from its checkpoint" + (f" on {_cores(r.executors_cores)}" if change.reason in ALIGN else "") + (
+            f": {CHANGE_WHY.get(change.reason, change.message or change.reason.value)}"
+        )
+    return _why(r)
+
+
+def explain_executors(r: TickRecord) -> str:
+    d = r.decision
+    if d.reason == Reason.NO_METRICS:
+        restarting = [q.name for q in r.queries if q.status.value in ("rescaling", "restarting", "starting")]
+        return f"waiting for the first batches of {', '.join(restarting)}" if restarting else "waiting for the first batches"
+    wanted = d.target if d.target is not None and d.target != d.current else d.proposed
+    if wanted is not None and wanted != d.current and not r.mode.requesting:
+        return _not_requesting(r, wanted)
+    if d.changes and d.target is not None:
+        verb = "adding executors" if d.target > d.current else "releasing executors"
+        return f"{verb} {d.current} -> {d.target}: {_why(r)}"
+    if wanted is not None and wanted != d.current:
+        return f"keeping {_executors(d.current)} ({wanted} wanted): {d.message or d.reason.value}"
+    head = f"keeping {_executors(d.current)}"
+    if r.mode.requesting and r.executors_pending:
+        head = f"waiting for {r.executors_pending} more executor(s) to start ({r.executors_alive} of {d.current} there)"
+    text = f"{head}: {_why(r)}"
+    if d.current == r.max_executors and any((_busy(r, load) or 0) > 1 for load in r.loads if load.known):
+        text += f"; {d.current} is the most allowed (executors.max)"
+    return text
+
+
+def _not_requesting(r: TickRecord, wanted: int) -> str:
+    """Reactive mode (or active mode whose request the cluster manager has not granted): the
+    daemon asks for nothing and fits the queries to the cores there are."""
+    per = _cores_per_executor(r)
+    have, want = r.executors_cores, wanted * per
+    how = "reactive mode adapts partitions" if r.mode.mode.value == "reactive" else "not granted yet, so partitions adapt meanwhile"
+    if want < have:
+        how = "reactive mode keeps what the cluster gives"
+    return f"wants {want} core(s), has {have}; {how} ({_why(r)})"
+
+
+def explain_change(r: TickRecord, c: QueryChange) -> str:
+    why = CHANGE_WHY.get(c.reason, c.message or c.reason.value)
+    cores = f" on {_cores(r.executors_cores)}" if c.reason in ALIGN else ""
+    return f"restarting {c.name} from its checkpoint with {describe_params_change(c.from_params, c.to_params)}{cores}: {why}"
+
+
+def explain_refusal(r: TickRecord, ref: QueryRefusal) -> str:
+    return f"not restarting {ref.name} yet: {ref.message or ref.reason.value}"
+
+
+def _why(r: TickRecord) -> str:
+    """The load behind a decision: each query's rate, how much of its trigger a batch fills, its backlog."""
+    if r.decision.reason not in LOAD_REASONS and r.decision.message:
+        return r.decision.message
+    texts = [_load_text(r, load) for load in r.loads if load.known]
+    return "; ".join(texts) or r.proposal.message or r.decision.reason.value
+
+
+def _load_text(r: TickRecord, load: QueryLoad) -> str:
+    assert load.input_rate is not None
+    text = f"{load.name} gets {load.input_rate:.0f} rows/s"
+    busy = _busy(r, load)
+    view = next((q for q in r.queries if q.name == load.name), None)
+    trigger = view.params.trigger_interval if view is not None else None
+    if busy is not None:
+        of = f"its {trigger.total_seconds():g} s trigger" if trigger else "the time"
+        text += f", a batch takes {busy:.0%} of {of} on {_cores(r.executors_cores)}"
+    if load.backlog_rows:
+        text += f", {load.backlog_rows:.0f} row{'' if round(load.backlog_rows) == 1 else 's'} waiting"
+    if view is not None and view.warming:
+        text += ", batches warming up"  # the first ones after a start or a change are slower
+    return text
+
+
+def _busy(r: TickRecord, load: QueryLoad) -> float | None:
+    """How much of its trigger interval a batch takes: the policy's figure for this tick, else the measured share."""
+    return r.proposal.details.get(f"{load.name}.busy", load.busy_fraction)
+
+
+def _cores_per_executor(r: TickRecord) -> int:
+    return max(1, r.executors_cores // r.executors_alive) if r.executors_alive else 1
+
+
+def _executors(n: int) -> str:
+    return f"{n} executor" + ("" if n == 1 else "s")
+
+
+def _cores(n: int) -> str:
+    return f"{n} core" + ("" if n == 1 else "s")
