@@ -189,9 +189,11 @@ class QueryHost:
             run.run_started_at = self.clock.now()
             self._runs[name] = run
 
-    def stop_all(self) -> list[StopReport]:
+    def stop_all(self, *, finish_cut_batches: bool = True) -> list[StopReport]:
         """Stop every query at a batch boundary (SIGTERM); safe to call twice. One report (and one
-        ``query_stopped`` log line) per hosted query that was running."""
+        ``query_stopped`` log line) per hosted query that was running. ``finish_cut_batches``: run
+        a batch the stop cut short to its end (see :meth:`_finish_cut_batch`), unless the caller
+        replays the checkpoint itself."""
         with self._lock:
             self._stopping = True
             runs = list(self._runs.values())
@@ -200,7 +202,7 @@ class QueryHost:
         for t in rescales:  # let a rescale in flight finish (it will not start a new run)
             t.join(self.stop_timeout.total_seconds() + 10)
         reports: dict[str, StopReport] = {}
-        threads = [threading.Thread(target=self._stop_run, args=(r, reports), daemon=True) for r in runs]
+        threads = [threading.Thread(target=self._stop_run, args=(r, reports, finish_cut_batches), daemon=True) for r in runs]
         for t in threads:
             t.start()
         for t in threads:
@@ -211,7 +213,7 @@ class QueryHost:
             pass
         return [reports[r.name] for r in runs if r.name in reports]
 
-    def _stop_run(self, run: _Run, reports: dict[str, StopReport]) -> None:
+    def _stop_run(self, run: _Run, reports: dict[str, StopReport], finish: bool) -> None:
         if run.spec is None:
             return  # attached queries belong to the user
         with self._lock:
@@ -226,7 +228,7 @@ class QueryHost:
                 run.status = QueryStatus.STOPPED
         if not was_running or run.checkpoint is None:
             return
-        finished = self._finish_cut_batch(run) if progressing else None
+        finished = self._finish_cut_batch(run) if finish and progressing else None
         info = read_checkpoint(run.checkpoint)
         report = StopReport(run.name, info.last_commit, None if info.clean else info.last_offset, finished)
         reports[run.name] = report

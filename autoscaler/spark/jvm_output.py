@@ -10,6 +10,11 @@ other line of the daemon (JSON for ``run``, the console format for the demo):
 * a Java stack trace printed outside log4j (an uncaught exception, ``printStackTrace``):
   one record naming the exception and the thread, its frames counted, not printed; the known
   ``StackOverflowError`` of Spark's interruption check gets its cause named (see ``stopguard``);
+* a Python traceback of a process the JVM started (they share its stderr: the planner of a
+  Python data source, ``python_streaming_source_runner.py``): one record naming the exception;
+  at DEBUG when the process lost its connection to the JVM or was ended mid-traceback, which is
+  how a stopped query ends its Python helpers (a failure that matters fails the query, and the
+  daemon reports that);
 * start-up notices printed outside log4j (the JVM's about incubator modules, Spark's about the
   shell's default log level): DEBUG;
 * any other line: a WARNING with the line, so nothing the JVM says is lost.
@@ -39,6 +44,9 @@ _UNCAUGHT = re.compile(r'^Exception in thread "(?P<thread>.*)" (?P<error>[\w$.]+
 _THROWABLE = re.compile(r"^(?P<error>(?:[a-z_$][\w$]*\.)+[\w$]*(?:Exception|Error|Throwable)(?::.*)?)$")
 _FRAME = re.compile(r"^\s+(?:at |\.\.\. \d+ (?:more|common frames omitted))")
 _CAUSE = re.compile(r"^\s*(?:Caused by|Suppressed): (?P<error>.*)$")
+# a Python helper of the JVM ending this way was let go by the JVM (its query stopped)
+LET_GO = ("ConnectionRefusedError", "ConnectionResetError", "BrokenPipeError", "EOFError")
+PYTHON_TRACEBACK = "Traceback (most recent call last):"
 REGEX_OVERFLOW_CAUSE = (
     "Spark's check whether a stopped query's Python batch was interrupted overflowed the stack matching "
     "the Py4J error text (StreamExecution.isInterruptionException, java.util.regex); the query stopped, "
@@ -78,15 +86,52 @@ class _Trace:
         return JvmRecord(logging.ERROR, JVM_LOGGER, text)
 
 
+@dataclass
+class _PythonTrace:
+    """A Python traceback being read: frames, then the exception line."""
+
+    frames: int = 0
+    script: str | None = None
+
+    def add(self, line: str) -> None:
+        if line.startswith('  File "'):
+            self.frames += 1
+            name = line.split('"', 2)[1].rsplit("/", 1)[-1]
+            if self.script is None and not name.startswith("<"):
+                self.script = name
+
+    def record(self, error: str | None) -> JvmRecord:
+        where = f" ({self.script}, {self.frames} frame(s) not shown)" if self.script else f" ({self.frames} frame(s) not shown)"
+        if error is None:
+            return JvmRecord(logging.DEBUG, JVM_LOGGER, f"a Python process of the Spark driver was ended mid-traceback{where}")
+        level = logging.DEBUG if error.startswith(LET_GO) else logging.WARNING
+        return JvmRecord(level, JVM_LOGGER, f"a Python process of the Spark driver failed: {error}{where}")
+
+
+def _python_continues(line: str) -> bool:
+    """A line inside a Python traceback: frames and code are indented; chained exceptions say so."""
+    return not line.strip() or line[0].isspace() or line.startswith((PYTHON_TRACEBACK, "During handling", "The above exception"))
+
+
 class JvmLines:
     """Turns the JVM's output, line by line, into records (pure: no I/O, no threads)."""
 
     def __init__(self, *, full_stacks: bool = False) -> None:
         self.full_stacks = full_stacks
         self._trace: _Trace | None = None
+        self._python: _PythonTrace | None = None
 
     def feed(self, line: str) -> list[JvmRecord]:
         line = line.rstrip("\r\n")
+        python = self._python
+        if python is not None:
+            if _python_continues(line):
+                python.add(line)
+                return []
+            self._python = None
+            if not line.startswith("{"):  # the exception line ends it
+                return [python.record(line)]
+            return [python.record(None)] + self._start(line)
         trace = self._trace
         if trace is not None:
             if _FRAME.match(line):
@@ -105,7 +150,8 @@ class JvmLines:
     def close(self) -> list[JvmRecord]:
         """The record of a trace still being read (at the end of the output)."""
         trace, self._trace = self._trace, None
-        return [trace.record()] if trace is not None else []
+        python, self._python = self._python, None
+        return ([trace.record()] if trace is not None else []) + ([python.record(None)] if python is not None else [])
 
     def _start(self, line: str) -> list[JvmRecord]:
         if not line.strip():
@@ -114,6 +160,9 @@ class JvmLines:
             event = _json(line)
             if event is not None and event.get("jvm_log"):
                 return [self._event(event)]
+        if line.startswith(PYTHON_TRACEBACK):
+            self._python = _PythonTrace()
+            return []
         if uncaught := _UNCAUGHT.match(line):
             self._trace = _Trace(uncaught["error"], uncaught["thread"])
             return []

@@ -88,3 +88,31 @@ def test_a_summary_line_says_each_fact_once(decision, line):
     # before: "executors: 1 -> 2 (ScaleUpForLoad): #1 executors 1 -> 2 (ScaleUpForLoad)"
     assert summary_line(decision) == line
     assert line.count(f"{decision['from']} -> {decision['to']}") == 1
+
+
+def test_a_new_upper_bound_is_named_as_the_reason():
+    record = first_change("active")
+    lowered = replace(
+        record,
+        decision=replace(record.decision, current=4, target=2, reason=Reason.BOUNDED_MAX, limits=(Reason.BOUNDED_MAX,)),
+        max_executors=2,
+    )
+    assert re.fullmatch(rf"releasing executors 4 -> 2: {LOAD}; at most 2 allowed \(executors.max\)", explain_tick(lowered)), explain_tick(lowered)
+
+
+def test_reactive_mode_keeps_nothing_it_finds_the_executors_enough():
+    daemon = build({"mode": "reactive"}, query_name="taxi")
+    record = daemon.run_for(60, rate=100.0)[-1]
+    assert re.fullmatch(rf"1 executor suffices: {LOAD}", explain_tick(record)), explain_tick(record)
+
+
+@pytest.mark.parametrize(
+    "mode, head",
+    [pytest.param("active", "keeping 1 executor until a warm batch confirms the load", id="active"),
+     pytest.param("reactive", "1 executor; sizing waits for a warm batch", id="reactive")],
+)
+def test_a_query_behind_on_cold_batches_waits_for_a_warm_one(mode, head):
+    record = first_change(mode)  # behind: a batch takes more than its trigger on 1 core
+    [view] = record.queries
+    cold = replace(record, decision=replace(record.decision, target=1, proposed=1, reason=Reason.WITHIN_TARGET), queries=(replace(view, warming=True),))
+    assert explain_tick(cold).startswith(f"{head}: taxi gets"), explain_tick(cold)

@@ -16,13 +16,18 @@ def event(level="ERROR", logger="org.apache.spark.sql.execution.streaming.runtim
     return json.dumps({"jvm_log": True, "level": level, "logger": logger, "thread": "stream", "message": message, **extra})
 
 
+# what the planner of a Python data source printed when its query stopped as it connected
+PY_TRACEBACK = (
+    'Traceback (most recent call last):\n  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+    '  File "/x/pyspark.zip/pyspark/sql/streaming/python_streaming_source_runner.py", line 313, in <module>'
+)
 STACK = "java.lang.RuntimeException: boom\n\tat a.B.c(B.java:1)\n\tat a.B.d(B.java:2)\n"
 
 
 def feed_all(lines, **kw):
     parser = JvmLines(**kw)
     out = []
-    for line in lines:
+    for line in "\n".join(lines).splitlines():
         out += parser.feed(line + "\n")
     return out + parser.close()
 
@@ -70,6 +75,26 @@ def feed_all(lines, **kw):
             [(logging.ERROR, JVM_LOGGER, "java.lang.RuntimeException: first line (+1 more line(s) of message) [1 stack frame(s) not shown]"),
              (logging.ERROR, "spark.MicroBatchExecution", "next")],
             id="printed-stack-trace-then-an-event",
+        ),
+        pytest.param(
+            [PY_TRACEBACK, '  File "/x/pyspark.zip/pyspark/worker_util.py", line 246, in get_sock_file_to_executor',
+             "    sock = local_connect_and_auth(port, secret)", "ConnectionRefusedError: [Errno 111] Connection refused"],
+            [(logging.DEBUG, JVM_LOGGER, "a Python process of the Spark driver failed: ConnectionRefusedError: [Errno 111] Connection refused "
+              "(python_streaming_source_runner.py, 3 frame(s) not shown)")],
+            id="python-helper-let-go-by-the-jvm",
+        ),
+        pytest.param(
+            [PY_TRACEBACK, "ValueError: the source's offset is not a number", event(message="next")],
+            [(logging.WARNING, JVM_LOGGER, "a Python process of the Spark driver failed: ValueError: the source's offset is not a number "
+              "(python_streaming_source_runner.py, 2 frame(s) not shown)"),
+             (logging.ERROR, "spark.MicroBatchExecution", "next")],
+            id="python-helper-failure-is-a-warning",
+        ),
+        pytest.param(
+            [PY_TRACEBACK, event(message="next")],
+            [(logging.DEBUG, JVM_LOGGER, "a Python process of the Spark driver was ended mid-traceback (python_streaming_source_runner.py, 2 frame(s) not shown)"),
+             (logging.ERROR, "spark.MicroBatchExecution", "next")],
+            id="python-helper-ended-mid-traceback",
         ),
     ],
 )

@@ -69,13 +69,23 @@ def explain_executors(r: TickRecord) -> str:
         return f"{verb} {d.current} -> {d.target}: {_why(r)}"
     if wanted is not None and wanted != d.current:
         return f"keeping {_executors(d.current)} ({wanted} wanted): {d.message or d.reason.value}"
-    head = f"keeping {_executors(d.current)}"
-    if r.mode.requesting and r.executors_pending:
-        head = f"waiting for {r.executors_pending} more executor(s) to start ({r.executors_alive} of {d.current} there)"
-    text = f"{head}: {_why(r)}"
-    if d.current == r.max_executors and any((_busy(r, load) or 0) > 1 for load in r.loads if load.known):
+    text = f"{_holding(r)}: {_why(r)}"
+    if d.current == r.max_executors and _overloaded(r):
         text += f"; {d.current} is the most allowed (executors.max)"
     return text
+
+
+def _holding(r: TickRecord) -> str:
+    """Nothing changes this tick: what the daemon holds, or waits for."""
+    n = r.decision.current
+    if r.mode.requesting and r.executors_pending:
+        return f"waiting for {r.executors_pending} more executor(s) to start ({r.executors_alive} of {n} there)"
+    waiting = _overloaded(r) and any(q.warming for q in r.queries)  # the policies size on warm batches only
+    if r.mode.requesting:
+        return f"keeping {_executors(n)}" + (" until a warm batch confirms the load" if waiting else "")
+    if waiting:
+        return f"{_executors(n)}; sizing waits for a warm batch"
+    return f"{_executors(n)} {'suffices' if n == 1 else 'suffice'}"  # reactive mode keeps nothing: the cluster decides
 
 
 def _not_requesting(r: TickRecord, wanted: int) -> str:
@@ -100,11 +110,18 @@ def explain_refusal(r: TickRecord, ref: QueryRefusal) -> str:
 
 
 def _why(r: TickRecord) -> str:
-    """The load behind a decision: each query's rate, how much of its trigger a batch fills, its backlog."""
-    if r.decision.reason not in LOAD_REASONS and r.decision.message:
-        return r.decision.message
-    texts = [_load_text(r, load) for load in r.loads if load.known]
-    return "; ".join(texts) or r.proposal.message or r.decision.reason.value
+    """The load behind a decision (each query's rate, how much of its trigger a batch fills, its
+    backlog) and the bound it met; a hold's own reason (``scale-down to 4 waits 8s more``)."""
+    d = r.decision
+    if d.reason not in LOAD_REASONS and d.message:
+        return d.message
+    text = "; ".join(_load_text(r, load) for load in r.loads if load.known) or r.proposal.message or d.reason.value
+    met = {d.reason, *d.limits}
+    if Reason.BOUNDED_MAX in met:
+        text += f"; at most {r.max_executors} allowed (executors.max)"
+    if Reason.BOUNDED_MIN in met:
+        text += f"; at least {r.min_executors} kept (executors.min)"
+    return text
 
 
 def _load_text(r: TickRecord, load: QueryLoad) -> str:
@@ -121,6 +138,11 @@ def _load_text(r: TickRecord, load: QueryLoad) -> str:
     if view is not None and view.warming:
         text += ", batches warming up"  # the first ones after a start or a change are slower
     return text
+
+
+def _overloaded(r: TickRecord) -> bool:
+    """A batch takes longer than its trigger: the query falls behind at this size."""
+    return any((_busy(r, load) or 0) > 1 for load in r.loads if load.known)
 
 
 def _busy(r: TickRecord, load: QueryLoad) -> float | None:

@@ -276,7 +276,7 @@ def _run(
     daemon.loop.stop()
     loop.join(30)
     sampler.stop()
-    for report in daemon.host.stop_all():
+    for report in daemon.host.stop_all(finish_cut_batches=False):  # the drain below replays the checkpoint
         print(f"{time.time() - start:5.0f}s   {report.describe()}", file=out, flush=True)
     signals.install(graceful=False)  # nothing left to drain gracefully: a signal now interrupts
     if recorder is not None:
