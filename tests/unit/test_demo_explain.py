@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from datetime import timedelta
 
 import pytest
 
@@ -116,3 +117,10 @@ def test_a_query_behind_on_cold_batches_waits_for_a_warm_one(mode, head):
     [view] = record.queries
     cold = replace(record, decision=replace(record.decision, target=1, proposed=1, reason=Reason.WITHIN_TARGET), queries=(replace(view, warming=True),))
     assert explain_tick(cold).startswith(f"{head}: taxi gets"), explain_tick(cold)
+
+
+def test_a_scale_up_for_a_backlog_says_how_far_behind_the_query_is():
+    record = first_change("active")
+    [load] = record.loads
+    behind = replace(record, decision=replace(record.decision, reason=Reason.SCALE_UP_FOR_BACKLOG), loads=(replace(load, lag=timedelta(seconds=46.6)),))
+    assert re.fullmatch(r"adding executors 1 -> \d: taxi gets \d+ rows/s, 47 s behind, a batch takes .*", explain_tick(behind)), explain_tick(behind)

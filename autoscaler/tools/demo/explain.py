@@ -115,7 +115,8 @@ def _why(r: TickRecord) -> str:
     d = r.decision
     if d.reason not in LOAD_REASONS and d.message:
         return d.message
-    text = "; ".join(_load_text(r, load) for load in r.loads if load.known) or r.proposal.message or d.reason.value
+    behind = Reason.SCALE_UP_FOR_BACKLOG in (d.reason, r.proposal.reason)  # then the lag is the reason
+    text = "; ".join(_load_text(r, load, behind) for load in r.loads if load.known) or r.proposal.message or d.reason.value
     met = {d.reason, *d.limits}
     if Reason.BOUNDED_MAX in met:
         text += f"; at most {r.max_executors} allowed (executors.max)"
@@ -124,19 +125,19 @@ def _why(r: TickRecord) -> str:
     return text
 
 
-def _load_text(r: TickRecord, load: QueryLoad) -> str:
+def _load_text(r: TickRecord, load: QueryLoad, lag: bool = False) -> str:
     assert load.input_rate is not None
     text = f"{load.name} gets {load.input_rate:.0f} rows/s"
+    if lag and load.lag is not None:
+        text += f", {load.lag.total_seconds():.0f} s behind"
     busy = _busy(r, load)
     view = next((q for q in r.queries if q.name == load.name), None)
     trigger = view.params.trigger_interval if view is not None else None
     if busy is not None:
         of = f"its {trigger.total_seconds():g} s trigger" if trigger else "the time"
         text += f", a batch takes {busy:.0%} of {of} on {_cores(r.executors_cores)}"
-    if load.backlog_rows:
-        text += f", {load.backlog_rows:.0f} row{'' if round(load.backlog_rows) == 1 else 's'} waiting"
-    if view is not None and view.warming:
-        text += ", batches warming up"  # the first ones after a start or a change are slower
+    if load.backlog_rows and load.backlog_rows >= max(1.0, load.input_rate):  # a second of input or more
+        text += f", {load.backlog_rows:.0f} rows waiting"
     return text
 
 
