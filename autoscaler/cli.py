@@ -434,14 +434,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         load_policies()
     if args.command != "run":  # `run` logs to stdout, as JSON by default; every other command's stdout is its result
-        from autoscaler.runtime.logs import configure_logging
-
-        configure_logging("console", level="WARNING", stream=sys.stderr)
+        _log_to_stderr()
     try:
         return handler(args)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM where a command handles it so (_exit_on_sigterm)
         print("spark-autoscaler: interrupted", file=sys.stderr)
         return INTERRUPTED
+
+
+def _log_to_stderr() -> None:
+    """Warnings and errors to stderr, info dropped (as the simulator does, ``quiet_logs``):
+    unconfigured, structlog prints every line to stdout, where the daemon a benchmark runs put
+    its info lines before `benchmark step-load --json`'s JSON. Only structlog's default output
+    changes (the stream is looked up at each line, as a test's captured stream changes): the
+    stdlib's last resort writes to stderr already, and a caller's own logging setup stays."""
+    import logging
+
+    import structlog
+
+    if not structlog.is_configured():
+        structlog.configure(
+            wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+            logger_factory=lambda *_args: structlog.PrintLogger(sys.stderr),
+        )
 
 
 # what each extra brings (pyproject.toml): the demo's data source hands Spark Arrow batches
