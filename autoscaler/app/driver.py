@@ -5,7 +5,8 @@ HTTP server (health, metrics and the REST API answer while Spark starts; ``/read
 after the first successful tick), create the session, wait (at most
 ``resource_wait_timeout``) for the initial executors, build every pipeline once without
 starting it, then start them all and run the reconcile loop until SIGTERM/SIGINT, which stops
-every query at a batch boundary before the session stops and the HTTP server closes.
+every query at a batch boundary before the session stops and the HTTP server closes (the
+daemon owns that order: ``app/signals.py``).
 
 Metrics, the audit trail and the state store (``state.path``) belong to the daemon; the
 reconciler restores history and operator overrides from the store when it is created.
@@ -13,7 +14,6 @@ reconciler restores history and operator overrides from the store when it is cre
 
 from __future__ import annotations
 
-import signal
 import threading
 from dataclasses import dataclass
 from datetime import timedelta
@@ -22,22 +22,27 @@ from typing import Any, Callable, Sequence
 import structlog
 from prometheus_client import CollectorRegistry
 
-from autoscaler.app.compose import assemble, new_metrics
+from autoscaler.app.compose import assemble, new_metrics, open_store
+from autoscaler.app.signals import StopSignals
 from autoscaler.core.model import Mode, TickRecord
 from autoscaler.core.modes import resolve_mode
 from autoscaler.core.plan import choose_removals
 from autoscaler.core.settings import Settings
+from autoscaler.k8s.client import api_client, own_namespace
+from autoscaler.k8s.gateway import KubeApi
+from autoscaler.k8s.pods import ExecutorPodLister
 from autoscaler.ops.auth import ApiAuth
 from autoscaler.ops.metrics import Metrics
 from autoscaler.ops.server import HttpServer, serve_daemon
 from autoscaler.runtime.audit import AuditTrail
 from autoscaler.runtime.clock import Clock, SystemClock
 from autoscaler.runtime.loop import ReconcileLoop
-from autoscaler.runtime.ports import StateStore
+from autoscaler.runtime.observe import WithExecutorPods
+from autoscaler.runtime.ports import ClusterObserver, StateStore
 from autoscaler.runtime.reconciler import Reconciler
-from autoscaler.runtime.state import open_state_store
 from autoscaler.spark.executors import SparkExecutors
-from autoscaler.spark.host import QueryHost
+from autoscaler.spark.host import QueryHost, StopReport
+from autoscaler.spark.kubernetes import is_kubernetes
 from autoscaler.spark.observer import SparkObserver
 from autoscaler.spark.pipelines import PipelineError, PipelineSpec, load_pipelines
 from autoscaler.spark.session import build_session, stop_session
@@ -69,7 +74,7 @@ class DriverDaemon:
     ) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
-        self.state_store = state_store if state_store is not None else open_state_store(settings)
+        self.state_store = state_store if state_store is not None else open_store(settings)
         self.on_tick = on_tick
         self.application = _application(spark, settings)
         if registry is None:
@@ -93,7 +98,9 @@ class DriverDaemon:
         self.reconciler: Reconciler | None = None
         self.loop: ReconcileLoop | None = None
         self.startup: StartupReport | None = None
+        self.stopped_queries: list[StopReport] = []
         self._stopped = threading.Event()
+        self._signals: StopSignals | None = None
 
     # --- start-up ----------------------------------------------------------------------------
 
@@ -104,6 +111,8 @@ class DriverDaemon:
         try:
             if self.spark is None:
                 self.spark = build_session(s.spark)
+                if self._signals is not None:
+                    self._signals.install()  # PySpark's context took SIGINT over: ours again
             self.executors = SparkExecutors(self.spark, s.executors.cores)
             self.startup = self._wait_for_resources()
             self.host = QueryHost(
@@ -117,10 +126,11 @@ class DriverDaemon:
                 restart_backoff_max=s.pipelines.restart_backoff_max,
             )
             self.host.prepare(max(1, self.executors.registered_cores()))
-            self.host.start_all()
+            if not self._stopped.is_set():  # a stop asked for while Spark started: nothing to start
+                self.host.start_all()
             daemon = assemble(
                 s,
-                observer=SparkObserver(self.executors, self.host),
+                observer=self._observer(SparkObserver(self.executors, self.host)),
                 executors=self.executors,
                 queries=self.host,
                 clock=self.clock,
@@ -137,6 +147,19 @@ class DriverDaemon:
         if self.reconciler.control != type(self.reconciler.control)():
             log.info("overrides_restored", control=self.reconciler.control.to_json())
         return self.startup
+
+    def _observer(self, spark: ClusterObserver) -> ClusterObserver:
+        """On Kubernetes, the executor pods explain a request that waits (``WithExecutorPods``)."""
+        if not is_kubernetes(self.settings.spark.master):
+            return spark
+        sc = self.spark.sparkContext
+        namespace = sc.getConf().get("spark.kubernetes.namespace", None) or own_namespace()
+        try:
+            pods = ExecutorPodLister(KubeApi(api_client()), namespace or "default", sc.applicationId)
+        except Exception as exc:  # the client's config loaders raise their own types
+            log.warning("executor_pods_unavailable", error=f"cannot reach the Kubernetes API: {exc}")
+            return spark
+        return WithExecutorPods(spark, pods)
 
     # --- HTTP: metrics, health, REST API --------------------------------------------------
 
@@ -174,7 +197,7 @@ class DriverDaemon:
             if extra:
                 ex.remove(extra, now)
             ex.set_target(wanted, now)
-        have = ex.wait_for(wanted, s.resource_wait_timeout, self.clock)
+        have = ex.wait_for(wanted, s.resource_wait_timeout, self.clock, self._stopped)
         waited = self.clock.now() - now
         if have < wanted:
             log.warning("starting_with_fewer_executors", wanted=wanted, registered=have, waited_seconds=waited.total_seconds())
@@ -184,12 +207,9 @@ class DriverDaemon:
     # --- running -----------------------------------------------------------------------------
 
     def install_signal_handlers(self) -> None:
-        def handle(signum: int, _frame: Any) -> None:
-            log.info("signal_received", signal=signal.Signals(signum).name)
-            self.request_stop()
-
-        signal.signal(signal.SIGTERM, handle)
-        signal.signal(signal.SIGINT, handle)
+        """SIGTERM and SIGINT stop the daemon in order, even while it starts (main thread only)."""
+        self._signals = StopSignals(on_stop=self.request_stop)
+        self._signals.install(graceful=True)
 
     def request_stop(self) -> None:
         self._stopped.set()
@@ -214,7 +234,7 @@ class DriverDaemon:
         if self.loop is not None:
             self.loop.stop()
         if self.host is not None:
-            self.host.stop_all()
+            self.stopped_queries = self.host.stop_all()
         self._teardown()
         self.stop_http()
 

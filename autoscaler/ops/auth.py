@@ -1,9 +1,9 @@
 """Bearer tokens of the control API.
 
-Tokens come from a file (``http.token_file``: one ``TOKEN`` or ``NAME TOKEN`` per line, ``#``
-comments; ``NAME`` is the identity written to the audit trail, ``operator`` by default) and
-from one environment variable (``http.token_env``). The file is re-read when it changes, so
-a rotated Kubernetes Secret takes effect without a restart. Without any token the control
+Tokens come from files (``http.token_file`` and ``http.token_files``: one ``TOKEN`` or ``NAME
+TOKEN`` per line, ``#`` comments; ``NAME`` is the identity written to the audit trail,
+``operator`` by default) and from one environment variable (``http.token_env``). A file is
+re-read when it changes, so a rotated Kubernetes Secret takes effect without a restart. Without any token the control
 endpoints are disabled (403), never open. Tokens are compared in constant time.
 """
 
@@ -14,7 +14,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 DEFAULT_IDENTITY = "operator"
 
@@ -43,47 +43,58 @@ def parse_tokens(text: str, where: str) -> dict[str, str]:
 
 @dataclass
 class ApiAuth:
-    """Who may change the daemon: ``identify(authorization_header) -> identity | None``."""
+    """Who may change the daemon: ``identify(authorization_header) -> identity | None``.
+
+    ``token_file`` and ``token_files`` are read alike; on Kubernetes each Secret is its own
+    file (the operator's token, your own), mounted whole so that a rotation reaches it.
+    """
 
     static: Mapping[str, str]
     token_file: Path | None = None
+    token_files: Sequence[Path] = ()
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
-        self._file_tokens: dict[str, str] = {}
-        self._file_stamp: tuple[int, int] | None = None
-        self._reload()
+        self._paths = tuple(dict.fromkeys([*([self.token_file] if self.token_file is not None else []), *self.token_files]))
+        self._file_tokens: dict[Path, dict[str, str]] = {}
+        self._file_stamps: dict[Path, tuple[int, int]] = {}
+        for path in self._paths:
+            self._reload(path)
 
     @classmethod
-    def from_settings(cls, token_file: Path | None, token_env: str, environ: Mapping[str, str] | None = None) -> ApiAuth:
+    def from_settings(
+        cls, token_file: Path | None, token_env: str, environ: Mapping[str, str] | None = None, token_files: Sequence[Path] = ()
+    ) -> ApiAuth:
         env = os.environ if environ is None else environ
         value = (env.get(token_env) or "").strip()
-        return cls({value: DEFAULT_IDENTITY} if value else {}, token_file)
+        return cls({value: DEFAULT_IDENTITY} if value else {}, token_file, tuple(token_files))
 
     @classmethod
     def disabled(cls) -> ApiAuth:
         return cls({})
 
-    def _reload(self) -> None:
-        if self.token_file is None:
-            return
+    def _reload(self, path: Path) -> None:
         try:
-            stat = self.token_file.stat()
+            stat = path.stat()
         except FileNotFoundError:
-            self._file_tokens, self._file_stamp = {}, None  # a removed file disables its tokens
+            self._file_tokens.pop(path, None)  # a removed file disables its tokens
+            self._file_stamps.pop(path, None)
             return
         stamp = (stat.st_mtime_ns, stat.st_size)
-        if stamp != self._file_stamp:
-            self._file_tokens = parse_tokens(self.token_file.read_text(encoding="utf-8"), f"token file {str(self.token_file)!r}")
-            self._file_stamp = stamp
+        if stamp != self._file_stamps.get(path):
+            self._file_tokens[path] = parse_tokens(path.read_text(encoding="utf-8"), f"token file {str(path)!r}")
+            self._file_stamps[path] = stamp
 
     def tokens(self) -> dict[str, str]:
         with self._lock:
-            try:
-                self._reload()
-            except (OSError, TokenFileError):
-                pass  # keep the tokens read last time
-            return {**self._file_tokens, **self.static}
+            merged: dict[str, str] = {}
+            for path in self._paths:
+                try:
+                    self._reload(path)
+                except (OSError, TokenFileError):
+                    pass  # keep the tokens read last time
+                merged.update(self._file_tokens.get(path, {}))
+            return {**merged, **self.static}
 
     @property
     def enabled(self) -> bool:

@@ -104,7 +104,7 @@ def serve_daemon(
     from autoscaler.ops.auth import ApiAuth
 
     h = settings.http
-    auth = auth or ApiAuth.from_settings(h.token_file, h.token_env)
+    auth = auth or ApiAuth.from_settings(h.token_file, h.token_env, token_files=h.token_files)
     app = create_app(
         reconciler=reconciler,
         loop=loop,
