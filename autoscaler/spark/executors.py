@@ -152,10 +152,13 @@ class SparkExecutors:
         empty = self._jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(self._jvm.java.util.HashMap())
         ok = bool(self._jsc.requestTotalExecutors(int(total), 0, empty))
         with self._lock:
-            if ok and total != self.requested_total:
+            # what we asked for, accepted or not: a refused request (the master down, say) is one
+            # not granted, and its clock must run for the fallback to reactive behaviour
+            if total != self.requested_total:
                 self._last_set_at = now
-            if ok:
-                self.requested_total = total
+            self.requested_total = total
+        if not ok:
+            log.warning("executor_request_refused", total=total, detail="the cluster manager refused the request; it is asserted again every tick")
         return ok
 
     def remove(self, ids: Sequence[str], now: datetime) -> bool:
