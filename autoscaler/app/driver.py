@@ -17,7 +17,7 @@ import signal
 import threading
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import structlog
 from prometheus_client import CollectorRegistry
@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry
 from autoscaler.app.compose import assemble, new_metrics
 from autoscaler.core.model import Mode, TickRecord
 from autoscaler.core.modes import resolve_mode
-from autoscaler.core.plan import choose_removals
+from autoscaler.core.plan import QueryResume, choose_removals
 from autoscaler.core.settings import Settings
 from autoscaler.ops.auth import ApiAuth
 from autoscaler.ops.metrics import Metrics
@@ -36,6 +36,7 @@ from autoscaler.runtime.loop import ReconcileLoop
 from autoscaler.runtime.ports import StateStore
 from autoscaler.runtime.reconciler import Reconciler
 from autoscaler.runtime.state import open_state_store
+from autoscaler.runtime.state.schema import restore_state
 from autoscaler.spark.executors import SparkExecutors
 from autoscaler.spark.host import QueryHost
 from autoscaler.spark.observer import SparkObserver
@@ -116,7 +117,7 @@ class DriverDaemon:
                 stop_timeout=s.pipelines.stop_timeout,
                 restart_backoff_max=s.pipelines.restart_backoff_max,
             )
-            self.host.prepare(max(1, self.executors.registered_cores()))
+            self.host.prepare(max(1, self.executors.registered_cores()), saved_queries(self.state_store))
             self.host.start_all()
             daemon = assemble(
                 s,
@@ -222,6 +223,12 @@ class DriverDaemon:
         if self._own_spark and self.spark is not None:
             stop_session(self.spark)
             self.spark = None
+
+
+def saved_queries(store: StateStore | None) -> Mapping[str, QueryResume]:
+    """How the previous daemon on this state last ran each hosted query (empty without state)."""
+    state = store.load() if store is not None else None
+    return restore_state(state, str(store)).queries if state else {}
 
 
 def _application(spark: Any, settings: Settings) -> str:

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import structlog
 
@@ -35,6 +35,7 @@ from autoscaler.core.model import (
     QueryStatus,
     QueryView,
 )
+from autoscaler.core.plan import QueryResume, resumed_params
 from autoscaler.runtime.clock import Clock
 from autoscaler.spark.checkpoint import read_checkpoint, remove_offsets_after
 from autoscaler.spark.pipelines import PipelineContext, PipelineError, PipelineSpec
@@ -137,14 +138,21 @@ class QueryHost:
 
     # --- lifecycle -------------------------------------------------------------------------
 
-    def prepare(self, cores: int) -> None:
+    def prepare(self, cores: int, resumed: Mapping[str, QueryResume] | None = None) -> None:
         """Choose initial params and build every pipeline once without starting anything.
 
-        A pipeline that raises is reported by name and nothing is started.
+        ``resumed``: the queries as a previous daemon last ran them (from its saved state): each
+        starts with the partitions it ran with and an operator's trigger or rate limit
+        (:func:`~autoscaler.core.plan.resumed_params`). A pipeline that raises is reported by
+        name and nothing is started.
         """
         for run in self._runs.values():
             assert run.spec is not None
-            run.params = self._pinned(run, run.spec.initial_params(max(1, cores)))
+            spec = run.spec
+            params, kept = resumed_params(spec.initial_params(max(1, cores)), (resumed or {}).get(run.name), spec.min_parallelism, spec.max_parallelism)
+            if kept:
+                log.info("query_resumed", query=run.name, fields=list(kept), params=params.to_json())
+            run.params = self._pinned(run, params)
             try:
                 writer = run.spec.build(self.spark, self._context(run, run.params))
             except Exception as exc:
@@ -260,6 +268,7 @@ class QueryHost:
             batch_running=batch_running,
             batch_tasks=batch_tasks,
             warming=warming,
+            declared=spec.initial_params(1) if spec else None,
         )
 
     def take_outcomes(self) -> tuple[ActionOutcome, ...]:

@@ -121,3 +121,18 @@ def test_a_late_event_of_the_stopped_run_does_not_end_the_rescale(tmp_path):
             if t.name.startswith("rescale-"):
                 t.join(5)
         host._stop_supervisor.set()
+
+
+def test_a_restarted_daemon_starts_each_query_as_it_last_ran(tmp_path):
+    from autoscaler.core.model import QueryParams
+    from autoscaler.core.plan import QueryResume
+
+    spec = PipelineSpec("q", lambda spark, ctx: FakeWriter(lambda: FakeQuery("run-0")), trigger=timedelta(seconds=2), initial_parallelism=2,
+                        max_parallelism=16)
+    declared = spec.initial_params(1)
+    saved = {"q": QueryResume(replace(declared, parallelism=8, max_rows_per_batch=500), declared)}
+    host = QueryHost(FakeSpark(), [spec], checkpoint_root=tmp_path, clock=SystemClock(), registered_cores=lambda: 2)
+    host.prepare(2, saved)
+    view = host.views()[0]
+    assert view.params == QueryParams(parallelism=8, trigger_interval=timedelta(seconds=2), max_rows_per_batch=500)
+    assert view.declared == declared
