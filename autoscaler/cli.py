@@ -210,6 +210,19 @@ def build_parser() -> argparse.ArgumentParser:
     speed.add_argument("--fingerprint", action="store_true", help="also print a hash of every decision of a --days run (equal before and after a change: no decision moved)")
     speed.add_argument("--json", action="store_true", help="print one JSON object")
 
+    load = bench_sub.add_parser(
+        "load",
+        help="the reconcile tick with many queries, and the REST API under concurrent clients (no Spark)",
+        description="CPU time a reconcile tick takes with N queries (an application simulated in memory, the real "
+        "reconciler, default policy) and how it grows with N; then the real HTTP server under concurrent clients while "
+        "the daemon ticks: server errors, latency p50 and p99.",
+    )
+    load.add_argument("--queries", default="1,10,50,100", help="comma-separated query counts to time (default 1,10,50,100)")
+    load.add_argument("--ticks", type=_positive_int, default=60, help="ticks timed per query count, after 30 of warm-up (default 60)")
+    load.add_argument("--clients", type=_positive_int, default=50, help="concurrent API clients (default 50)")
+    load.add_argument("--requests-per-client", type=_positive_int, default=40, help="requests each client sends (default 40)")
+    load.add_argument("--json", action="store_true", help="print one JSON document")
+
     lat = bench_sub.add_parser("latencies", help="executor add/remove and query rescale latencies")
     lat.add_argument("--repeats", type=_positive_int, default=3)
     lat.add_argument("--json", action="store_true")
@@ -403,6 +416,8 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         return _cmd_latencies(args)
     if args.benchmark == "sim-speed":
         return _cmd_sim_speed(args)
+    if args.benchmark == "load":
+        return _cmd_load(args)
     from autoscaler.tools.bench.step_load import (
         RUNS,
         StepProfile,
@@ -427,6 +442,20 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     result = run_benchmark(runs, StepProfile(phases=phases), workdir=args.workdir, log=log)
     if args.output:
         args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2) if args.json else format_table(result))
+    return 0
+
+
+def _cmd_load(args: argparse.Namespace) -> int:
+    from autoscaler.tools.bench.load import format_table, run
+
+    try:
+        counts = [int(n) for n in args.queries.split(",")]
+    except ValueError:
+        return _fail(f"--queries: {args.queries!r} must be comma-separated whole numbers")
+    if not counts or any(n < 1 or n > 1000 for n in counts):
+        return _fail(f"--queries: {args.queries!r}: each count must be within 1..1000")
+    result = run(sorted(counts), ticks=args.ticks, clients=args.clients, requests_per_client=args.requests_per_client)
     print(json.dumps(result, indent=2) if args.json else format_table(result))
     return 0
 
