@@ -239,6 +239,8 @@ class Reconciler:
         if self.state_store is None:
             return
         state = self.state_store.load()
+        if leftovers := getattr(self.state_store, "removed_leftovers", None):
+            log.info("state_leftovers_removed", files=leftovers, detail="temporary files of saves a killed daemon did not finish")
         if not state:
             return
         restored = restore_state(state, str(self.state_store))
