@@ -99,6 +99,7 @@ def attach(
         max_samples=settings.window.max_samples,
         stop_timeout=settings.pipelines.stop_timeout,
         restart_backoff_max=settings.pipelines.restart_backoff_max,
+        max_failures=settings.pipelines.max_failures,
     )
     for q in queries:
         name = q.name or str(q.id)

@@ -116,6 +116,7 @@ class DriverDaemon:
                 max_samples=s.window.max_samples,
                 stop_timeout=s.pipelines.stop_timeout,
                 restart_backoff_max=s.pipelines.restart_backoff_max,
+                max_failures=s.pipelines.max_failures,
             )
             self.host.prepare(max(1, self.executors.registered_cores()), saved_queries(self.state_store))
             self.host.start_all()

@@ -114,6 +114,7 @@ class QueryHost:
         max_samples: int = 240,
         stop_timeout: timedelta = timedelta(seconds=120),
         restart_backoff_max: timedelta = timedelta(minutes=5),
+        max_failures: int = 10,
     ) -> None:
         self.spark = spark
         self.clock = clock
@@ -122,6 +123,7 @@ class QueryHost:
         self.max_samples = max_samples
         self.stop_timeout = stop_timeout
         self.restart_backoff_max = restart_backoff_max
+        self.max_failures = max_failures  # failures in a row before a query is given up (0: never)
         self._lock = threading.RLock()
         self._start_lock = threading.Lock()
         self._runs: dict[str, _Run] = {}
@@ -489,6 +491,8 @@ class QueryHost:
                     with self._lock:
                         run.restarts += 1
                     log.info("query_restarted", query=run.name, attempt=run.failures)
+                    self._record(ActionOutcome(run.name, OutcomeKind.RESTART, True, now, self.clock.now(),
+                                               f"restarted from its checkpoint after failure {run.failures}: {run.last_error or ''}"[:300]))
                 except Exception as exc:
                     self._schedule_restart(run, f"{type(exc).__name__}: {exc}")
 
@@ -503,12 +507,25 @@ class QueryHost:
         self._schedule_restart(run, str(exc) if exc is not None else "query stopped outside the daemon")
 
     def _schedule_restart(self, run: _Run, error: str) -> None:
+        """Restart a failed query after a back-off (2, 4, 8 ... s, capped), or give it up after
+        ``max_failures`` failures in a row (its status stays ``failed``; the others go on)."""
+        now = self.clock.now()
         with self._lock:
             run.failures += 1
-            delay = min(self.restart_backoff_max.total_seconds(), 2.0 ** min(run.failures, 20))
-            run.next_restart_at = self.clock.now() + timedelta(seconds=delay)
             run.last_error = error[:2000]
-            run.status = QueryStatus.RESTARTING
+            give_up = 0 < self.max_failures <= run.failures
+            if give_up:
+                run.status, run.next_restart_at = QueryStatus.FAILED, None
+            else:
+                delay = min(self.restart_backoff_max.total_seconds(), 2.0 ** min(run.failures, 20))
+                run.next_restart_at = now + timedelta(seconds=delay)
+                run.status = QueryStatus.RESTARTING
+        if give_up:
+            log.error("query_given_up", query=run.name, error=error[:500], failures=run.failures,
+                      detail="no more restarts (pipelines.max_failures); the daemon and the other queries go on")
+            self._record(ActionOutcome(run.name, OutcomeKind.RESTART, False, run.run_started_at or now, now,
+                                       f"given up after {run.failures} failures in a row: {error}"[:300]))
+            return
         log.error("query_failed", query=run.name, error=error[:500], retry_in_seconds=delay, failures=run.failures)
 
 

@@ -146,9 +146,9 @@ def tick_cost(queries: int, *, ticks: int = 60, warmup: int = 30, policy: str = 
 
 def _requests(i: int, queries: int) -> list[tuple[str, str, dict[str, Any] | None]]:
     """The requests of client ``i``: mostly reads, and a control change now and then."""
-    reads = [("GET", "/api/v1/status", None), ("GET", "/api/v1/queries", None), ("GET", "/api/v1/decisions", None), ("GET", "/metrics", None)]
+    reads: list[tuple[str, str, dict[str, Any] | None]] = [("GET", "/api/v1/status", None), ("GET", "/api/v1/queries", None), ("GET", "/api/v1/decisions", None), ("GET", "/metrics", None)]
     query = f"q{i % queries:03d}"
-    writes = [("PATCH", "/api/v1/control", {"max_executors": 48 + i % 8}), ("PATCH", f"/api/v1/queries/{query}", {"max_rows_per_batch": 5000 + i})]
+    writes: list[tuple[str, str, dict[str, Any] | None]] = [("PATCH", "/api/v1/control", {"max_executors": 48 + i % 8}), ("PATCH", f"/api/v1/queries/{query}", {"max_rows_per_batch": 5000 + i})]
     return reads + writes[: 1 + i % 2]
 
 
