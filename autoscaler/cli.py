@@ -223,6 +223,19 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--requests-per-client", type=_positive_int, default=40, help="requests each client sends (default 40)")
     load.add_argument("--json", action="store_true", help="print one JSON document")
 
+    soak = bench_sub.add_parser(
+        "soak",
+        help="many rescales from the checkpoint on a local cluster, some under injected faults: nothing lost or duplicated",
+        description="Drive rescales from the checkpoint of a stateless and a stateful (RocksDB) query on a local Spark "
+        "cluster, with executor changes in between and every fifth rescale under an injected fault (an executor "
+        "killed, a start that fails once, a stop mid-batch); then drain and check every row came out once.",
+    )
+    soak.add_argument("--rescales", type=_positive_int, default=20, help="rescales to drive (default 20)")
+    soak.add_argument("--master", default="local-cluster[3,1,512]", help="Spark master (default local-cluster[3,1,512])")
+    soak.add_argument("--fault-every", type=_positive_int, default=5, help="inject a fault into every N-th rescale (default 5)")
+    soak.add_argument("--workdir", type=Path, help="keep checkpoints and output here (default: a temp dir)")
+    soak.add_argument("--json", action="store_true", help="print one JSON document (progress lines go to stderr)")
+
     lat = bench_sub.add_parser("latencies", help="executor add/remove and query rescale latencies")
     lat.add_argument("--repeats", type=_positive_int, default=3)
     lat.add_argument("--json", action="store_true")
@@ -303,7 +316,7 @@ _EXTRAS = {"demo": "pyarrow", "plots": "matplotlib"}
 def _missing_extra(args: argparse.Namespace) -> str | None:
     """What a command needs beyond the daemon's own dependencies, when it is not installed."""
     needs = []
-    if args.command == "demo" or (args.command == "benchmark" and args.benchmark in ("step-load", "latencies")):
+    if args.command == "demo" or (args.command == "benchmark" and args.benchmark in ("step-load", "latencies", "soak")):
         needs.append("demo")
     if args.command == "dashboard" or (args.command == "simulate" and args.plot):
         needs.append("plots")
@@ -418,6 +431,8 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         return _cmd_sim_speed(args)
     if args.benchmark == "load":
         return _cmd_load(args)
+    if args.benchmark == "soak":
+        return _cmd_soak(args)
     from autoscaler.tools.bench.step_load import (
         RUNS,
         StepProfile,
@@ -444,6 +459,30 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2) if args.json else format_table(result))
     return 0
+
+
+def _cmd_soak(args: argparse.Namespace) -> int:
+    from autoscaler.runtime.logs import configure_logging
+    from autoscaler.tools.bench.soak import SoakError, run_soak
+
+    configure_logging("console", "INFO", stream=sys.stderr)  # stdout carries the result
+    if args.workdir is not None and (problem := _writable_dir(args.workdir, "--workdir")):
+        return _fail(problem)
+    _exit_on_sigterm()
+    log = (lambda m: print(m, file=sys.stderr)) if args.json else print
+    with contextlib.ExitStack() as stack:
+        workdir = args.workdir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="spark-autoscaler-soak-")))
+        try:
+            result = run_soak(args.rescales, workdir=workdir, master=args.master, fault_every=args.fault_every, log=log)
+        except SoakError as exc:
+            return _fail(f"soak stopped: {exc}")
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"rescales {result['rescales']}, rows in {result['rows_in']}, out {result['rows_out']}, lost {result['lost_rows']}, "
+              f"duplicated {result['duplicate_rows']}; pause p50 {result['pause_seconds']['p50']} s, p95 {result['pause_seconds']['p95']} s, "
+              f"max {result['pause_seconds']['max']} s; faults: {len(result['faults'])}")
+    return 0 if result["lost_rows"] == 0 and result["duplicate_rows"] == 0 else 1
 
 
 def _cmd_load(args: argparse.Namespace) -> int:
