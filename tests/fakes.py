@@ -57,6 +57,7 @@ class FakeCluster:
         self.slow_rescales = slow_rescales
         self.restarting: dict[str, tuple[datetime, QueryChange]] = {}
         self.fail_rescales: set[str] = set()  # queries whose restarts fail (and go back to their old params)
+        self.pinned_shuffle: int | None = None  # shuffle partitions a checkpoint pins: what a restarted query reports
         self._next_id = 0
         self.alive: dict[str, Executor] = {}
         for _ in range(executors):
@@ -179,6 +180,8 @@ class FakeCluster:
         view = self.queries[change.name]
         ok = change.name not in self.fail_rescales
         params = change.to_params if ok else change.from_params
+        if self.pinned_shuffle is not None:
+            params = replace(params, shuffle_partitions=self.pinned_shuffle)
         self.queries[change.name] = replace(view, params=params, status=QueryStatus.RUNNING, run_started_at=started)
         self.outcomes.append(
             ActionOutcome(

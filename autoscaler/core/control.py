@@ -85,7 +85,8 @@ def control_problems(
 
 def settled_requests(control: ControlState, snap: Snapshot, plan: Plan) -> ControlState:
     """``control`` without the operator's query requests that are done with: in force (the query
-    runs with them), refused for good, failed when tried, or whose query is gone.
+    runs with them, or its restart with them reported success), refused for good, failed when
+    tried, or whose query is gone.
 
     A request is kept while its restart from the checkpoint runs: a daemon that dies meanwhile
     finds it in its saved state and asks for it again, instead of losing the operator's change.
@@ -96,15 +97,24 @@ def settled_requests(control: ControlState, snap: Snapshot, plan: Plan) -> Contr
     changing = {c.name for c in plan.query_changes}
     refused = {r.name for r in plan.refusals if r.reason != Reason.QUERY_BUSY}
     failed = failed_requests(control, snap)
+    restarted = {o.subject for o in snap.outcomes if o.kind == OutcomeKind.RESCALE and o.ok and o.to_params == control.query_requests.get(o.subject)}
     done = set()
     for name, params in control.query_requests.items():
         view = views.get(name)
-        in_force = view is not None and view.params == params and view.status == QueryStatus.RUNNING and name not in changing
-        if view is None or in_force or name in refused or name in failed:
+        in_force = view is not None and requested(params, view.params) == view.params and view.status == QueryStatus.RUNNING and name not in changing
+        if view is None or in_force or name in restarted or name in refused or name in failed:
             done.add(name)
     if not done:
         return control
     return replace(control, query_requests={n: p for n, p in control.query_requests.items() if n not in done})
+
+
+def requested(request: QueryParams, running: QueryParams) -> QueryParams:
+    """What ``request`` asks of a query running with ``running``: a request that names no shuffle
+    partitions keeps those the query has (its checkpoint pins them once it has run a batch)."""
+    if request.shuffle_partitions is None and running.shuffle_partitions is not None:
+        return replace(request, shuffle_partitions=running.shuffle_partitions)
+    return request
 
 
 def failed_requests(control: ControlState, snap: Snapshot) -> set[str]:

@@ -73,6 +73,14 @@ class LocalStandaloneCluster:
         return subprocess.Popen(cmd, env=self._env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def start(self, workers: int = 1, timeout: float = 60) -> str:
+        self.start_master(timeout)
+        for _ in range(workers):
+            self.add_worker()
+        self.wait_for_workers(workers, timeout)
+        return self.url
+
+    def start_master(self, timeout: float = 60) -> None:
+        """Start the master on the cluster's port (again, after :meth:`stop_master`)."""
         self.master = self._spawn(
             [
                 "org.apache.spark.deploy.master.Master",
@@ -83,10 +91,12 @@ class LocalStandaloneCluster:
             "master.log",
         )
         self._wait(lambda: self.state() is not None, timeout, "master did not answer")
-        for _ in range(workers):
-            self.add_worker()
-        self.wait_for_workers(workers, timeout)
-        return self.url
+
+    def stop_master(self) -> None:
+        """Stop the master (an outage): workers and running executors stay."""
+        if self.master is not None and self.master.poll() is None:
+            self.master.send_signal(signal.SIGTERM)
+            self.master.wait(timeout=30)
 
     def add_worker(self) -> Worker:
         index = self._next

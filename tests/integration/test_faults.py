@@ -186,8 +186,8 @@ def test_the_daemon_killed_mid_rescale_comes_back_on_its_state_with_the_operator
         second = daemon()
         wait_until(lambda: _api(port, "GET", "/api/v1/queries/stream")[1].get("params", {}).get("max_rows_per_batch") == 150
                    and _api(port, "GET", "/api/v1/queries/stream")[1].get("status") == "running", 240, "the override in force")
-        control = _api(port, "GET", "/api/v1/control")[1]
-        assert control["query_requests"] == {}  # the request was asked for again and is in force
+        # the request was asked for again, is in force, and so done with
+        wait_until(lambda: _api(port, "GET", "/api/v1/control")[1]["overrides"]["query_requests"] == {}, 30, "the request to be done with")
         batches = len(list(out.glob("batch-*.json")))
         wait_until(lambda: len(list(out.glob("batch-*.json"))) >= batches + 3, 120, "batches after the restart")
         records = [json.loads(p.read_text()) for p in out.glob("batch-*.json")]
@@ -317,3 +317,50 @@ def test_a_flaky_pipeline_recovers_a_doomed_one_is_given_up_and_the_others_go_on
         drain(spark, builds[name] if name == "steady" else trace_pipeline(profile=profile, start=start, cost_seconds=0.0,
                                                                               out_dir=tmp_path / "out" / name), name, tmp_path / "ckpt" / name, 2)
         assert_every_row_once(tmp_path / "out" / name, tmp_path / "ckpt" / name)
+
+
+def test_the_master_gone_for_30_seconds_refused_requests_fall_back_and_the_queries_go_on(spark_session_factory, tmp_path):
+    cluster = LocalStandaloneCluster(tmp_path / "standalone", cores_per_worker=1, memory="600m")
+    cluster.start(workers=2)
+    spark = spark_session_factory(cluster.url, **{"spark.executor.memory": "512m"})
+    start = time.time() + 5
+    build = trace_pipeline(profile=RateProfile.steps([(900, 200)]), start=start, cost_seconds=0.0005, out_dir=tmp_path / "out")
+    spec = PipelineSpec("q", build, trigger=timedelta(seconds=2), initial_parallelism=2, min_parallelism=2, max_parallelism=2)
+    records = []
+    daemon = DriverDaemon(
+        settings_for(tmp_path, **{"executors.min": 1, "executors.max": 2, "executors.initial": 1, "request_timeout": "10s",
+                                  "policy.params": {"executors": 1}}),
+        specs=[spec], spark=spark, on_tick=records.append,
+    )
+    loop = None
+    try:
+        daemon.start()
+        loop = run_loop(daemon)
+        wait_until(lambda: records and records[-1].executors_alive == 1 and not records[-1].mode.fallback, 60, "one executor, active")
+        out = tmp_path / "out"
+        cluster.stop_master()
+        down = time.time()
+        # an operator asks for two executors while the master is gone: Spark refuses the request
+        daemon.reconciler.update_control(lambda c: __import__("dataclasses").replace(c, manual_executors=2))  # type: ignore[union-attr]
+        wait_until(lambda: records[-1].mode.fallback and records[-1].mode.reason == Reason.REQUEST_NOT_GRANTED, 60, "the fallback")
+        assert next(r for r in records if r.mode.fallback).at.timestamp() - down <= 10 + 10
+        refused = [res for r in records if r.at.timestamp() >= down for res in r.results if res.action == "set_target" and not res.ok]
+        before = len(list(out.glob("batch-*.json")))
+        wait_until(lambda: time.time() - down >= 30, 60, "30 s of outage")
+        assert len(list(out.glob("batch-*.json"))) > before  # the query went on, on the executor it has
+        assert records[-1].executors_requested == 2 and dict(daemon.loop.errors) == {}  # type: ignore[union-attr]
+        cluster.start_master()
+        cluster.wait_for_workers(2, 60)
+        time.sleep(20)  # what the application does once the master is back: recorded below
+        after = records[-1]
+        print(f"refused requests during the outage: {len(refused)}; after the master came back: alive={after.executors_alive} "
+              f"fallback={after.mode.fallback} reason={after.mode.reason.value}")
+        batches = len(list(out.glob("batch-*.json")))
+        wait_until(lambda: len(list(out.glob("batch-*.json"))) >= batches + 3, 60, "batches after the outage")
+    finally:
+        daemon.shutdown()
+        if loop is not None:
+            loop.join(30)
+        cluster.stop()
+    drain(spark, build, "q", tmp_path / "ckpt" / "q", 2)
+    assert_every_row_once(tmp_path / "out", tmp_path / "ckpt" / "q")

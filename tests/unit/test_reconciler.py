@@ -233,6 +233,21 @@ def test_an_operator_request_is_kept_while_its_restart_runs_and_survives_a_daemo
     assert cluster.queries["q"].params == wanted and again.control.query_requests == {}
 
 
+def test_a_request_that_names_no_shuffle_partitions_is_done_once_the_checkpoint_pins_them():
+    """The checkpoint pins the shuffle partitions once a batch ran: a request made before that
+    (none named) is in force with the pinned ones, not asked for again and again."""
+    clock, cluster, rec = make(overrides={"mode": "reactive"}, executors=2, slow_rescales=True)
+    cluster.add_query(query_view(parallelism=2, max_parallelism=64))
+    cluster.pinned_shuffle = 200
+    _request_limit(rec, cluster, 500)
+    rescales = []
+    for _ in range(8):
+        clock.advance(TICK)
+        rescales += rec.tick().plan.query_changes
+    assert len(rescales) == 1 and rec.control.query_requests == {}
+    assert cluster.queries["q"].params.max_rows_per_batch == 500 and cluster.queries["q"].params.shuffle_partitions == 200
+
+
 def test_an_operator_request_whose_restart_fails_is_dropped_not_retried_every_tick():
     clock, cluster, rec = make(overrides={"mode": "reactive"}, executors=2, slow_rescales=True)
     cluster.add_query(query_view(parallelism=2, max_parallelism=64))
