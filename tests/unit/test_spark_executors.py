@@ -73,3 +73,23 @@ def test_a_granted_request_that_arrives_stops_the_clock():
     driver.ids.append("1")
     view = executors.observe(T0 + timedelta(seconds=5))
     assert view.requested_total == 2 and view.waiting_since is None and view.pending_executors == 0
+
+
+class _Unreachable(_Driver):
+    def requestTotalExecutors(self, total, locality, hosts):
+        self.requests.append(total)
+        raise RuntimeError("An error occurred while calling o36.requestTotalExecutors.\n: org.apache.spark.SparkException: ...")
+
+
+def test_a_request_the_cluster_manager_cannot_take_is_an_error_that_also_starts_the_fallback_clock():
+    import pytest
+
+    from autoscaler.spark.executors import ExecutorRequestError
+
+    driver = _Unreachable(["0"], grant=False)
+    executors = SparkExecutors(spark_with(driver))
+    executors.observe(T0)
+    with pytest.raises(ExecutorRequestError, match=r"did not take the request for 3 executor\(s\): RuntimeError: An error occurred while calling"):
+        executors.set_target(3, T0)
+    view = executors.observe(T0 + timedelta(seconds=5))
+    assert view.requested_total == 3 and view.waiting_since == T0  # a request not granted, timed as such
