@@ -246,12 +246,13 @@ def test_requests_never_granted_fall_back_to_reactive_and_return_to_active_when_
         cluster.add_worker()  # capacity arrives
         wait_until(lambda: records[-1].executors_alive == 3 and not records[-1].mode.fallback, 120, "active mode again")
         assert records[-1].mode.requesting
-    finally:
         daemon.shutdown()
         if loop is not None:
             loop.join(30)
+        drain(spark, build, "q", tmp_path / "ckpt" / "q", 3)  # on the cluster's executors: before it stops
+    finally:
+        daemon.shutdown()
         cluster.stop()
-    drain(spark, build, "q", tmp_path / "ckpt" / "q", 3)
     assert_every_row_once(tmp_path / "out", tmp_path / "ckpt" / "q")
 
 
@@ -322,7 +323,11 @@ def test_a_flaky_pipeline_recovers_a_doomed_one_is_given_up_and_the_others_go_on
 
 
 def test_the_master_gone_for_30_seconds_refused_requests_fall_back_and_the_queries_go_on(spark_session_factory, tmp_path):
-    cluster = LocalStandaloneCluster(tmp_path / "standalone", cores_per_worker=1, memory="600m")
+    # a master that recovers its applications when started again (Spark's FILESYSTEM recovery
+    # mode, as a standalone cluster that must survive a master restart runs): without it the
+    # restarted master knows no application, the workers drop its executors, and the
+    # application never gets one again (seen here: 0 executors, every request refused)
+    cluster = LocalStandaloneCluster(tmp_path / "standalone", cores_per_worker=1, memory="600m", recovery=True)
     cluster.start(workers=2)
     spark = spark_session_factory(cluster.url, **{"spark.executor.memory": "512m"})
     start = time.time() + 5
@@ -351,18 +356,18 @@ def test_the_master_gone_for_30_seconds_refused_requests_fall_back_and_the_queri
         wait_until(lambda: time.time() - down >= 30, 60, "30 s of outage")
         assert len(list(out.glob("batch-*.json"))) > before  # the query went on, on the executor it has
         assert records[-1].executors_requested == 2 and dict(daemon.loop.errors) == {}  # type: ignore[union-attr]
+        assert len(refused) >= 5
         cluster.start_master()
-        cluster.wait_for_workers(2, 60)
-        time.sleep(20)  # what the application does once the master is back: recorded below
-        after = records[-1]
-        print(f"refused requests during the outage: {len(refused)}; after the master came back: alive={after.executors_alive} "
-              f"fallback={after.mode.fallback} reason={after.mode.reason.value}")
+        cluster.wait_for_workers(2, 120)
+        # the master took the application back: the request is granted, active again
+        wait_until(lambda: records[-1].executors_alive == 2 and not records[-1].mode.fallback, 180, "two executors, active again")
         batches = len(list(out.glob("batch-*.json")))
         wait_until(lambda: len(list(out.glob("batch-*.json"))) >= batches + 3, 60, "batches after the outage")
-    finally:
         daemon.shutdown()
         if loop is not None:
             loop.join(30)
+        drain(spark, build, "q", tmp_path / "ckpt" / "q", 2)  # on the cluster's executors: before it stops
+    finally:
+        daemon.shutdown()
         cluster.stop()
-    drain(spark, build, "q", tmp_path / "ckpt" / "q", 2)
     assert_every_row_once(tmp_path / "out", tmp_path / "ckpt" / "q")
