@@ -1,4 +1,4 @@
-"""Command line: ``spark-autoscaler run | demo | benchmark | simulate | dashboard | policies | settings-doc``."""
+"""Command line: ``spark-autoscaler run | operator | demo | benchmark | simulate | dashboard | policies | settings-doc``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import signal
 import sys
 import tempfile
@@ -279,6 +280,27 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--set", type=_key_value, action="append", default=[], metavar="NAME=VALUE", help="simulator parameter (see docs/benchmarks.md)")
     sim.add_argument("--jobs", type=_positive_int, help="policies simulated in parallel with --compare (default 1)")
 
+    op = sub.add_parser(
+        "operator",
+        help="run the SparkStreamingApp operator (Kubernetes)",
+        description="Run the SparkStreamingApp operator: each app becomes a daemon that is its Spark driver (a StatefulSet), "
+        "changes the daemon can take live go to its REST API, the rest rolls its pod (docs/kubernetes.md). "
+        "Flags override the --config file, which the Helm chart renders.",
+    )
+    op.add_argument("--config", "-c", type=Path, help="the operator's YAML configuration (the chart's ConfigMap)")
+    op.add_argument("--namespaces", type=_namespaces, help="comma-separated namespaces whose apps to run (a Role in each)")
+    op.add_argument("--leader-election", action=argparse.BooleanOptionalAction, default=None,
+                    help="hold a Lease so that one of several replicas acts (default: on)")
+    op.add_argument("--lease-name", help="the Lease (default spark-autoscaler-operator)")
+    op.add_argument("--lease-namespace", help="the Lease's namespace (default: the operator pod's)")
+    op.add_argument("--resync-interval", help="reconcile every app (and poll its daemon) this often, e.g. 30s")
+    op.add_argument("--workers", type=_positive_int, help="apps reconciled at once (default 4)")
+    op.add_argument("--metrics-port", type=_port, help="port of /metrics, /healthz, /readyz (default 8080; 0: none)")
+    op.add_argument("--kubeconfig", help="a kubeconfig (default: the pod's service account, else $KUBECONFIG)")
+    op.add_argument("--once", action="store_true", help="reconcile every app once, then exit (no election)")
+    op.add_argument("--log-format", choices=["json", "console"], default="json")
+    op.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], default="INFO")
+
     sub.add_parser("policies", help="list the registered scaling policies")
     doc = sub.add_parser("settings-doc", help="print the settings reference (Markdown)")
     doc.add_argument("--output", type=_output_file())
@@ -293,6 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "benchmark": _cmd_benchmark,
         "dashboard": _cmd_dashboard,
         "simulate": _cmd_simulate,
+        "operator": _cmd_operator,
         "policies": _cmd_policies,
         "settings-doc": _cmd_settings_doc,
     }[args.command]
@@ -359,13 +382,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
         specs = load_pipelines(settings.pipelines.module)
     except (SettingsError, PipelineError) as exc:
         return _fail(str(exc))
-    from autoscaler.runtime.state import StateStoreError, open_state_store
+    from autoscaler.app.compose import open_store
+    from autoscaler.runtime.state import StateStoreError
     from autoscaler.runtime.state.schema import restore_state
+    from autoscaler.spark.kubernetes import DriverAddressError, kubernetes_driver_conf
+    from autoscaler.spark.session import spark_conf
 
+    try:
+        # a k8s:// master with a driver address executors cannot reach is refused before anything starts
+        kubernetes_driver_conf(settings.spark.master, spark_conf(settings.spark), os.environ)
+    except DriverAddressError as exc:
+        return _fail(str(exc))
     try:
         # an unreadable state file, one the reconciler could not restore or one that cannot be
         # written stops us before Spark starts
-        store = open_state_store(settings)
+        store = open_store(settings)
         state = store.load() if store is not None else None
         if state:
             restore_state(state, str(store))
@@ -684,6 +715,41 @@ def _progress_line(trace: str) -> Iterator[Callable[[str, float], None] | None]:
         if shown[0]:
             stream.write("\r" + " " * len(shown[0]) + "\r")  # leave the terminal as it was
             stream.flush()
+
+
+def _namespaces(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"{text!r}: name at least one namespace")
+    return names
+
+
+def _cmd_operator(args: argparse.Namespace) -> int:
+    from autoscaler.operator.settings import OperatorSettingsError, load_operator_settings
+    from autoscaler.runtime.logs import configure_logging
+
+    configure_logging(args.log_format, args.log_level)
+    overrides = {
+        "namespaces": args.namespaces,
+        "leaderElection.enabled": args.leader_election,
+        "leaderElection.leaseName": args.lease_name,
+        "leaderElection.leaseNamespace": args.lease_namespace,
+        "resyncInterval": args.resync_interval,
+        "workers": args.workers,
+        "metricsPort": args.metrics_port,
+    }
+    try:
+        settings = load_operator_settings(args.config, overrides)
+    except OperatorSettingsError as exc:
+        return _fail(str(exc))
+    from autoscaler.operator.main import run_operator
+
+    try:
+        return run_operator(settings, kubeconfig=args.kubeconfig, once=args.once)
+    except Exception as exc:  # the client's config loaders raise their own types
+        if type(exc).__name__ == "ConfigException":
+            return _fail(f"cannot reach the Kubernetes API: {exc}")
+        raise
 
 
 def _cmd_policies(args: argparse.Namespace) -> int:

@@ -25,14 +25,13 @@ from typing import Any, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry
 
-from autoscaler.app.compose import assemble, configure, new_metrics
+from autoscaler.app.compose import assemble, configure, new_metrics, open_store
 from autoscaler.app.driver import saved_queries
 from autoscaler.core.settings import Settings
 from autoscaler.ops.server import HttpServer, serve_daemon
 from autoscaler.runtime.clock import Clock, SystemClock
 from autoscaler.runtime.loop import ReconcileLoop
 from autoscaler.runtime.reconciler import Reconciler
-from autoscaler.runtime.state import open_state_store
 from autoscaler.spark.executors import SparkExecutors
 from autoscaler.spark.host import QueryHost
 from autoscaler.spark.observer import SparkObserver
@@ -85,7 +84,7 @@ def attach(
         raise TypeError(f"unknown attach() options: {', '.join(sorted(overrides))}")
     settings = settings or configure(None, named)
     clock = clock or SystemClock()
-    store = open_state_store(settings)
+    store = open_store(settings)
     if store is not None:
         store.check_writable()  # before anything starts, as `run` does
     specs = [p.pipeline_spec if hasattr(p, "pipeline_spec") else p for p in pipelines]

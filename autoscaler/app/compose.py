@@ -29,9 +29,10 @@ from autoscaler.runtime.ports import (
     StateStore,
 )
 from autoscaler.runtime.reconciler import Reconciler
+from autoscaler.runtime.state import StateStoreError, open_state_store
 from policies.registry import load_policies
 
-__all__ = ["Daemon", "assemble", "configure", "load_policies", "new_metrics"]
+__all__ = ["Daemon", "assemble", "configure", "load_policies", "new_metrics", "open_store"]
 
 
 def configure(
@@ -40,6 +41,29 @@ def configure(
     """Load the policies, then the settings (file < environment < ``overrides``), all checked."""
     load_policies()
     return load_settings(path, overrides, environ)
+
+
+def open_store(settings: Settings, environ: Mapping[str, str] | None = None) -> StateStore | None:
+    """The state store the settings ask for: a ConfigMap (``state.configmap``, on Kubernetes), a
+    file (``state.path``), or none. The runtime knows the file store; the Kubernetes one is
+    picked here, so the runtime never imports the Kubernetes adapter."""
+    if settings.state.configmap is None:
+        return open_state_store(settings)
+    from autoscaler.k8s.client import api_client, own_namespace
+    from autoscaler.k8s.gateway import KubeApi
+    from autoscaler.k8s.state import ConfigMapStateStore
+
+    namespace, _, name = settings.state.configmap.rpartition("/")
+    namespace = namespace or own_namespace(dict(environ) if environ is not None else None) or ""
+    if not namespace:
+        raise StateStoreError(
+            f"state.configmap {settings.state.configmap!r}: no namespace (not in a pod, and POD_NAMESPACE is unset); write NAMESPACE/NAME"
+        )
+    try:
+        client = api_client()
+    except Exception as exc:  # the client's config loaders raise their own types
+        raise StateStoreError(f"state ConfigMap {namespace}/{name}: cannot reach the Kubernetes API: {exc}") from exc
+    return ConfigMapStateStore(KubeApi(client), namespace, name)
 
 
 def new_metrics(settings: Settings, application: str) -> Metrics:

@@ -22,23 +22,27 @@ from typing import Any, Callable, Mapping, Sequence
 import structlog
 from prometheus_client import CollectorRegistry
 
-from autoscaler.app.compose import assemble, new_metrics
+from autoscaler.app.compose import assemble, new_metrics, open_store
 from autoscaler.core.model import Mode, TickRecord
 from autoscaler.core.modes import resolve_mode
 from autoscaler.core.plan import QueryResume, choose_removals
 from autoscaler.core.settings import Settings
+from autoscaler.k8s.client import api_client, own_namespace
+from autoscaler.k8s.gateway import KubeApi
+from autoscaler.k8s.pods import ExecutorPodLister
 from autoscaler.ops.auth import ApiAuth
 from autoscaler.ops.metrics import Metrics
 from autoscaler.ops.server import HttpServer, serve_daemon
 from autoscaler.runtime.audit import AuditTrail
 from autoscaler.runtime.clock import Clock, SystemClock
 from autoscaler.runtime.loop import ReconcileLoop
-from autoscaler.runtime.ports import StateStore
+from autoscaler.runtime.observe import WithExecutorPods
+from autoscaler.runtime.ports import ClusterObserver, StateStore
 from autoscaler.runtime.reconciler import Reconciler
-from autoscaler.runtime.state import open_state_store
 from autoscaler.runtime.state.schema import restore_state
 from autoscaler.spark.executors import SparkExecutors
 from autoscaler.spark.host import QueryHost
+from autoscaler.spark.kubernetes import is_kubernetes
 from autoscaler.spark.observer import SparkObserver
 from autoscaler.spark.pipelines import PipelineError, PipelineSpec, load_pipelines
 from autoscaler.spark.session import build_session, stop_session
@@ -70,7 +74,7 @@ class DriverDaemon:
     ) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
-        self.state_store = state_store if state_store is not None else open_state_store(settings)
+        self.state_store = state_store if state_store is not None else open_store(settings)
         self.on_tick = on_tick
         self.application = _application(spark, settings)
         if registry is None:
@@ -122,7 +126,7 @@ class DriverDaemon:
             self.host.start_all()
             daemon = assemble(
                 s,
-                observer=SparkObserver(self.executors, self.host),
+                observer=self._observer(SparkObserver(self.executors, self.host)),
                 executors=self.executors,
                 queries=self.host,
                 clock=self.clock,
@@ -139,6 +143,19 @@ class DriverDaemon:
         if self.reconciler.control != type(self.reconciler.control)():
             log.info("overrides_restored", control=self.reconciler.control.to_json())
         return self.startup
+
+    def _observer(self, spark: ClusterObserver) -> ClusterObserver:
+        """On Kubernetes, the executor pods explain a request that waits (``WithExecutorPods``)."""
+        if not is_kubernetes(self.settings.spark.master):
+            return spark
+        sc = self.spark.sparkContext
+        namespace = sc.getConf().get("spark.kubernetes.namespace", None) or own_namespace()
+        try:
+            pods = ExecutorPodLister(KubeApi(api_client()), namespace or "default", sc.applicationId)
+        except Exception as exc:  # the client's config loaders raise their own types
+            log.warning("executor_pods_unavailable", error=f"cannot reach the Kubernetes API: {exc}")
+            return spark
+        return WithExecutorPods(spark, pods)
 
     # --- HTTP: metrics, health, REST API --------------------------------------------------
 

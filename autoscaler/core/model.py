@@ -92,6 +92,30 @@ class Executor:
 
 
 @dataclass(frozen=True, slots=True)
+class ExecutorPods:
+    """The executor pods of a Spark application on Kubernetes, summarized to explain a wait.
+
+    Spark's Kubernetes backend accepts every executor request at once (it only sets the number
+    of pods it wants), so "accepted" never means "granted": a pod the scheduler cannot place
+    stays ``Pending``. The daemon keeps its time rule for "not granted" (``request_timeout``)
+    and uses this summary only to say why it waits.
+    """
+
+    pending: int  # pods in phase Pending (being scheduled, pulling the image, or unschedulable)
+    unschedulable: int  # Pending pods whose PodScheduled condition is False with reason Unschedulable
+    message: str | None = None  # the scheduler's message for one of them, e.g. "0/5 nodes are available: 5 Insufficient cpu."
+
+    def describe(self) -> str:
+        """``3 executor pods Pending, 3 Unschedulable: 0/5 nodes are available: ...``."""
+        text = f"{self.pending} executor pod{'' if self.pending == 1 else 's'} Pending"
+        if self.unschedulable:
+            text += f", {self.unschedulable} Unschedulable"
+        if self.message:
+            text += f": {self.message}"
+        return text
+
+
+@dataclass(frozen=True, slots=True)
 class ExecutorView:
     """What the driver knows about executors at one instant."""
 
@@ -105,6 +129,7 @@ class ExecutorView:
     waiting_since: datetime | None = None
     pending_removal: tuple[str, ...] = ()  # asked to remove, still registered
     lost: tuple[str, ...] = ()  # disappeared since the previous observation, not removed by us
+    pods: ExecutorPods | None = None  # on Kubernetes: the executor pods (None: not on Kubernetes, or unknown)
     cores: int = field(init=False, repr=False, compare=False)  # of the executors alive
 
     def __post_init__(self) -> None:
@@ -411,6 +436,7 @@ class TickRecord:
     outcomes: tuple[ActionOutcome, ...] = ()
     min_executors: int | None = None  # effective bounds this tick (settings or operator override)
     max_executors: int | None = None
+    executor_pods: ExecutorPods | None = None  # on Kubernetes: why requested executors wait
 
     @property
     def acted(self) -> bool:

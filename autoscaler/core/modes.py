@@ -6,10 +6,7 @@ from autoscaler.core.model import EffectiveMode, ExecutorView, Mode, Reason
 
 
 def resolve_mode(configured: Mode, view: ExecutorView, not_granted: bool = False) -> EffectiveMode:
-    return _resolve(configured, view.can_request, view.can_request_reason, not_granted)
-
-
-def _resolve(configured: Mode, can_request: bool, can_request_reason: Reason, not_granted: bool) -> EffectiveMode:
+    can_request, can_request_reason = view.can_request, view.can_request_reason
     if configured == Mode.REACTIVE:
         return EffectiveMode(configured, Mode.REACTIVE, Reason.MODE_CONFIGURED, message="reactive mode configured")
     if not can_request:
@@ -25,11 +22,8 @@ def _resolve(configured: Mode, can_request: bool, can_request_reason: Reason, no
         )
     reason = Reason.MODE_CONFIGURED if configured == Mode.ACTIVE else Reason.CAN_REQUEST_EXECUTORS
     if not_granted:
-        return EffectiveMode(
-            configured,
-            Mode.ACTIVE,
-            Reason.REQUEST_NOT_GRANTED,
-            fallback=True,
-            message="requested executors were not granted in time; running on those registered",
-        )
+        message = "requested executors were not granted in time; running on those registered"
+        if view.pods is not None and view.pods.pending:
+            message += f" ({view.pods.describe()})"  # Kubernetes: what the scheduler says
+        return EffectiveMode(configured, Mode.ACTIVE, Reason.REQUEST_NOT_GRANTED, fallback=True, message=message)
     return EffectiveMode(configured, Mode.ACTIVE, reason, message="requesting executors from the cluster manager")

@@ -244,11 +244,19 @@ class HttpSettings(_Model):
         "(`NAME` is the identity written to the audit trail). Without any token the control "
         "endpoints are disabled, never open.",
     )
+    token_files: list[Path] = Field(
+        default_factory=list,
+        description="More files of bearer tokens, read like `token_file` (on Kubernetes: one per Secret, the operator's and your own).",
+    )
     token_env: str = Field(
         "SPARK_AUTOSCALER_API_TOKEN",
         pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
         description="Environment variable holding one more bearer token (identity `operator`).",
     )
+
+
+# a ConfigMap's name is a DNS subdomain; its namespace a DNS label
+_CONFIGMAP = r"^(?:[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?/)?[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$"
 
 
 class StateSettings(_Model):
@@ -257,6 +265,18 @@ class StateSettings(_Model):
         description="JSON file keeping the daemon's state (scaling history, pending scale-downs, operator "
         "overrides) across restarts, written atomically every tick; unset: kept in memory only.",
     )
+    configmap: str | None = Field(
+        None,
+        pattern=_CONFIGMAP,
+        description="On Kubernetes: the ConfigMap keeping the state instead of a file, `NAME` (in the pod's namespace) "
+        "or `NAMESPACE/NAME`; gzip-compressed, at most 1,000,000 bytes (a ConfigMap holds 1 MiB). Exclusive with `path`.",
+    )
+
+    @model_validator(mode="after")
+    def _one_store(self) -> StateSettings:
+        if self.path is not None and self.configmap is not None:
+            raise ValueError("set either path (a file) or configmap (Kubernetes), not both")
+        return self
 
 
 class AuditSettings(_Model):

@@ -42,6 +42,7 @@ from autoscaler.runtime.reconciler import Reconciler
 from autoscaler.runtime.state import StateStoreError
 from autoscaler.runtime.views import (
     decision_json,
+    executor_pods_json,
     iso,
     load_json,
     query_view_json,
@@ -211,6 +212,12 @@ class Bounds(BaseModel):
     configured_max: int
 
 
+class ExecutorPodsView(BaseModel):
+    pending: int = Field(description="Executor pods in phase Pending.")
+    unschedulable: int = Field(description="Pending executor pods the scheduler cannot place (PodScheduled=False, Unschedulable).")
+    message: str | None = Field(description="The scheduler's message for one of them, e.g. `0/5 nodes are available: 5 Insufficient cpu.`")
+
+
 class ExecutorsView(BaseModel):
     alive: int | None
     cores: int | None
@@ -220,6 +227,9 @@ class ExecutorsView(BaseModel):
     proposed: int | None
     target: int | None
     manual_target: int | None
+    pods: ExecutorPodsView | None = Field(
+        None, description="On Kubernetes: the executor pods at the last tick, which explain a request that waits; null elsewhere."
+    )
 
 
 class LoopView(BaseModel):
@@ -626,6 +636,7 @@ def _status(rec: Reconciler, loop: ReconcileLoop | None, application: str, contr
             proposed=last.proposal.executors if last else None,
             target=d.target if d else None,
             manual_target=rec.control.manual_executors,
+            pods=ExecutorPodsView(**pods) if last and (pods := executor_pods_json(last.executor_pods)) else None,
         ),
         paused=rec.control.paused,
         dry_run=rec.dry_run(),

@@ -1,9 +1,9 @@
 """Bearer tokens of the control API.
 
-Tokens come from a file (``http.token_file``: one ``TOKEN`` or ``NAME TOKEN`` per line, ``#``
-comments; ``NAME`` is the identity written to the audit trail, ``operator`` by default) and
-from one environment variable (``http.token_env``). The file is re-read when it changes, so
-a rotated Kubernetes Secret takes effect without a restart. Without any token the control
+Tokens come from files (``http.token_file`` and ``http.token_files``: one ``TOKEN`` or ``NAME
+TOKEN`` per line, ``#`` comments; ``NAME`` is the identity written to the audit trail,
+``operator`` by default) and from one environment variable (``http.token_env``). A file is
+re-read when it changes, so a rotated Kubernetes Secret takes effect without a restart. Without any token the control
 endpoints are disabled (403), never open. Tokens are compared in constant time.
 
 A file that cannot be read at start-up stops the daemon (the configuration is wrong). One that
@@ -20,7 +20,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 DEFAULT_IDENTITY = "operator"
 
@@ -49,27 +49,37 @@ def parse_tokens(text: str, where: str) -> dict[str, str]:
 
 @dataclass
 class ApiAuth:
-    """Who may change the daemon: ``identify(authorization_header) -> identity | None``."""
+    """Who may change the daemon: ``identify(authorization_header) -> identity | None``.
+
+    ``token_file`` and ``token_files`` are read alike; on Kubernetes each Secret is its own
+    file (the operator's token, your own), mounted whole so that a rotation reaches it.
+    """
 
     static: Mapping[str, str]
     token_file: Path | None = None
-    # told each time the token file's state changes: why it cannot be used, or None once it can
+    token_files: Sequence[Path] = ()
+    # told each time the token files' state changes: why one cannot be used, or None once all can
     on_problem: Callable[[str | None], None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
-        self._file_tokens: dict[str, str] = {}
-        self._file_stamp: tuple[int, int] | None = None
-        self.problem: str | None = None  # why the token file cannot be used now (None: it can)
-        if self.token_file is not None:
-            self._file_tokens = self._read(self.token_file)  # a bad file at start-up is a configuration error
-            self._file_stamp = _stamp(self.token_file)
+        self._paths = tuple(dict.fromkeys([*([self.token_file] if self.token_file is not None else []), *self.token_files]))
+        self._file_tokens: dict[Path, dict[str, str]] = {}
+        self._file_stamps: dict[Path, tuple[int, int]] = {}
+        self._problems: dict[Path, str] = {}  # files that cannot be used now, and why
+        self.problem: str | None = None  # why control is refused whatever the token (None: every file can be used)
+        for path in self._paths:  # a bad file at start-up is a configuration error
+            if path.exists():
+                self._file_tokens[path] = self._read(path)
+                self._file_stamps[path] = _stamp(path)
 
     @classmethod
-    def from_settings(cls, token_file: Path | None, token_env: str, environ: Mapping[str, str] | None = None) -> ApiAuth:
+    def from_settings(
+        cls, token_file: Path | None, token_env: str, environ: Mapping[str, str] | None = None, token_files: Sequence[Path] = ()
+    ) -> ApiAuth:
         env = os.environ if environ is None else environ
         value = (env.get(token_env) or "").strip()
-        return cls({value: DEFAULT_IDENTITY} if value else {}, token_file)
+        return cls({value: DEFAULT_IDENTITY} if value else {}, token_file, tuple(token_files))
 
     @classmethod
     def disabled(cls) -> ApiAuth:
@@ -85,33 +95,34 @@ class ApiAuth:
         except OSError as exc:
             raise TokenFileError(f"{where} cannot be read: {exc.strerror or exc}") from None
 
-    def _reload(self) -> None:
-        """Read the token file again when it changed; a file that cannot be used revokes its tokens."""
-        if self.token_file is None:
-            return
+    def _reload(self, path: Path) -> None:
+        """Read a token file again when it changed; one that cannot be used revokes its tokens."""
         try:
-            stamp = _stamp(self.token_file)
+            stamp = _stamp(path)
         except FileNotFoundError:
-            self._file_tokens, self._file_stamp = {}, None  # a removed file disables its tokens
-            self._set_problem(None)
+            self._file_tokens.pop(path, None)  # a removed file disables its tokens
+            self._file_stamps.pop(path, None)
+            self._problems.pop(path, None)
             return
         except OSError as exc:
-            stamp, self._file_stamp = None, None
-            self._file_tokens = {}
-            self._set_problem(f"token file {str(self.token_file)!r} cannot be read: {exc.strerror or exc}")
+            self._file_tokens.pop(path, None)
+            self._file_stamps.pop(path, None)
+            self._problems[path] = f"token file {str(path)!r} cannot be read: {exc.strerror or exc}"
             return
-        if stamp == self._file_stamp:
+        if stamp == self._file_stamps.get(path):
             return
-        self._file_stamp = stamp
+        self._file_stamps[path] = stamp
         try:
-            self._file_tokens = self._read(self.token_file)
+            self._file_tokens[path] = self._read(path)
+            self._problems.pop(path, None)
         except TokenFileError as exc:
-            self._file_tokens = {}  # fail closed: the rotation may have been to revoke a token
-            self._set_problem(str(exc))
-        else:
-            self._set_problem(None)
+            self._file_tokens.pop(path, None)  # fail closed: the rotation may have been to revoke a token
+            self._problems[path] = str(exc)
 
-    def _set_problem(self, problem: str | None) -> None:
+    def _refresh(self) -> None:
+        for path in self._paths:
+            self._reload(path)
+        problem = "; ".join(self._problems[p] for p in self._paths if p in self._problems) or None
         if problem != self.problem:
             self.problem = problem
             if self.on_problem is not None:
@@ -119,14 +130,17 @@ class ApiAuth:
 
     def tokens(self) -> dict[str, str]:
         with self._lock:
-            self._reload()
-            return {**self._file_tokens, **self.static}
+            self._refresh()
+            merged: dict[str, str] = {}
+            for path in self._paths:
+                merged.update(self._file_tokens.get(path, {}))
+            return {**merged, **self.static}
 
     def check(self) -> str | None:
         """Why control changes are refused right now whatever the token (a token file that cannot
         be used), or None."""
         with self._lock:
-            self._reload()
+            self._refresh()
             return self.problem
 
     @property

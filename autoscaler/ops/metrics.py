@@ -71,6 +71,18 @@ class Metrics:
             f"{PREFIX}executors_requested", "Executor total last asserted to the cluster manager (active mode); absent before the first request.", A, registry=r
         )
         self.executors_pending = Gauge(f"{PREFIX}executors_pending", "Executors requested but not registered yet.", A, registry=r)
+        self.executor_pods_pending = Gauge(
+            f"{PREFIX}executor_pods_pending",
+            "On Kubernetes: executor pods in phase Pending (being scheduled, pulling the image, or unschedulable); absent elsewhere.",
+            A,
+            registry=r,
+        )
+        self.executor_pods_unschedulable = Gauge(
+            f"{PREFIX}executor_pods_unschedulable",
+            "On Kubernetes: Pending executor pods the scheduler cannot place (PodScheduled=False, Unschedulable); absent elsewhere.",
+            A,
+            registry=r,
+        )
         self.executors_lost = Counter(f"{PREFIX}executors_lost", "Executors that disappeared without being removed by the daemon.", A, registry=r)
         self.executors_min = Gauge(f"{PREFIX}executors_min", "Effective lower executor bound (configuration or operator override).", A, registry=r)
         self.executors_max = Gauge(f"{PREFIX}executors_max", "Effective upper executor bound (configuration or operator override).", A, registry=r)
@@ -236,6 +248,9 @@ class Metrics:
         self._maybe(self.executors_proposed, (a,), r.proposal.executors)
         self._maybe(self.executors_requested, (a,), r.executors_requested)
         self.executors_pending.labels(a).set(r.executors_pending)
+        pods = r.executor_pods
+        self._maybe(self.executor_pods_pending, (a,), pods.pending if pods is not None else None)
+        self._maybe(self.executor_pods_unschedulable, (a,), pods.unschedulable if pods is not None else None)
         if r.executors_lost:
             self.executors_lost.labels(a).inc(len(r.executors_lost))
         self._maybe(self.executors_min, (a,), r.min_executors)

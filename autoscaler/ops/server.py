@@ -118,10 +118,10 @@ def serve_daemon(
     from autoscaler.ops.auth import ApiAuth
 
     h = settings.http
-    auth = auth or ApiAuth.from_settings(h.token_file, h.token_env)
+    auth = auth or ApiAuth.from_settings(h.token_file, h.token_env, token_files=h.token_files)
     if auth.on_problem is None:
         auth.on_problem = _token_file_told(metrics)
-        if auth.token_file is not None and metrics is not None:
+        if (auth.token_file is not None or auth.token_files) and metrics is not None:
             metrics.token_file_state(None)
     app = create_app(
         reconciler=reconciler,

@@ -94,13 +94,18 @@ def load_settings(
     return settings
 
 
-def validate_settings(data: Mapping[str, Any]) -> Settings:
-    """Settings from a mapping alone (no file, no environment), checked as :func:`load_settings` does."""
+def validate_settings(data: Mapping[str, Any], *, check_files: bool = True) -> Settings:
+    """Settings from a mapping alone (no file, no environment), checked as :func:`load_settings` does.
+
+    ``check_files=False`` skips what only the daemon's own machine can tell (the token files
+    and a pipeline file exist, a pipeline module imports): the Kubernetes operator checks the
+    configuration it writes for a daemon whose files are mounted into another pod.
+    """
     try:
         settings = Settings.model_validate(dict(data))
     except ValidationError as exc:
         raise SettingsError([_format_error(e) for e in exc.errors()]) from None
-    if problems := outside_problems(settings):
+    if problems := outside_problems(settings, check_files=check_files):
         raise SettingsError(problems)
     return settings
 
@@ -127,6 +132,10 @@ def read_config_file(path: Path) -> dict[str, Any]:
             is_file = section != "pipelines" or value.endswith(".py") or "/" in value  # else a dotted module name
             if is_file and not Path(value).is_absolute():
                 node[key] = str((path.parent / value).resolve())
+    http = loaded.get("http")
+    if isinstance(http, dict) and isinstance(http.get("token_files"), list):
+        http["token_files"] = [str((path.parent / v).resolve()) if isinstance(v, str) and not Path(v).is_absolute() else v
+                               for v in http["token_files"]]
     return loaded
 
 
@@ -167,8 +176,19 @@ def _keys(model: type[BaseModel], prefix: str) -> Iterator[tuple[str, Any]]:
             yield from _keys(field.annotation, f"{key}.")
 
 
-def outside_problems(settings: Settings) -> list[str]:
+def outside_problems(settings: Settings, *, check_files: bool = True) -> list[str]:
     """What the declarations cannot check alone: files, the pipeline module, the policy."""
+    problems = []
+    if check_files:
+        problems.extend(_file_problems(settings))
+    try:
+        create_policy(settings.policy.name, settings.policy.params)
+    except PolicyError as exc:
+        problems.append(f"policy: {exc}")
+    return problems
+
+
+def _file_problems(settings: Settings) -> list[str]:
     problems = []
     module = settings.pipelines.module
     if module is not None:
@@ -180,10 +200,9 @@ def outside_problems(settings: Settings) -> list[str]:
     token_file = settings.http.token_file
     if token_file is not None and (problem := file_problem(token_file)):
         problems.append(f"http.token_file: {str(token_file)!r} {problem}")
-    try:
-        create_policy(settings.policy.name, settings.policy.params)
-    except PolicyError as exc:
-        problems.append(f"policy: {exc}")
+    for i, extra in enumerate(settings.http.token_files):
+        if problem := file_problem(extra):
+            problems.append(f"http.token_files.{i}: {str(extra)!r} {problem}")
     return problems
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol, Sequence
 
-from autoscaler.core.model import QueryChange, Snapshot
+from autoscaler.core.model import ExecutorPods, QueryChange, Snapshot
 
 
 class NotReady(Exception):
@@ -18,6 +18,12 @@ class NotReady(Exception):
 
 class ClusterObserver(Protocol):
     def observe(self, now: datetime) -> Snapshot: ...
+
+
+class ExecutorPodSource(Protocol):
+    def executor_pods(self, now: datetime) -> ExecutorPods:
+        """The application's executor pods now (Kubernetes); raises when they cannot be listed."""
+        ...
 
 
 class ExecutorActuator(Protocol):

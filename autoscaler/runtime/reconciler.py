@@ -213,6 +213,7 @@ class Reconciler:
             outcomes=snap.outcomes,
             min_executors=decision.min_executors,
             max_executors=decision.max_executors,
+            executor_pods=snap.executors.pods,
         )
 
     def _tell_unreachable_slo(self, snap: Snapshot) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from autoscaler.core.model import (
     ActionResult,
     ExecutorDecision,
+    ExecutorPods,
     Mode,
     QueryChange,
     QueryLoad,
@@ -96,6 +97,13 @@ def query_view_json(view: QueryView) -> dict[str, Any]:
     }
 
 
+def executor_pods_json(pods: ExecutorPods | None) -> dict[str, Any] | None:
+    """Kubernetes executor pods: ``{pending, unschedulable, message}``; None elsewhere."""
+    if pods is None:
+        return None
+    return {"pending": pods.pending, "unschedulable": pods.unschedulable, "message": pods.message}
+
+
 def decision_json(d: ExecutorDecision) -> dict[str, Any]:
     return {
         "current": d.current,
@@ -167,6 +175,7 @@ def tick_json(r: TickRecord) -> dict[str, Any]:
                 "requested": r.executors_requested,
                 "pending": r.executors_pending,
                 "lost": list(r.executors_lost),
+                "pods": executor_pods_json(r.executor_pods),
             },
             "bounds": {"min": r.min_executors, "max": r.max_executors},
             "queries": {ld.name: load_json(ld, r.executors_cores) for ld in r.loads},

@@ -22,6 +22,7 @@ import threading
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable
 
 from autoscaler.core.model import JAVA_LONG_MAX, QueryParams
@@ -151,6 +152,21 @@ def validate_spec(spec: PipelineSpec) -> None:
         raise PipelineError(f"pipeline {spec.name!r}: " + "; ".join(problems))
 
 
+def _pickle_by_value(module: ModuleType) -> None:
+    """Ship the code of a file-loaded module with the functions that use it.
+
+    The file is imported under a name no executor can import (``spark_autoscaler_pipelines_<stem>``;
+    on Kubernetes the file is mounted into the driver pod only). cloudpickle pickles a function
+    of an importable module by reference, so a Python UDF defined in the file would fail on the
+    executors with ``ModuleNotFoundError``; registered, its functions travel by value
+    (``tests/integration/test_file_pipelines.py``). A dotted module comes from the image and is
+    importable everywhere: it stays pickled by reference.
+    """
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(module)
+
+
 def load_pipelines(module: str, only: list[str] | None = None) -> list[PipelineSpec]:
     """Import a pipeline module (a ``.py`` file or a dotted name) and return its pipelines."""
     with _collect_lock:
@@ -166,6 +182,7 @@ def load_pipelines(module: str, only: list[str] | None = None) -> list[PipelineS
                 raise PipelineError(f"pipeline module {module!r} cannot be loaded")
             mod = importlib.util.module_from_spec(spec)
             sys.modules[mod_name] = mod
+            _pickle_by_value(mod)
             spec.loader.exec_module(mod)
         elif module in sys.modules:
             importlib.reload(sys.modules[module])

@@ -9,6 +9,7 @@ import sys
 from typing import Any, Mapping
 
 from autoscaler.core.settings import SparkSettings
+from autoscaler.spark.kubernetes import kubernetes_driver_conf
 
 # Facts measured on the project machines (docs/architecture.md): without SPARK_LOCAL_IP the
 # driver binds to the first non-loopback interface; executors' Python workers must use this
@@ -29,13 +30,23 @@ def prepare_environment() -> None:
         raise RuntimeError("Java 17 is required for Spark: install a JRE (e.g. apt-get install openjdk-17-jre-headless)")
 
 
+def spark_conf(settings: SparkSettings, extra: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """The session's configuration as text: the daemon's defaults < ``spark.conf`` < ``extra``."""
+    conf = {**DEFAULT_CONF, **{k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in settings.conf.items()}}
+    conf.update({k: str(v) for k, v in (extra or {}).items()})
+    return conf
+
+
 def build_session(settings: SparkSettings, extra: Mapping[str, Any] | None = None) -> Any:
+    conf = spark_conf(settings, extra)
+    # a k8s:// master: the driver's pod address and identity (refused when it is loopback)
+    add_conf, add_env = kubernetes_driver_conf(settings.master, conf, os.environ)
+    conf.update(add_conf)
+    os.environ.update(add_env)
     prepare_environment()
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
-    conf = {**DEFAULT_CONF, **{k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in settings.conf.items()}}
-    conf.update({k: str(v) for k, v in (extra or {}).items()})
     for key, value in conf.items():
         builder = builder.config(key, value)
     try:

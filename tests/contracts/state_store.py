@@ -3,8 +3,8 @@
 Subclass :class:`StateStoreContract` in a ``Test...`` class and provide the ``open_store``
 fixture: a callable that opens a store on the *same* backing each time it is called, so a
 second call stands for the daemon restarting (a new process reading what the old one saved).
-The file store runs it in ``tests/unit/test_state_file.py``; the Kubernetes ConfigMap store
-will run it against its fake API server.
+The file store runs it in ``tests/unit/test_state_file.py``; the Kubernetes ConfigMap store in
+``tests/unit/k8s/test_configmap_state_store.py``, over an in-memory fake of its ConfigMap protocol.
 """
 
 from __future__ import annotations

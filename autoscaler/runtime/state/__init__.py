@@ -18,7 +18,13 @@ __all__ = ["FileStateStore", "MemoryStateStore", "StateStoreError", "open_state_
 
 
 def open_state_store(settings: Settings) -> StateStore | None:
-    """The store the settings ask for: a local file when ``state.path`` is set, else none."""
+    """The store the settings ask for: a local file when ``state.path`` is set, else none.
+
+    A ConfigMap (``state.configmap``) is the Kubernetes adapter's, which this layer does not
+    import: the composition root opens it (``autoscaler.app.compose.open_store``).
+    """
+    if settings.state.configmap is not None:
+        raise StateStoreError("state.configmap: a ConfigMap store is opened by the composition root (autoscaler.app.compose.open_store)")
     if settings.state.path is not None:
         return FileStateStore(Path(settings.state.path))
     return None

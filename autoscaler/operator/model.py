@@ -1,0 +1,231 @@
+"""The ``SparkStreamingApp`` spec as the operator reads it: a pydantic model of the CRD.
+
+The CRD (``helm/spark-autoscaler/crds/sparkstreamingapps.yaml``) is what the API server
+checks; this model is what the operator checks before acting. The two agree on every field
+(``tests/unit/operator/test_crd.py`` checks samples and generated specs against both); the
+model adds what a schema cannot say, each with a message naming the field:
+
+* durations are the daemon's (``1h30m``, at most ten years) and a trigger lies within 0.1 s
+  .. 1 day, as the daemon's REST API takes it;
+* ``initialExecutors`` lies within the bounds;
+* ``sparkConf`` and ``settings`` do not set what the operator writes from other fields (the
+  message names the field to use instead).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from autoscaler.core.model import JAVA_LONG_MAX, Mode
+from autoscaler.core.settings import MAX_EXECUTORS, parse_duration
+
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+CONFIG_KEY = r"^[-._a-zA-Z0-9]+$"
+DURATION = r"^([0-9]+(\.[0-9]+)?d)?([0-9]+(\.[0-9]+)?h)?([0-9]+(\.[0-9]+)?m)?([0-9]+(\.[0-9]+)?s)?([0-9]+(\.[0-9]+)?ms)?$"
+SPARK_MEMORY = r"^[1-9][0-9]*[kmgtKMGT]$"
+MIN_TRIGGER, MAX_TRIGGER = timedelta(milliseconds=100), timedelta(days=1)
+
+# Spark configuration the operator writes itself, and where to set it instead
+OWNED_SPARK_CONF = {
+    "spark.master": "the operator runs the daemon as the driver on Kubernetes",
+    "spark.submit.deployMode": "the daemon is the driver (client mode)",
+    "spark.kubernetes.namespace": "executors run in the app's namespace",
+    "spark.kubernetes.container.image": "set spec.image",
+    "spark.kubernetes.container.image.pullPolicy": "set spec.imagePullPolicy",
+    "spark.kubernetes.container.image.pullSecrets": "set spec.imagePullSecrets",
+    "spark.kubernetes.executor.podTemplateFile": "set spec.executor",
+    "spark.kubernetes.authenticate.executor.serviceAccountName": "the chart's executor service account",
+    "spark.kubernetes.driver.pod.name": "the daemon sets it from its pod",
+    "spark.executor.cores": "set spec.executor.cores",
+    "spark.kubernetes.executor.request.cores": "set spec.executor.cores",
+    "spark.executor.memory": "set spec.executor.memory",
+    "spark.driver.memory": "set spec.driver.memory",
+    "spark.executor.instances": "set spec.scaling.initialExecutors",
+    "spark.driver.port": "fixed (7078) for the network policies",
+    "spark.blockManager.port": "fixed (7079) for the network policies",
+    "spark.app.name": "set to <namespace>-<name>, the application label of the metrics",
+}
+# daemon settings the operator writes from other fields
+OWNED_SETTINGS = {
+    "mode": "set spec.scaling.mode",
+    "dry_run": "set spec.scaling.dryRun",
+    "request_timeout": "set spec.scaling.requestTimeout",
+    "executors": "set spec.scaling and spec.executor",
+    "policy": "set spec.scaling.policy",
+    "spark": "set spec.sparkConf",
+    "http": "set spec.http",
+    "state": "the operator keeps the state in the ConfigMap <name>-state",
+}
+OWNED_PIPELINE_SETTINGS = {"module": "set spec.pipelines", "checkpoint_root": "set spec.checkpointRoot"}
+
+
+def _duration(text: str) -> str:
+    parse_duration(text)  # the daemon's reader: its range, its message
+    return text
+
+
+DurationText = Annotated[str, Field(min_length=1, pattern=DURATION), AfterValidator(_duration)]
+Name = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
+Count = Annotated[int, Field(ge=0, le=MAX_EXECUTORS, strict=True)]
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True)
+
+
+class ConfigMapRef(_Spec):
+    name: Name
+    key: Annotated[str, Field(min_length=1, max_length=253, pattern=CONFIG_KEY)] = "pipelines.py"
+
+
+class PipelinesSpec(_Spec):
+    module: Annotated[str, Field(min_length=1)] | None = None
+    config_map_ref: ConfigMapRef | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> PipelinesSpec:
+        if (self.module is None) == (self.config_map_ref is None):
+            raise ValueError("set exactly one of pipelines.module and pipelines.configMapRef")
+        return self
+
+
+class EnvVar(_Spec):
+    name: Annotated[str, Field(min_length=1, pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")]
+    value: str | None = None
+
+
+class DriverSpec(_Spec):
+    cores: Annotated[int, Field(ge=1, le=64, strict=True)] = 1
+    memory: Annotated[str, Field(pattern=SPARK_MEMORY)] = "1g"
+    service_account_name: Name | None = None
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    affinity: dict[str, Any] | None = None
+    pod_annotations: dict[str, str] = Field(default_factory=dict)
+    pod_labels: dict[str, str] = Field(default_factory=dict)
+    env: Annotated[list[EnvVar], Field(max_length=64)] = Field(default_factory=list)
+
+
+class ExecutorSpec(_Spec):
+    cores: Annotated[int, Field(ge=1, le=64, strict=True)] = 1
+    memory: Annotated[str, Field(pattern=SPARK_MEMORY)] = "1g"
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    priority_class_name: Annotated[str, Field(min_length=1, max_length=253)] | None = None
+
+
+class PolicySpec(_Spec):
+    name: Annotated[str, Field(min_length=1)] | None = None
+    params: dict[str, Any] | None = None
+
+
+class ScalingSpec(_Spec):
+    mode: Mode | None = None
+    min_executors: Count | None = None
+    max_executors: Annotated[int, Field(ge=1, le=MAX_EXECUTORS, strict=True)] | None = None
+    initial_executors: Count | None = None
+    manual_executors: Count | None = None
+    paused: Annotated[bool, Field(strict=True)] | None = None
+    dry_run: Annotated[bool, Field(strict=True)] | None = None
+    request_timeout: DurationText | None = None
+    policy: PolicySpec = Field(default_factory=PolicySpec)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ScalingSpec:
+        lo, hi = self.min_executors, self.max_executors
+        if lo is not None and hi is not None and lo > hi:
+            raise ValueError("scaling.minExecutors must not exceed scaling.maxExecutors")
+        if self.initial_executors is not None and not (lo or 0) <= self.initial_executors <= (hi if hi is not None else MAX_EXECUTORS):
+            raise ValueError(f"scaling.initialExecutors ({self.initial_executors}) must lie within minExecutors and maxExecutors")
+        return self
+
+
+class QuerySpec(_Spec):
+    name: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_-]+$")]
+    max_rows_per_batch: Annotated[int, Field(ge=1, le=JAVA_LONG_MAX, strict=True)] | None = None
+    trigger_interval: DurationText | None = None
+
+    @field_validator("trigger_interval")
+    @classmethod
+    def _trigger_range(cls, value: str | None) -> str | None:
+        if value is not None and not MIN_TRIGGER <= parse_duration(value) <= MAX_TRIGGER:
+            raise ValueError(f"must lie within 100ms and 24h (the daemon's REST API takes no other), got {value!r}")
+        return value
+
+
+class TokenSecretRef(_Spec):
+    name: Name
+    key: Annotated[str, Field(min_length=1, max_length=253, pattern=CONFIG_KEY)] = "tokens"
+
+
+class HttpSpec(_Spec):
+    token_secret_ref: TokenSecretRef | None = None
+
+
+class SparkStreamingAppSpec(_Spec):
+    image: Annotated[str, Field(min_length=1)]
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
+    image_pull_secrets: Annotated[list[Name], Field(max_length=16)] = Field(default_factory=list)
+    pipelines: PipelinesSpec
+    checkpoint_root: Annotated[str, Field(min_length=1)]
+    spark_conf: dict[str, str] = Field(default_factory=dict)
+    settings: dict[str, Any] = Field(default_factory=dict)
+    driver: DriverSpec = Field(default_factory=DriverSpec)
+    executor: ExecutorSpec = Field(default_factory=ExecutorSpec)
+    scaling: ScalingSpec = Field(default_factory=ScalingSpec)
+    queries: Annotated[list[QuerySpec], Field(max_length=64)] = Field(default_factory=list)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] | None = None
+    http: HttpSpec = Field(default_factory=HttpSpec)
+    suspend: Annotated[bool, Field(strict=True)] = False
+
+    @field_validator("spark_conf")
+    @classmethod
+    def _not_owned_conf(cls, conf: dict[str, str]) -> dict[str, str]:
+        owned = [f"{key}: set by the operator ({OWNED_SPARK_CONF[key]})" for key in sorted(conf) if key in OWNED_SPARK_CONF]
+        if owned:
+            raise ValueError("; ".join(owned))
+        return conf
+
+    @field_validator("settings")
+    @classmethod
+    def _not_owned_settings(cls, settings: dict[str, Any]) -> dict[str, Any]:
+        owned = [f"{key}: written by the operator ({OWNED_SETTINGS[key]})" for key in sorted(settings) if key in OWNED_SETTINGS]
+        pipelines = settings.get("pipelines")
+        if isinstance(pipelines, dict):
+            owned += [f"pipelines.{key}: written by the operator ({why})" for key, why in OWNED_PIPELINE_SETTINGS.items() if key in pipelines]
+        if owned:
+            raise ValueError("; ".join(owned))
+        return settings
+
+    @field_validator("queries")
+    @classmethod
+    def _unique_queries(cls, queries: list[QuerySpec]) -> list[QuerySpec]:
+        names = [q.name for q in queries]
+        if twice := sorted({n for n in names if names.count(n) > 1}):
+            raise ValueError(f"query {', '.join(twice)} listed more than once")
+        return queries
+
+
+def parse_spec(spec: Any) -> tuple[SparkStreamingAppSpec | None, list[str]]:
+    """The spec, or the problems with it: one ``spec.<field>: <message>`` line each."""
+    try:
+        return SparkStreamingAppSpec.model_validate(spec), []
+    except ValidationError as exc:
+        return None, [_problem(e) for e in exc.errors()]
+
+
+def _problem(err: Any) -> str:
+    loc = ".".join(str(p) for p in ("spec", *err["loc"]) if not str(p).startswith("function-"))
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field"
+    return f"{loc}: {msg}"
+
+
+def spec_json(spec: SparkStreamingAppSpec) -> dict[str, Any]:
+    """The spec as the CR writes it (camelCase, unset fields left out)."""
+    return spec.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)

@@ -1,0 +1,320 @@
+"""One app, one pass: validate, apply the children, steer the daemon, mirror its status.
+
+:class:`AppReconciler` is the shell around the pure parts. It talks to Kubernetes through the
+gateway protocol and to the daemon through its REST client, and decides nothing itself:
+
+1. **Validate** the spec (the model, the immutable ``checkpointRoot``, the daemon's own check
+   of the configuration it would get). An invalid spec is reported (``SpecValid=False`` and a
+   ``SpecInvalid`` Event) and nothing is applied: the app keeps running its last valid spec,
+   whose control fields are still enforced.
+2. **Apply** the children (server-side apply, in order). When the restart hash changed, a
+   ``RolloutStarted`` Event names the restart-class fields that changed.
+3. **Poll** the daemon (readiness, status, overrides). Failed polls are counted; after
+   ``unreachable_after`` in a row the app is ``Degraded`` with a ``DaemonUnreachable`` Event.
+4. **Steer** it: the control diff goes to ``PATCH /api/v1/control`` with the app's generation
+   in the audit note; a rejection is reported and not retried at the same generation. Then
+   the per-query requests and the log level.
+5. **Tell**: Events for the daemon's new decisions, and the status, written only when it
+   changed (a merge patch of ``/status``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from typing import Any, Callable, Mapping
+
+import structlog
+
+from autoscaler.k8s.errors import Conflict
+from autoscaler.k8s.gateway import KubeGateway
+from autoscaler.operator import events as ev
+from autoscaler.operator.changes import classify_change, restart_hash
+from autoscaler.operator.children import desired_children
+from autoscaler.operator.config import AppRef, check_daemon_settings
+from autoscaler.operator.control import (
+    apply_patch,
+    control_diff,
+    describe_patch,
+    desired_control,
+    log_level_to_send,
+    missing_queries,
+    query_requests,
+)
+from autoscaler.operator.daemon_client import Applied, DaemonClient, DaemonUnavailable
+from autoscaler.operator.model import SparkStreamingAppSpec, parse_spec
+from autoscaler.operator.settings import OperatorSettings
+from autoscaler.operator.status import ControlOutcome, Observed, iso, status_from
+from autoscaler.runtime.clock import Clock
+
+log = structlog.get_logger("autoscaler.operator")
+
+DaemonFactory = Callable[[AppRef, Mapping[str, Any]], DaemonClient]  # (app, its pod) -> client
+
+
+@dataclass
+class AppMemory:
+    """What the operator keeps about an app between passes (lost on restart: nothing vital)."""
+
+    unreachable: int = 0
+    rejected: set[tuple[int, str]] = field(default_factory=set)  # (generation, what) rejected: not resent
+
+
+@dataclass(frozen=True)
+class Outcome:
+    requeue_after: timedelta
+    written: dict[str, Any] | None = None  # the app as the status write returned it
+
+
+class EventRecorder:
+    """Deduplicated Events (see :mod:`autoscaler.operator.events`)."""
+
+    def __init__(self, gateway: KubeGateway, clock: Clock, repeat_interval: timedelta, instance: str) -> None:
+        self.gateway = gateway
+        self.clock = clock
+        self.repeat_interval = repeat_interval
+        self.instance = instance
+        self._sent: dict[str, tuple[Any, int]] = {}  # name -> (last sent, repeats not sent since)
+
+    def emit(self, ref: AppRef, event: ev.EventSpec) -> bool:
+        name = ev.event_name(ref, event.reason, event.key)
+        now = self.clock.now()
+        last = self._sent.get(name)
+        if last is not None and now - last[0] < self.repeat_interval:
+            self._sent[name] = (last[0], last[1] + 1)
+            return False
+        held = last[1] if last is not None else 0
+        stamp = iso(now)
+        existing = self.gateway.get_event(ref.namespace, name)
+        if existing is None:
+            body = ev.event_body(ref, event, name, stamp, self.instance)
+            body["count"] = 1 + held
+            try:
+                self.gateway.create_event(ref.namespace, body)
+            except Conflict:  # created meanwhile (another pass): count it
+                existing = self.gateway.get_event(ref.namespace, name)
+        if existing is not None:
+            count = int(existing.get("count") or 1) + 1 + held
+            self.gateway.patch_event(ref.namespace, name, {"count": count, "lastTimestamp": stamp, "message": event.message[: ev.MAX_MESSAGE]})
+        self._sent[name] = (now, 0)
+        self._prune(now)
+        log.info("event", app=ref.key, type=event.type, reason=event.reason, message=event.message)
+        return True
+
+    def _prune(self, now: Any) -> None:
+        """Forget events sent longer ago than the repeat interval with no repeat held back: the
+        next one is sent anyway (keeps the memory bounded by the recent events)."""
+        for name, (at, held) in list(self._sent.items()):
+            if held == 0 and now - at >= self.repeat_interval:
+                del self._sent[name]
+
+    def forget(self, ref: AppRef) -> None:
+        prefix = f"{ref.name[:200]}."
+        for name in [n for n in self._sent if n.startswith(prefix)]:
+            del self._sent[name]
+
+
+class AppReconciler:
+    def __init__(
+        self,
+        gateway: KubeGateway,
+        settings: OperatorSettings,
+        *,
+        clock: Clock,
+        daemon: DaemonFactory,
+        events: EventRecorder,
+    ) -> None:
+        self.gateway = gateway
+        self.settings = settings
+        self.clock = clock
+        self.daemon = daemon
+        self.events = events
+        self.memory: dict[str, AppMemory] = {}
+
+    def forget(self, ref: AppRef) -> None:
+        """The app was deleted: its children go with it (owner references); only memory is left to drop."""
+        self.memory.pop(ref.key, None)
+        self.events.forget(ref)
+
+    # --- one pass -------------------------------------------------------------------------------
+
+    def reconcile(self, app: Mapping[str, Any]) -> Outcome:
+        ref = AppRef.of(dict(app))
+        generation = int(app["metadata"].get("generation") or 1)
+        prev: dict[str, Any] = dict(app.get("status") or {})
+        mem = self.memory.setdefault(ref.key, AppMemory())
+        last_good = _last_good(prev)
+        spec, problems = self.validate(ref, app.get("spec"), last_good)
+        if problems:
+            self.events.emit(ref, ev.EventSpec(ev.WARNING, ev.SPEC_INVALID, f"generation {generation}: " + "; ".join(problems), f"{generation}"))
+        running = spec if spec is not None else last_good
+        if running is None:  # never valid: nothing to run, nothing to poll
+            status = status_from(prev, Observed(generation, tuple(problems)), self.clock.now())
+            return Outcome(self.settings.resync_interval, self._write_status(ref, prev, status))
+
+        hash_ = restart_hash(running, self.settings)
+        if spec is not None:
+            self._apply(ref, spec, hash_, prev, last_good)
+        sts = self.gateway.get_statefulset(ref.namespace, ref.name)
+        pod = self.gateway.get_pod(ref.namespace, f"{ref.name}-0")
+        obs = Observed(
+            generation,
+            tuple(problems),
+            suspended=running.suspend,
+            restart_hash=hash_,
+            applied_spec=_spec_record(spec) if spec is not None else prev.get("lastAppliedSpec"),
+            statefulset=sts,
+            pod=pod,
+            unreachable_after=self.settings.unreachable_after,
+            managed_fields=tuple((prev.get("control") or {}).get("managedFields") or ()),
+            event_cursor=prev.get("eventCursor"),
+        )
+        requeue = self.settings.resync_interval
+        if not running.suspend and pod is not None and (pod.get("status") or {}).get("podIP"):
+            obs, requeue = self._with_daemon(ref, running, generation, prev, pod, obs, mem)
+        status = status_from(prev, obs, self.clock.now())
+        return Outcome(requeue, self._write_status(ref, prev, status))
+
+    def validate(self, ref: AppRef, raw: Any, last_good: SparkStreamingAppSpec | None) -> tuple[SparkStreamingAppSpec | None, list[str]]:
+        spec, problems = parse_spec(raw)
+        if spec is None:
+            return None, problems
+        if last_good is not None and last_good.checkpoint_root != spec.checkpoint_root:
+            # the CRD's rule refuses this first; checked again for an API server without it
+            return None, [f"spec.checkpointRoot: immutable: the queries' checkpoints are in {last_good.checkpoint_root!r}"]
+        _, problems = check_daemon_settings(ref, spec, self.settings)
+        return (None, problems) if problems else (spec, [])
+
+    # --- children -------------------------------------------------------------------------------
+
+    def _apply(self, ref: AppRef, spec: SparkStreamingAppSpec, hash_: str, prev: Mapping[str, Any], last_good: SparkStreamingAppSpec | None) -> None:
+        before = prev.get("restartHash")
+        if before is not None and before != hash_:
+            fields = classify_change(last_good, spec).restart if last_good is not None else ()
+            what = ", ".join(fields) if fields else "the operator's pod settings"
+            self.events.emit(ref, ev.EventSpec(ev.NORMAL, ev.ROLLOUT_STARTED,
+                                               f"{what} changed: the driver pod restarts and the queries resume from their checkpoints", hash_))
+        for child in desired_children(ref, spec, self.settings, hash_):
+            self.gateway.apply(child)
+
+    # --- the daemon -------------------------------------------------------------------------------
+
+    def _with_daemon(
+        self, ref: AppRef, spec: SparkStreamingAppSpec, generation: int, prev: Mapping[str, Any], pod: Mapping[str, Any], obs: Observed, mem: AppMemory
+    ) -> tuple[Observed, timedelta]:
+        client = self.daemon(ref, pod)
+        pod_uid = (pod.get("metadata") or {}).get("uid")
+        try:
+            ready, why = client.ready()
+            overrides = client.control().get("overrides") or {}
+        except DaemonUnavailable as exc:
+            mem.unreachable += 1
+            if mem.unreachable == self.settings.unreachable_after:
+                self.events.emit(ref, ev.EventSpec(ev.WARNING, ev.DAEMON_UNREACHABLE, f"{mem.unreachable} polls failed in a row: {exc}", "unreachable"))
+            backoff = timedelta(seconds=min(self.settings.resync_interval.total_seconds(), 2 ** min(mem.unreachable, 6)))
+            return replace(obs, unreachable_polls=mem.unreachable, daemon_error=str(exc)), backoff
+        mem.unreachable = 0
+        note = f"SparkStreamingApp {ref.key} generation {generation}"
+        try:
+            control, overrides, managed = self._control(ref, spec, generation, prev, overrides, client, note, mem)
+            missing = self._queries(ref, spec, generation, client, note, mem)
+            level = self._log_level(ref, spec, prev, pod_uid, client, note)
+            daemon_status = client.status()  # after the changes: the status shows them
+            cursor = self._decision_events(ref, prev, daemon_status, client, pod_uid)
+        except DaemonUnavailable as exc:  # it answered a moment ago: try again soon, not counted as unreachable
+            return replace(obs, daemon_error=str(exc)), min(self.settings.resync_interval, timedelta(seconds=5))
+        observed = replace(obs, daemon=daemon_status, daemon_ready=ready, daemon_not_ready_reason=why, control=control, overrides=overrides,
+                            managed_fields=managed, log_level=level, missing_queries=tuple(missing), event_cursor=cursor)
+        return observed, (self.settings.resync_interval if ready else min(self.settings.resync_interval, timedelta(seconds=5)))
+
+    def _control(
+        self, ref: AppRef, spec: SparkStreamingAppSpec, generation: int, prev: Mapping[str, Any], overrides: dict[str, Any],
+        client: DaemonClient, note: str, mem: AppMemory,
+    ) -> tuple[ControlOutcome | None, dict[str, Any], tuple[str, ...]]:
+        managed = tuple((prev.get("control") or {}).get("managedFields") or ())
+        diff = control_diff(desired_control(spec), overrides, managed)
+        if not diff.patch:
+            had = next((c for c in prev.get("conditions") or () if c.get("type") == "ControlApplied"), None)
+            outcome = None if had is not None and had.get("status") == "True" else ControlOutcome("True", "InSync", "the daemon holds what the spec sets")
+            return outcome, overrides, diff.managed
+        key = (generation, json.dumps(diff.patch, sort_keys=True))
+        if key in mem.rejected:
+            return None, overrides, managed  # told already; retried when the spec changes
+        described = describe_patch(diff.patch, overrides)
+        result = client.patch_control(diff.patch, note)
+        if isinstance(result, Applied):
+            message = f"{described} (generation {generation}) [audit {result.audit_id}]"
+            self.events.emit(ref, ev.EventSpec(ev.NORMAL, ev.CONTROL_APPLIED, message, f"{generation}:{key[1]}"))
+            return ControlOutcome("True", "Applied", message), apply_patch(overrides, diff.patch), diff.managed
+        mem.rejected.add(key)
+        message = f"generation {generation}: the daemon refused {described}: {result.message}"
+        self.events.emit(ref, ev.EventSpec(ev.WARNING, ev.CONTROL_REJECTED, message, f"{generation}:{key[1]}"))
+        return ControlOutcome("False", "Rejected", message), overrides, managed
+
+    def _queries(self, ref: AppRef, spec: SparkStreamingAppSpec, generation: int, client: DaemonClient, note: str, mem: AppMemory) -> list[str]:
+        if not spec.queries:
+            return []
+        hosted = client.queries()
+        for name, body in query_requests(spec.queries, hosted):
+            key = (generation, f"query {name} {json.dumps(body, sort_keys=True)}")
+            if key in mem.rejected:
+                continue
+            result = client.patch_query(name, body, note)
+            fields = ", ".join(f"{k} {v}" for k, v in body.items())
+            if isinstance(result, Applied):
+                self.events.emit(ref, ev.EventSpec(ev.NORMAL, ev.CONTROL_APPLIED,
+                                                   f"query {name}: {fields} requested (generation {generation}) [audit {result.audit_id}]", key[1]))
+            else:
+                mem.rejected.add(key)
+                self.events.emit(ref, ev.EventSpec(ev.WARNING, ev.CONTROL_REJECTED,
+                                                   f"generation {generation}: the daemon refused query {name}: {fields}: {result.message}", key[1]))
+        return missing_queries(spec.queries, hosted)
+
+    def _log_level(self, ref: AppRef, spec: SparkStreamingAppSpec, prev: Mapping[str, Any], pod_uid: str | None,
+                   client: DaemonClient, note: str) -> dict[str, Any] | None:
+        applied = (prev.get("control") or {}).get("logLevel")
+        level = log_level_to_send(spec.log_level, applied, pod_uid)
+        if level is None:
+            return applied
+        result = client.put_log_level(level, note)
+        if isinstance(result, Applied):
+            return {"podUID": pod_uid, "level": level}
+        self.events.emit(ref, ev.EventSpec(ev.WARNING, ev.CONTROL_REJECTED, f"log level {level}: {result.message}", f"log:{level}"))
+        return applied
+
+    def _decision_events(self, ref: AppRef, prev: Mapping[str, Any], daemon_status: Mapping[str, Any], client: DaemonClient,
+                         pod_uid: str | None) -> dict[str, Any]:
+        entries = client.decisions(50)
+        events, cursor = ev.decision_events(entries, prev.get("eventCursor"), pod_uid)
+        for event in events:
+            self.events.emit(ref, event)
+        mode = daemon_status.get("mode") or {}
+        if mode.get("reason") == "RequestNotGranted":
+            self.events.emit(ref, ev.EventSpec(ev.WARNING, ev.EXECUTORS_NOT_GRANTED, str(mode.get("message") or "not granted"), "not-granted"))
+        return cursor
+
+    # --- status ---------------------------------------------------------------------------------------
+
+    def _write_status(self, ref: AppRef, prev: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any] | None:
+        patch = merge_patch(prev, status)
+        if not patch:
+            return None
+        return self.gateway.patch_app_status(ref.namespace, ref.name, patch)
+
+
+def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """The top-level JSON merge patch from ``old`` to ``new`` (a removed key is ``null``)."""
+    patch: dict[str, Any] = {k: v for k, v in new.items() if old.get(k) != v}
+    patch.update({k: None for k in old if k not in new})
+    return patch
+
+
+def _spec_record(spec: SparkStreamingAppSpec) -> dict[str, Any]:
+    return spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _last_good(prev: Mapping[str, Any]) -> SparkStreamingAppSpec | None:
+    spec, _ = parse_spec(prev.get("lastAppliedSpec")) if prev.get("lastAppliedSpec") else (None, [])
+    return spec
+

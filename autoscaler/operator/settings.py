@@ -1,0 +1,128 @@
+"""The operator's own configuration: a YAML file the chart renders (``--config``), then flags.
+
+Declared once here with defaults and descriptions; an unknown key or a bad value is an error
+naming the key (``operator.leaseDuration: ...``), as the daemon's settings are.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Mapping
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+
+from autoscaler.core.settings import Duration
+from autoscaler.k8s.leader import LeaseTimings
+
+NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+Namespace = Annotated[str, Field(min_length=1, max_length=63, pattern=NAMESPACE)]
+Name = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")]
+
+
+class OperatorSettingsError(ValueError):
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("invalid operator configuration:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True, validate_default=True)
+
+
+class LeaderElection(_Model):
+    enabled: bool = Field(True, description="Run a Lease election so that one replica acts; off: run exactly one replica.")
+    lease_name: Name = Field("spark-autoscaler-operator", description="The Lease in the operator's namespace.")
+    lease_namespace: Annotated[str, Field(max_length=63, pattern=r"^$|" + NAMESPACE)] = Field(
+        "", description="The Lease's namespace; empty: the operator pod's."
+    )
+    lease_duration: int = Field(15, ge=1, description="Seconds a leader's Lease lasts without renewal (client-go's default).")
+    renew_deadline: int = Field(10, ge=1, description="Seconds a leader keeps trying to renew before it gives up.")
+    retry_period: int = Field(2, ge=1, description="Seconds between two tries.")
+
+    @property
+    def timings(self) -> LeaseTimings:
+        return LeaseTimings(self.lease_duration, self.renew_deadline, self.retry_period)
+
+    @model_validator(mode="after")
+    def _timings(self) -> LeaderElection:
+        if problems := self.timings.problems():
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class AppDefaults(_Model):
+    request_timeout: Duration = Field(
+        timedelta(minutes=5),
+        description="An app's scaling.requestTimeout when it sets none: long enough for a new node and a ~1 GB image pull.",
+    )
+    resource_wait_timeout: Duration = Field(timedelta(minutes=5), description="How long a starting daemon waits for its first executors.")
+    driver_priority_class_name: str = Field("", description="PriorityClass of the driver pods (empty: none).")
+    executor_read_only_root_filesystem: bool = Field(
+        True, description="Executors' root filesystem read-only (their scratch space is an emptyDir); off if a library writes elsewhere."
+    )
+
+
+class DaemonAccess(_Model):
+    port: int = Field(8090, ge=1, le=65535, description="The daemons' HTTP port (REST API, metrics, health).")
+    timeout: Duration = Field(timedelta(seconds=5), description="Timeout of one request to a daemon.")
+    token_file: Path = Field(
+        Path("/etc/spark-autoscaler/operator-token/tokens"),
+        description="The control token file (the chart's Secret, mounted): the line `k8s-operator TOKEN` is the operator's.",
+    )
+    identity: str = Field("k8s-operator", description="The token's name: who the daemons' audit trail says changed what.")
+    token_secret: Name = Field(
+        "spark-autoscaler-control-token", description="The Secret (in every app namespace) the daemons mount their token file from."
+    )
+
+
+class OperatorSettings(_Model):
+    namespaces: Annotated[list[Namespace], Field(min_length=1)] = Field(
+        default_factory=lambda: ["default"], description="Namespaces whose SparkStreamingApps this operator runs (a Role in each)."
+    )
+    workers: int = Field(4, ge=1, le=32, description="Apps reconciled at once.")
+    resync_interval: Duration = Field(timedelta(seconds=30), description="Every app is reconciled (and its daemon polled) this often.")
+    watch_timeout: Duration = Field(timedelta(minutes=5), description="A watch is renewed from its resourceVersion after this long.")
+    unreachable_after: int = Field(3, ge=1, description="Failed polls in a row before a daemon counts as unreachable.")
+    events_repeat_interval: Duration = Field(
+        timedelta(minutes=30), description="The same Event is not repeated within this time (its count catches up afterwards)."
+    )
+    metrics_port: int = Field(8080, ge=0, le=65535, description="Port of the operator's /metrics, /healthz and /readyz (0: none).")
+    driver_service_account: Name = Field("spark-autoscaler-driver", description="Service account of the driver pods (the chart's).")
+    executor_service_account: Name = Field("spark-autoscaler-executor", description="Service account of the executor pods (the chart's).")
+    leader_election: LeaderElection = Field(default_factory=LeaderElection)
+    app_defaults: AppDefaults = Field(default_factory=AppDefaults)
+    daemon: DaemonAccess = Field(default_factory=DaemonAccess)
+
+
+def load_operator_settings(path: Path | None = None, overrides: Mapping[str, Any] | None = None) -> OperatorSettings:
+    """The YAML file (camelCase keys, as the chart writes them) with ``overrides`` (flags) over it."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise OperatorSettingsError([f"config file {str(path)!r}: {exc}"]) from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise OperatorSettingsError([f"config file {str(path)!r} must hold a mapping"])
+        data = loaded or {}
+    for dotted, value in (overrides or {}).items():
+        if value is None:
+            continue
+        node = data
+        *parents, last = dotted.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[last] = value
+    try:
+        return OperatorSettings.model_validate(data)
+    except ValidationError as exc:
+        raise OperatorSettingsError([_problem(e) for e in exc.errors()]) from None
+
+
+def _problem(err: Any) -> str:
+    loc = ".".join(str(p) for p in err["loc"])
+    msg = "unknown key" if err["type"] == "extra_forbidden" else str(err["msg"]).removeprefix("Value error, ")
+    return f"{loc}: {msg}" if loc else msg

@@ -1,0 +1,135 @@
+{{/* Names, labels and shared snippets. */}}
+
+{{- define "sa.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "sa.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else if contains (include "sa.name" .) .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name (include "sa.name" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "sa.operatorName" -}}
+{{- printf "%s-operator" (include "sa.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The labels every object carries. */}}
+{{- define "sa.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "sa.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "sa.operatorSelector" -}}
+app.kubernetes.io/name: {{ include "sa.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end -}}
+
+{{/* The daemons' pods, as the operator labels them (autoscaler/operator/children.py). */}}
+{{- define "sa.daemonSelector" -}}
+app.kubernetes.io/name: spark-autoscaler
+app.kubernetes.io/component: daemon
+{{- end -}}
+
+{{/* The executors' pods (the operator's executor pod template). */}}
+{{- define "sa.executorSelector" -}}
+spark-autoscaler.io/role: executor
+{{- end -}}
+
+{{- define "sa.image" -}}
+{{- $repo := .Values.image.repository -}}
+{{- if .Values.image.registry -}}{{- $repo = printf "%s/%s" .Values.image.registry $repo -}}{{- end -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" $repo .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repo (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "sa.operatorServiceAccount" -}}
+{{- if .Values.operator.serviceAccount.create -}}
+{{- default (include "sa.operatorName" .) .Values.operator.serviceAccount.name -}}
+{{- else -}}
+{{- required "operator.serviceAccount.name is required when operator.serviceAccount.create is false" .Values.operator.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "sa.tokenSecret" -}}
+{{- default .Values.controlToken.secretName .Values.controlToken.existingSecret -}}
+{{- end -}}
+
+{{- define "sa.leaseName" -}}
+{{- default (include "sa.operatorName" .) .Values.operator.leaderElection.leaseName -}}
+{{- end -}}
+
+{{/* Checks JSON Schema cannot express, each failing with the value it names. */}}
+{{- define "sa.checks" -}}
+{{- $le := .Values.operator.leaderElection -}}
+{{- if and $le.enabled (le (int $le.leaseDuration) (int $le.renewDeadline)) -}}
+{{- fail (printf "operator.leaderElection: leaseDuration (%v) must exceed renewDeadline (%v)" $le.leaseDuration $le.renewDeadline) -}}
+{{- end -}}
+{{- if and $le.enabled (le (mulf $le.renewDeadline 1.0) (mulf $le.retryPeriod 1.2)) -}}
+{{- fail (printf "operator.leaderElection: renewDeadline (%v) must exceed 1.2 x retryPeriod (%v)" $le.renewDeadline $le.retryPeriod) -}}
+{{- end -}}
+{{- if and (gt (int .Values.operator.replicas) 1) (not $le.enabled) -}}
+{{- fail (printf "operator.replicas is %v but operator.leaderElection.enabled is false: two operators would act at once" .Values.operator.replicas) -}}
+{{- end -}}
+{{- range $i, $app := .Values.apps -}}
+{{- if not (has $app.namespace $.Values.namespaces) -}}
+{{- fail (printf "apps[%d].namespace %q is not in namespaces (%s): the operator would not see it" $i $app.namespace (join ", " $.Values.namespaces)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "sa.podSecurityContext" -}}
+{{ toYaml .Values.podSecurityContext }}
+{{- end -}}
+
+{{- define "sa.securityContext" -}}
+{{ toYaml .Values.securityContext }}
+{{- end -}}
+
+{{/* Egress when networkPolicy.egress.enabled: DNS, the API server, the app's own pods, and yours. */}}
+{{- define "sa.egress" -}}
+{{- $e := .Values.networkPolicy.egress -}}
+{{- if $e.dns }}
+- to:
+    - namespaceSelector: {}
+      podSelector:
+        matchLabels: {k8s-app: kube-dns}
+  ports:
+    - {port: 53, protocol: UDP}
+    - {port: 53, protocol: TCP}
+{{- end }}
+{{- if $e.apiServerCIDRs }}
+- to:
+    {{- range $e.apiServerCIDRs }}
+    - ipBlock: {cidr: {{ . | quote }}}
+    {{- end }}
+  ports:
+    {{- range $e.apiServerPorts }}
+    - {port: {{ . }}, protocol: TCP}
+    {{- end }}
+{{- end }}
+- to:
+    - podSelector:
+        matchLabels:
+          {{- include "sa.daemonSelector" . | nindent 10 }}
+    - podSelector:
+        matchLabels:
+          {{- include "sa.executorSelector" . | nindent 10 }}
+{{- with $e.extraRules }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}

@@ -1,0 +1,65 @@
+"""A pipeline loaded from a file runs its Python code on the executors.
+
+``load_pipelines("pipelines.py")`` imports the file under a synthetic module name
+(``spark_autoscaler_pipelines_<stem>``) that no executor can import. A Python UDF defined in
+such a file is pickled by reference unless the module is registered with cloudpickle to be
+pickled by value; then its tasks fail on the executors with ``ModuleNotFoundError``. On
+Kubernetes this is how a ``configMapRef`` pipeline arrives: a file mounted into the driver pod
+only.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from autoscaler.spark.pipelines import PipelineContext, load_pipelines
+
+pytestmark = pytest.mark.spark
+
+# the UDF and the helper it calls live in the file, nowhere else
+PIPELINE_FILE = textwrap.dedent(
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType
+
+    from autoscaler import pipeline
+
+    def shout(n):
+        return n * 10 + 7
+
+    @F.udf(returnType=LongType())
+    def tagged(n):
+        return shout(n)
+
+    @pipeline("udf_rows", trigger="1s", initial_parallelism=2)
+    def udf_rows(spark, ctx):
+        src = spark.readStream.schema("n LONG").json(ctx.checkpoint_location + "-input")
+        return src.select(tagged("n").alias("t")).writeStream.format("memory").queryName("udf_rows").outputMode("append")
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def spark(spark_session_factory):
+    # executors in their own JVMs and Python workers: nothing of the driver's modules is there
+    return spark_session_factory("local-cluster[1,1,512]")
+
+
+def test_a_python_udf_in_a_file_loaded_pipeline_runs_on_the_executors(spark, tmp_path):
+    path = tmp_path / "my_pipelines.py"
+    path.write_text(PIPELINE_FILE)
+    [spec] = load_pipelines(str(path))
+    checkpoint = str(tmp_path / "ckpt")
+    (tmp_path / "ckpt-input").mkdir()
+    (tmp_path / "ckpt-input" / "rows.json").write_text("".join(f'{{"n": {n}}}\n' for n in range(5)))
+    writer = spec.build(spark, PipelineContext(spec.name, 2, checkpoint))
+    query = writer.option("checkpointLocation", checkpoint).trigger(processingTime="1 second").start()
+    try:
+        query.processAllAvailable()
+        assert query.exception() is None
+        rows = sorted(r.t for r in spark.sql("SELECT t FROM udf_rows").collect())
+    finally:
+        query.stop()
+    assert rows == [7, 17, 27, 37, 47]

@@ -1,0 +1,231 @@
+"""The CRD: a valid CRD at the Kubernetes versions the chart supports, its samples, its messages,
+and its agreement with the operator's model of the spec (the two descriptions must not drift)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from autoscaler.core.settings import parse_duration
+from autoscaler.operator.model import OWNED_SETTINGS, OWNED_SPARK_CONF, SparkStreamingAppSpec, parse_spec
+from tests.unit.operator.crdcheck import CRD_FILE, ROOT, crd, documents, problems
+
+EXAMPLES = ROOT / "docs" / "examples"
+GOOD = ["clicks-app.yaml", "rate-source-app.yaml"]
+
+
+@pytest.mark.parametrize("version", ["1.29", "1.33", "1.37"])
+def test_the_crd_is_a_valid_custom_resource_definition(version):
+    assert kubernetes_validate.validate(crd(), version, strict=True) == version
+
+
+def test_the_chart_holds_the_one_crd_the_operator_is_tested_with():
+    assert sorted(p.name for p in CRD_FILE.parent.iterdir()) == ["sparkstreamingapps.yaml"]
+    names = crd()["spec"]["names"]
+    assert (crd()["spec"]["group"], names["kind"], names["plural"]) == ("streaming.sparkautoscaler.io", "SparkStreamingApp", "sparkstreamingapps")
+    version = crd()["spec"]["versions"][0]
+    assert version["subresources"] == {"status": {}} and "scale" not in version["subresources"]  # no second autoscaler through /scale
+
+
+def structural_problems(node: Any, path: str = "") -> list[str]:
+    """Every node of a structural schema has a type, unless it preserves unknown fields."""
+    out = []
+    if isinstance(node, dict) and ("properties" in node or "items" in node or "type" in node or "x-kubernetes-preserve-unknown-fields" in node):
+        if "type" not in node and not node.get("x-kubernetes-preserve-unknown-fields") and not node.get("x-kubernetes-int-or-string"):
+            out.append(path or "(root)")
+        for name, child in (node.get("properties") or {}).items():
+            out += structural_problems(child, f"{path}.{name}")
+        if isinstance(node.get("items"), dict):
+            out += structural_problems(node["items"], f"{path}[]")
+        if isinstance(node.get("additionalProperties"), dict):
+            out += structural_problems(node["additionalProperties"], f"{path}{{}}")
+    return out
+
+
+def test_the_schema_is_structural():
+    assert structural_problems(crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]) == []
+
+
+@pytest.mark.parametrize("name", GOOD)
+def test_the_samples_pass_the_crd_and_the_model(name):
+    docs = list(documents(EXAMPLES / name))
+    assert docs
+    for doc in docs:
+        assert problems(doc) == []
+        spec, errors = parse_spec(doc["spec"])
+        assert errors == [] and spec is not None
+
+
+def test_the_bad_sample_is_refused_with_each_problem_named():
+    [doc] = documents(EXAMPLES / "bad-app.yaml")
+    assert problems(doc) == [
+        "spec -> 'image' is a required property",
+        "spec.scaling -> Additional properties are not allowed ('maxExecutor' was unexpected)",
+        "spec.scaling.maxExecutors -> 0 is less than the minimum of 1",
+        "spec.scaling.mode -> 'sometimes' is not one of ['auto', 'active', 'reactive']",
+    ]
+    _, errors = parse_spec(doc["spec"])
+    assert "spec.image: Field required" in errors and "spec.scaling.maxExecutor: unknown field" in errors
+
+
+# --- the model and the CRD agree ---------------------------------------------------------------------------
+
+BASE = {"image": "img:1", "pipelines": {"module": "m"}, "checkpointRoot": "s3a://b/c"}
+
+
+def cel_problems(spec: dict[str, Any]) -> list[str]:
+    """The CRD's CEL rules (``x-kubernetes-validations``), which only an API server evaluates."""
+    out = []
+    pipelines = spec.get("pipelines")
+    if isinstance(pipelines, dict) and ("module" in pipelines) == ("configMapRef" in pipelines):
+        out.append("exactly one of module and configMapRef")
+    scaling = spec.get("scaling")
+    if isinstance(scaling, dict):
+        lo, hi = scaling.get("minExecutors"), scaling.get("maxExecutors")
+        if isinstance(lo, int) and isinstance(hi, int) and lo > hi:
+            out.append("minExecutors <= maxExecutors")
+    return out
+
+
+def model_only_problems(spec: dict[str, Any]) -> list[str]:
+    """What the model adds to the schema, each named in the model's docstring."""
+    out = []
+    scaling = spec.get("scaling") if isinstance(spec.get("scaling"), dict) else {}
+    initial, lo, hi = scaling.get("initialExecutors"), scaling.get("minExecutors"), scaling.get("maxExecutors")
+    if isinstance(initial, int) and not isinstance(initial, bool):
+        if not (lo if isinstance(lo, int) else 0) <= initial <= (hi if isinstance(hi, int) else 10**9):
+            out.append("initialExecutors within the bounds")
+    for text in [scaling.get("requestTimeout"), *[q.get("triggerInterval") for q in spec.get("queries") or () if isinstance(q, dict)]]:
+        if isinstance(text, str) and text in ("3651d",):
+            out.append("duration at most ten years")
+    for q in spec.get("queries") or ():
+        if isinstance(q, dict) and q.get("triggerInterval") in ("50ms", "2d"):
+            out.append("trigger within 100ms .. 24h")
+    if isinstance(spec.get("sparkConf"), dict) and set(spec["sparkConf"]) & set(OWNED_SPARK_CONF):
+        out.append("sparkConf the operator owns")
+    if isinstance(spec.get("settings"), dict) and set(spec["settings"]) & set(OWNED_SETTINGS):
+        out.append("settings the operator owns")
+    return out
+
+
+values = {
+    "image": st.sampled_from(["img:1", "", 5]),
+    "imagePullPolicy": st.sampled_from(["Always", "Never", "Sometimes"]),
+    "imagePullSecrets": st.sampled_from([[], ["regcred"], ["Bad_Secret"], "regcred"]),
+    "pipelines": st.sampled_from([{"module": "m"}, {"configMapRef": {"name": "cm"}}, {"configMapRef": {"name": "cm", "key": "p.py"}},
+                                  {"module": ""}, {"configMapRef": {"name": "Bad_Name"}}, {"configMapRef": {}}, {}, {"module": "m", "configMapRef": {"name": "c"}},
+                                  {"module": "m", "extra": 1}]),
+    "checkpointRoot": st.sampled_from(["s3a://b/c", "", None]),
+    "sparkConf": st.sampled_from([{}, {"spark.sql.shuffle.partitions": "8"}, {"spark.master": "local"}, {"spark.x": 1}]),
+    "settings": st.sampled_from([{}, {"reconcile_interval": "10s"}, {"executors": {"max": 3}}]),
+    "driver": st.sampled_from([{}, {"cores": 2, "memory": "2g"}, {"cores": 0}, {"memory": "2 GB"}, {"env": [{"name": "A", "value": "1"}]},
+                               {"env": [{"value": "1"}]}, {"cpu": 1}]),
+    "executor": st.sampled_from([{}, {"cores": 4, "memory": "8g"}, {"cores": 65}, {"priorityClassName": "high"}, {"memory": 4}]),
+    "scaling": st.fixed_dictionaries({}, optional={
+        "mode": st.sampled_from(["auto", "active", "reactive", "sometimes"]),
+        "minExecutors": st.sampled_from([0, 3, -1, 100001, "2", True]),
+        "maxExecutors": st.sampled_from([1, 5, 0, 12]),
+        "initialExecutors": st.sampled_from([0, 2, 4, 20]),
+        "manualExecutors": st.sampled_from([0, 7, -2]),
+        "paused": st.sampled_from([True, False, "yes"]),
+        "dryRun": st.sampled_from([True, "no"]),
+        "requestTimeout": st.sampled_from(["5m", "1h30m", "30m1h", "5", "", "250ms", "3651d"]),
+        "policy": st.sampled_from([{}, {"name": "default"}, {"params": {"horizon": "1h"}}, {"name": ""}, {"weights": 1}]),
+        "maxExecutor": st.just(3),
+    }),
+    "queries": st.lists(st.fixed_dictionaries({"name": st.sampled_from(["q", "clicks", "bad name"])}, optional={
+        "maxRowsPerBatch": st.sampled_from([1, 500, 0, 2**63]),
+        "triggerInterval": st.sampled_from(["2s", "1m", "50ms", "2d", "2 s"]),
+    }), max_size=2, unique_by=lambda q: q["name"]),
+    "logLevel": st.sampled_from(["INFO", "DEBUG", "TRACE"]),
+    "http": st.sampled_from([{}, {"tokenSecretRef": {"name": "tokens"}}, {"tokenSecretRef": {}}]),
+    "suspend": st.sampled_from([True, False, "true"]),
+    "replicas": st.just(2),
+}
+specs = st.fixed_dictionaries({}, optional=values).map(lambda d: {k: v for k, v in {**BASE, **d}.items() if v is not None})
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(specs)
+def test_the_model_accepts_exactly_what_the_crd_and_its_rules_accept(spec):
+    obj = {"apiVersion": "streaming.sparkautoscaler.io/v1alpha1", "kind": "SparkStreamingApp", "metadata": {"name": "a"}, "spec": copy.deepcopy(spec)}
+    schema_ok = problems(obj) == []
+    parsed, errors = parse_spec(spec)
+    expected = schema_ok and not cel_problems(spec) and not model_only_problems(spec)
+    assert (parsed is not None) == expected, (problems(obj), cel_problems(spec), model_only_problems(spec), errors)
+
+
+def test_every_field_of_the_model_is_in_the_crd():
+    """Walk the model's fields (by their camelCase names) against the CRD's properties."""
+    schema = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+
+    def walk(model: type, node: dict[str, Any], path: str) -> list[str]:
+        missing = []
+        for name, field in model.model_fields.items():
+            alias = field.alias or name
+            child = (node.get("properties") or {}).get(alias)
+            if child is None:
+                missing.append(f"{path}{alias}")
+                continue
+            inner = field.annotation
+            if getattr(inner, "__origin__", None) is list:
+                if hasattr(inner.__args__[0], "model_fields"):
+                    missing += walk(inner.__args__[0], child["items"], f"{path}{alias}[].")
+                continue
+            for candidate in getattr(inner, "__args__", (inner,)):  # X | None
+                if isinstance(candidate, type) and hasattr(candidate, "model_fields"):
+                    missing += walk(candidate, child, f"{path}{alias}.")
+        return missing
+
+    assert walk(SparkStreamingAppSpec, schema, "") == []
+    assert set(schema["properties"]) == {f.alias or n for n, f in SparkStreamingAppSpec.model_fields.items()}
+
+
+@pytest.mark.parametrize("text", ["5m", "1h30m", "250ms", "1d12h", "0.5s"])
+def test_a_duration_the_crd_accepts_is_one_the_daemon_reads(text):
+    obj = {"apiVersion": "x", "kind": "SparkStreamingApp", "metadata": {}, "spec": {**BASE, "scaling": {"requestTimeout": text}}}
+    assert problems(obj) == [] and parse_duration(text).total_seconds() > 0
+
+
+def test_the_crds_rules_each_have_their_counterpart_in_the_model():
+    rules = []
+
+    def collect(node: Any) -> None:
+        if isinstance(node, dict):
+            rules.extend(r["rule"] for r in node.get("x-kubernetes-validations") or ())
+            for value in node.values():
+                collect(value)
+        elif isinstance(node, list):
+            for value in node:
+                collect(value)
+
+    collect(crd())
+    assert sorted(rules) == sorted([
+        "has(self.module) != has(self.configMapRef)",
+        "self == oldSelf",  # checkpointRoot: the controller compares with the last applied spec
+        "!has(self.minExecutors) || !has(self.maxExecutors) || self.minExecutors <= self.maxExecutors",
+    ])
+    assert parse_spec({**BASE, "pipelines": {}})[1] == ["spec.pipelines: set exactly one of pipelines.module and pipelines.configMapRef"]
+    assert parse_spec({**BASE, "scaling": {"minExecutors": 5, "maxExecutors": 2}})[1] == [
+        "spec.scaling: scaling.minExecutors must not exceed scaling.maxExecutors"]
+
+
+def test_the_model_names_the_field_to_use_instead_of_an_owned_key():
+    _, errors = parse_spec({**BASE, "sparkConf": {"spark.executor.cores": "4"}, "settings": {"executors": {"max": 3}, "pipelines": {"module": "x"}}})
+    assert errors == [
+        "spec.sparkConf: spark.executor.cores: set by the operator (set spec.executor.cores)",
+        "spec.settings: executors: written by the operator (set spec.scaling and spec.executor); "
+        "pipelines.module: written by the operator (set spec.pipelines)",
+    ]
+
+
+def test_examples_folder_yaml_parses():
+    for path in Path(EXAMPLES).glob("*.yaml"):
+        list(yaml.safe_load_all(path.read_text()))

@@ -1,0 +1,87 @@
+"""The operator command: its flags, its configuration errors, its metrics endpoint, a one-off pass."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry
+
+from autoscaler.operator.main import _once, http_app
+from autoscaler.operator.metrics import OperatorMetrics
+from autoscaler.operator.settings import OperatorSettingsError, load_operator_settings
+from autoscaler.ops.server import HttpServer
+from autoscaler.tools.dashboard.prometheus import tool
+from tests.unit.operator.samples import sample
+from tests.unit.operator.scenario import world
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_operator_help_lists_its_flags():
+    done = subprocess.run([sys.executable, "-m", "autoscaler", "operator", "--help"], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0
+    for flag in ("--namespaces", "--lease-name", "--leader-election", "--no-leader-election", "--resync-interval", "--workers", "--once"):
+        assert flag in done.stdout
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        pytest.param("workers: 0\n", "workers: Input should be greater than or equal to 1", id="no-workers"),
+        pytest.param("namespaces: [Bad_NS]\n", "namespaces.0: String should match pattern", id="bad-namespace"),
+        pytest.param("leaderElection: {leaseDuration: 10, renewDeadline: 10}\n", "leaderElection: lease_duration (10s) must exceed renew_deadline (10s)",
+                     id="lease-timings"),
+        pytest.param("resyncInterval: soon\n", "resyncInterval: Value error, expected a duration", id="bad-duration"),
+        pytest.param("wokers: 2\n", "wokers: unknown key", id="typo"),
+    ],
+)
+def test_a_bad_configuration_is_named(tmp_path, text, problem):
+    path = tmp_path / "operator.yaml"
+    path.write_text(text)
+    with pytest.raises(OperatorSettingsError) as info:
+        load_operator_settings(path)
+    assert problem.replace("Value error, ", "") in str(info.value)
+
+
+def test_the_command_refuses_a_bad_configuration_before_it_connects(tmp_path):
+    path = tmp_path / "operator.yaml"
+    path.write_text("workers: 99\n")
+    done = subprocess.run([sys.executable, "-m", "autoscaler", "operator", "--config", str(path)], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 2 and "workers: Input should be less than or equal to 32" in done.stderr
+
+
+def test_flags_override_the_file(tmp_path):
+    path = tmp_path / "operator.yaml"
+    path.write_text("namespaces: [a]\nworkers: 2\nleaderElection: {leaseName: from-file}\n")
+    s = load_operator_settings(path, {"workers": 6, "leaderElection.leaseName": "from-flag", "namespaces": ["b", "c"]})
+    assert (s.workers, s.leader_election.lease_name, s.namespaces) == (6, "from-flag", ["b", "c"])
+
+
+def test_the_metrics_pass_promtool_and_health_answers(tmp_path):
+    metrics = OperatorMetrics(CollectorRegistry())
+    metrics.kube_call("patch", "statefulsets", 200)
+    metrics.kube_call("get", "pods", None)
+    metrics.daemon_call("/api/v1/queries/{name}", 422)
+    metrics.pass_done(0.2, None)
+    metrics.count_apps([{"status": {"phase": "Running"}}, {}])
+    with HttpServer(http_app(metrics.registry, lambda: (True, None)), "127.0.0.1", 0) as server:
+        exposition = httpx.get(f"{server.url}/metrics").text
+        assert httpx.get(f"{server.url}/healthz").status_code == 200 and httpx.get(f"{server.url}/readyz").json()["status"] == "ready"
+    done = subprocess.run([tool("promtool"), "check", "metrics"], input=exposition, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert 'spark_autoscaler_operator_apps{phase="Running"} 1.0' in exposition
+    assert 'spark_autoscaler_operator_apps{phase="Pending"} 1.0' in exposition
+    assert 'spark_autoscaler_operator_kube_api_requests_total{code="none",resource="pods",verb="get"} 1.0' in exposition
+
+
+def test_once_reconciles_every_app_one_time(tmp_path):
+    w = world("http://127.0.0.1:1", tmp_path)
+    w.kube.put_app(sample())
+    assert _once(w.controller, w.reconciler.settings) == 0
+    assert w.kube.get("StatefulSet", "analytics", "clicks") is not None
