@@ -33,6 +33,24 @@ HERE = Path(__file__).parent
 TOKEN = "fault-test-token-0123456789abcdef"
 
 
+@pytest.fixture
+def spark_session_factory():
+    """A session of the test's own, stopped when the test ends: the tests of this module use
+    different masters, and PySpark hands out the session that is already active."""
+    from autoscaler.spark.session import stop_session
+    from tests.integration.conftest import session
+
+    created = []
+
+    def make(master: str, **conf: str):
+        created.append(session(master, **conf))
+        return created[-1]
+
+    yield make
+    for spark in created:
+        stop_session(spark)
+
+
 def settings_for(tmp_path: Path, **overrides: object):
     return load_settings(
         None,
