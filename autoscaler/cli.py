@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import math
 import os
 import signal
 import sys
 import tempfile
+import textwrap
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from autoscaler._version import __version__
+
+INTERRUPTED = 130  # exit code after Ctrl-C or SIGTERM cut a command short (128 + SIGINT, as shells report it)
 
 
 def _finite_float(text: str) -> float:
@@ -150,161 +154,320 @@ def _port(text: str) -> int:
     return value
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Help that reads as a man page: paragraphs wrapped to the terminal, examples and lists
+    (a paragraph whose later lines are indented) kept as written, and each option's default at
+    the end of its text (unless the text names it already, or there is none)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        out = []
+        for paragraph in text.split("\n\n"):
+            lines = paragraph.splitlines()
+            if len(lines) > 1 and all(line.startswith(" ") for line in lines[1:]):
+                out.append("\n".join(indent + line for line in lines))
+            else:
+                out.append(textwrap.fill(" ".join(lines), width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False))
+        return "\n\n".join(out)
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if not action.option_strings or "default" in text or action.default in (None, False, [], argparse.SUPPRESS):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _command(sub: Any, name: str, summary: str, description: str, epilog: str = "") -> argparse.ArgumentParser:
+    """A subcommand: ``summary`` in the list of commands, ``description`` and ``epilog`` (examples) in its own help."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=summary, description=description, epilog=epilog, formatter_class=_HelpFormatter)
+    return parser
+
+
+@functools.cache
+def _configured_default(key: str) -> Any:
+    """The built-in default of a configuration key (``executors.max``), from the one place it is declared."""
+    from autoscaler.core.settings import Settings
+
+    value: Any = Settings()
+    for part in key.split("."):
+        value = getattr(value, part)
+    return getattr(value, "value", value)  # an enum by its value
+
+
+def _from_config(key: str) -> str:
+    """How ``run`` documents an option left to the configuration: its key and built-in default."""
+    return f"{key}; default: the configuration's, else {_configured_default(key)}"
+
+
 def _add_http_flags(parser: argparse.ArgumentParser, defaults: bool) -> None:
     # `run` leaves them unset so the configuration file and environment decide; `demo` has no file
-    parser.add_argument("--http-host", default="127.0.0.1" if defaults else None,
-                        help="address of /metrics, health checks and the REST API (default 127.0.0.1)")
-    parser.add_argument("--http-port", type=_port, default=8090 if defaults else None, help="their port (default 8090)")
+    host = "" if defaults else f" ({_from_config('http.host')})"
+    parser.add_argument("--http-host", default="127.0.0.1" if defaults else None, metavar="ADDRESS",
+                        help=f"address to serve /metrics, /healthz, /readyz and the REST API on{host}")
+    port = "" if defaults else f" ({_from_config('http.port')})"
+    parser.add_argument("--http-port", type=_port, default=8090 if defaults else None, metavar="PORT",
+                        help=f"port of the same, 0 for any free port{port}")
+
+
+EXIT_CODES = """exit codes:
+  0    done (run: stopped by SIGTERM or Ctrl-C after every query stopped at a batch boundary)
+  1    the command ran and found a failure (demo: a row lost or duplicated, a rescale not explained)
+  2    invalid arguments, configuration or pipelines; nothing was started
+  130  interrupted by Ctrl-C or SIGTERM before it was done (demo, benchmarks: no result)"""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="spark-autoscaler", description="Elastic scaling for Spark Structured Streaming")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="spark-autoscaler",
+        description="Elastic scaling for Apache Spark Structured Streaming: the daemon watches the executors and "
+        "the streaming queries of an application, requests or releases executors through Spark's own API (active "
+        "mode) or adapts to the executors there are (reactive mode), and rescales queries from their checkpoint.",
+        epilog="Start with `spark-autoscaler demo` (a local Spark cluster, a replayed day of NYC taxi rides), "
+        "then `spark-autoscaler run --pipelines FILE.py`. `spark-autoscaler COMMAND --help` describes a command.\n\n"
+        + EXIT_CODES,
+        formatter_class=_HelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
+    _run_parser(sub)
+    _demo_parser(sub)
+    _benchmark_parser(sub)
+    _dashboard_parser(sub)
+    _simulate_parser(sub)
+    _operator_parser(sub)
+    _command(sub, "policies", "list the registered scaling policies",
+             "List the scaling policies: the built-in ones and those installed through the "
+             "`spark_autoscaler.policies` entry point, with the first line of each one's description.")
+    doc = _command(sub, "settings-doc", "print the settings reference (Markdown)",
+                   "Print the reference of every configuration key (YAML key, environment variable, type, default, "
+                   "meaning) as Markdown: docs/settings.md is generated by it.")
+    doc.add_argument("--output", type=_output_file(), metavar="FILE", help="write it to FILE instead of stdout")
+    return parser
 
-    run = sub.add_parser("run", help="driver mode: host the pipelines of a module and scale them")
-    run.add_argument("--config", "-c", type=Path, help="YAML configuration file")
-    run.add_argument("--pipelines", help="pipeline module (.py file or dotted name); overrides pipelines.module")
-    run.add_argument("--mode", choices=["auto", "reactive", "active"])
-    run.add_argument("--policy")
-    run.add_argument("--min-executors", type=int)
-    run.add_argument("--max-executors", type=int)
-    run.add_argument("--master", help="Spark master URL; overrides spark.master")
-    run.add_argument("--dry-run", action="store_true", default=None, help="decide and report, do not act")
-    run.add_argument("--check", action="store_true", help="validate configuration and pipelines, then exit")
-    run.add_argument("--log-format", choices=["json", "console"], default="json")
-    run.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], default="INFO")
-    run.add_argument("--state-file", type=Path, help="keep history and operator overrides in this file (state.path)")
+
+def _run_parser(sub: Any) -> None:
+    run = _command(
+        sub, "run", "driver mode: host the pipelines of a module and scale them",
+        "Driver mode: create the Spark session, start every @pipeline of a module and scale them until stopped. "
+        "Logs go to stdout, one JSON object per line (--log-format console for a terminal); /metrics, health "
+        "checks and the REST API are served on --http-host:--http-port.\n\n"
+        "SIGTERM or Ctrl-C (to the process or its whole process group) stops every query at a batch boundary, "
+        "logs one `query_stopped` line per query, then stops Spark; the Spark JVMs run in a session of their own, "
+        "so the signal reaches the daemon first. Settings: a YAML file (--config), environment variables "
+        "(SPARK_AUTOSCALER_EXECUTORS__MAX=10, see `settings-doc`), then these options, each overriding the last.",
+        "examples:\n"
+        "  spark-autoscaler run --pipelines pipelines.py --master 'local-cluster[3,1,1024]'\n"
+        "  spark-autoscaler run --config autoscaler.yaml --check        # validate only, start nothing\n"
+        "  spark-autoscaler run --config autoscaler.yaml --state-file state.json --mode reactive\n\n" + EXIT_CODES,
+    )
+    run.add_argument("--config", "-c", type=Path, metavar="FILE", help="YAML configuration file (default: none; built-in defaults)")
+    run.add_argument("--pipelines", metavar="MODULE", help="pipeline module, a .py file or a dotted name (pipelines.module; default: the configuration's)")
+    run.add_argument("--mode", choices=["auto", "reactive", "active"],
+                     help="auto: active where the cluster manager grants executor requests, else reactive; active: "
+                     f"request and release executors; reactive: adapt to the executors there are ({_from_config('mode')})")
+    run.add_argument("--policy", metavar="NAME", help=f"scaling policy, see `spark-autoscaler policies` ({_from_config('policy.name')})")
+    run.add_argument("--min-executors", type=int, metavar="N", help=f"fewest executors ({_from_config('executors.min')})")
+    run.add_argument("--max-executors", type=int, metavar="N", help=f"most executors ({_from_config('executors.max')})")
+    run.add_argument("--master", metavar="URL", help=f"Spark master URL ({_from_config('spark.master')})")
+    run.add_argument("--dry-run", action="store_true", default=None, help="decide and report, never act (dry_run; default: the configuration's, else off)")
+    run.add_argument("--check", action="store_true", help="validate the configuration, the state file and the pipelines, then exit")
+    run.add_argument("--log-format", choices=["json", "console"], default="json", help="json: one object per line; console: for a person")
+    run.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], default="INFO", help="lowest level logged")
+    run.add_argument("--state-file", type=Path, metavar="FILE",
+                     help="keep the scaling history and operator overrides in FILE across restarts (state.path; default: in memory only)")
     _add_http_flags(run, defaults=False)
 
-    demo = sub.add_parser("demo", help="run the embedded demo on a local Spark cluster")
-    demo.add_argument("--mode", choices=["active", "reactive"], default="active")
-    demo.add_argument("--duration", type=_positive_float, default=180.0, help="seconds of replayed load (default 180)")
-    demo.add_argument("--summary-json", type=_output_file(), help="write the summary as JSON to this file")
-    demo.add_argument("--trace", type=Path, help="trace CSV (timestamp,value); default ../shared/traces/nyc_taxi.csv or the bundled copy")
-    demo.add_argument("--seconds-per-day", type=_positive_float, default=150.0, help="compressed length of one trace day")
-    demo.add_argument("--peak-rate", type=_positive_float, default=2800.0, help="rows/s at the trace's peak")
-    demo.add_argument("--max-executors", type=_positive_int, default=6)
-    demo.add_argument("--warmup", type=_non_negative_float, default=30.0, help="seconds at the trace's first rate before the trace starts")
-    demo.add_argument("--workdir", type=Path, help="keep checkpoints, output and logs here (default: a temp dir)")
-    demo.add_argument("--record", type=_output_file(), help="write every tick's metrics to this JSON-lines file (for `dashboard render`)")
+
+def _demo_parser(sub: Any) -> None:
+    demo = _command(
+        sub, "demo", "run the embedded demo on a local Spark cluster",
+        "Start a standalone Spark master and workers on 127.0.0.1, replay a compressed day of a trace (NYC taxi "
+        "rides by default) through a streaming query with 1 ms of work per row, and let the daemon scale it. "
+        "One line per reconcile tick shows the load, the rates, the lag, the executors and what the daemon does "
+        "and why; at the end every row is checked to have come out exactly once, and a summary lists each "
+        "rescale with its audit entry. docs/first-hour.md explains how to read it.\n\n"
+        "active mode: spare workers exist and the daemon requests and releases executors. reactive mode: the "
+        "demo adds and kills workers on a schedule, as spot capacity would, and the daemon restarts the query "
+        "from its checkpoint so its partitions fit the cores. Ctrl-C or SIGTERM stops the query at a batch "
+        "boundary and everything the demo started (exit code 130).",
+        "examples:\n"
+        "  spark-autoscaler demo\n"
+        "  spark-autoscaler demo --mode reactive --duration 300\n"
+        "  spark-autoscaler demo --record run.jsonl && spark-autoscaler dashboard render --recording run.jsonl --output d.png\n\n"
+        "while it runs:\n"
+        "  curl -s localhost:8090/api/v1/status\n"
+        "  curl -s 'localhost:8090/api/v1/decisions?kind=decision&limit=5'",
+    )
+    demo.add_argument("--mode", choices=["active", "reactive"], default="active",
+                      help="active: the daemon requests and releases executors; reactive: workers come and go on a schedule")
+    demo.add_argument("--duration", type=_positive_float, default=180.0, metavar="SECONDS", help="seconds of replayed load")
+    demo.add_argument("--summary-json", type=_output_file(), metavar="FILE", help="also write the summary as JSON to FILE")
+    demo.add_argument("--trace", type=Path, metavar="CSV",
+                      help="trace with a 'timestamp,value' header (default: ../shared/traces/nyc_taxi.csv, else the bundled copy)")
+    demo.add_argument("--seconds-per-day", type=_positive_float, default=150.0, metavar="SECONDS",
+                      help="how long one day of the trace lasts in the demo")
+    demo.add_argument("--peak-rate", type=_positive_float, default=2800.0, metavar="ROWS",
+                      help="rows per second at the trace's busiest moment")
+    demo.add_argument("--max-executors", type=_positive_int, default=6, metavar="N",
+                      help="most executors (and, in active mode, the workers started)")
+    demo.add_argument("--warmup", type=_non_negative_float, default=30.0, metavar="SECONDS",
+                      help="seconds at the trace's first rate before the trace starts (the first batches are slow)")
+    demo.add_argument("--workdir", type=Path, metavar="DIR", help="keep checkpoints, output and Spark logs in DIR (default: a temporary directory, removed)")
+    demo.add_argument("--record", type=_output_file(), metavar="FILE",
+                      help="write every tick's metrics to FILE, JSON lines, for `dashboard render`")
     demo.add_argument("--no-http", action="store_true", help="do not serve /metrics and the REST API")
     _add_http_flags(demo, defaults=True)
 
-    bench = sub.add_parser("benchmark", help="benchmarks on real Spark, and of the simulator's speed")
-    bench_sub = bench.add_subparsers(dest="benchmark", required=True)
-    step = bench_sub.add_parser("step-load", help="our daemon vs Spark dynamic allocation vs static maximum")
-    step.add_argument("--json", action="store_true", help="print one JSON object")
-    step.add_argument("--runs", default="autoscaler,spark-dra,static-max", help="comma-separated subset")
-    step.add_argument("--phases", default="120,180,180", help="seconds of the low, high and low phases")
-    step.add_argument("--output", type=_output_file(), help="also write the JSON result to this file")
-    step.add_argument("--workdir", type=Path, help="keep checkpoints, sink records and tick logs here")
 
-    speed = bench_sub.add_parser("sim-speed", help="the simulator's time and instructions per tick, and a fingerprint of its decisions")
-    speed.add_argument("--trace", type=Path, required=True, help="trace CSV with a 'timestamp,value' header (NAB format)")
-    speed.add_argument("--policy", default="default", help="policy name (default: 'default')")
-    speed.add_argument("--days", type=_positive_float, default=0.5, help="days simulated per timed run (default 0.5)")
-    speed.add_argument("--repeats", type=_positive_int, default=3, help="timed runs (default 3)")
+def _benchmark_parser(sub: Any) -> None:
+    bench = _command(sub, "benchmark", "benchmarks on real Spark, and of the simulator's speed",
+                     "Measure the daemon: against Spark's dynamic allocation on a real local cluster (step-load), "
+                     "the latencies of its actions (latencies), and the simulator's speed (sim-speed). "
+                     "docs/benchmarks.md holds the results.")
+    bench_sub = bench.add_subparsers(dest="benchmark", required=True, title="benchmarks", metavar="BENCHMARK")
+    step = _command(
+        bench_sub, "step-load", "our daemon vs Spark dynamic allocation vs static maximum",
+        "Replay a 400 -> 2500 -> 400 rows/s step on local-cluster[6,1,512] three ways (this daemon, Spark's "
+        "dynamic allocation, a static maximum) and print the executor-seconds, the executors and the peak lag "
+        "of each phase. Progress goes to stderr.",
+        "examples:\n  spark-autoscaler benchmark step-load\n  spark-autoscaler benchmark step-load --runs autoscaler --phases 60,60,60 --json | jq .runs",
+    )
+    step.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout instead of a table")
+    step.add_argument("--runs", default="autoscaler,spark-dra,static-max", metavar="LIST", help="comma-separated subset of the runs")
+    step.add_argument("--phases", default="120,180,180", metavar="S1,S2,S3", help="seconds of the low, high and low phases")
+    step.add_argument("--output", type=_output_file(), metavar="FILE", help="also write the JSON result to FILE")
+    step.add_argument("--workdir", type=Path, metavar="DIR", help="keep checkpoints, sink records and tick logs in DIR (default: a temporary directory, removed)")
+
+    speed = _command(
+        bench_sub, "sim-speed", "the simulator's time and instructions per tick, and a fingerprint of its decisions",
+        "Time the simulator (the real reconciler against a simulated application) per tick, optionally count "
+        "instructions under valgrind, and hash every decision of a run: equal fingerprints before and after a "
+        "change mean no decision moved.",
+        "example:\n  spark-autoscaler benchmark sim-speed --trace ../shared/traces/nyc_taxi.csv --fingerprint --json",
+    )
+    speed.add_argument("--trace", type=Path, required=True, metavar="CSV", help="trace with a 'timestamp,value' header (NAB format)")
+    speed.add_argument("--policy", default="default", metavar="NAME", help="policy to simulate")
+    speed.add_argument("--days", type=_positive_float, default=0.5, help="days simulated per timed run")
+    speed.add_argument("--repeats", type=_positive_int, default=3, metavar="N", help="timed runs")
     speed.add_argument("--instructions", action="store_true", help="also count instructions per tick under valgrind's callgrind")
-    speed.add_argument("--warm-days", type=_positive_float, default=1.05, help="with --instructions: days simulated before counting (default 1.05)")
-    speed.add_argument("--ticks", type=_positive_int, default=400, help="with --instructions: ticks counted (default 400)")
-    speed.add_argument("--fingerprint", action="store_true", help="also print a hash of every decision of a --days run (equal before and after a change: no decision moved)")
-    speed.add_argument("--json", action="store_true", help="print one JSON object")
+    speed.add_argument("--warm-days", type=_positive_float, default=1.05, metavar="DAYS", help="with --instructions: days simulated before counting")
+    speed.add_argument("--ticks", type=_positive_int, default=400, metavar="N", help="with --instructions: ticks counted")
+    speed.add_argument("--fingerprint", action="store_true",
+                       help="also print a hash of every decision of a --days run (equal before and after a change: no decision moved)")
+    speed.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout")
 
-    load = bench_sub.add_parser(
-        "load",
-        help="the reconcile tick with many queries, and the REST API under concurrent clients (no Spark)",
-        description="CPU time a reconcile tick takes with N queries (an application simulated in memory, the real "
-        "reconciler, default policy) and how it grows with N; then the real HTTP server under concurrent clients while "
-        "the daemon ticks: server errors, latency p50 and p99.",
+    load = _command(
+        bench_sub, "load", "the reconcile tick with many queries, and the REST API under concurrent clients (no Spark)",
+        "CPU time a reconcile tick takes with N queries (an application simulated in memory, the real reconciler, the "
+        "default policy, metrics and audit trail) and how it grows with N; then the real HTTP server under concurrent "
+        "clients while the daemon ticks: server errors, latency p50 and p99. Loopback only, bounded in count and time.",
+        "example:\n  spark-autoscaler benchmark load --queries 1,10,50,100 --clients 50 --json",
     )
-    load.add_argument("--queries", default="1,10,50,100", help="comma-separated query counts to time (default 1,10,50,100)")
-    load.add_argument("--ticks", type=_positive_int, default=60, help="ticks timed per query count, after 30 of warm-up (default 60)")
-    load.add_argument("--clients", type=_positive_int, default=50, help="concurrent API clients (default 50)")
-    load.add_argument("--requests-per-client", type=_positive_int, default=40, help="requests each client sends (default 40)")
-    load.add_argument("--json", action="store_true", help="print one JSON document")
+    load.add_argument("--queries", default="1,10,50,100", metavar="N[,N...]", help="comma-separated query counts to time")
+    load.add_argument("--ticks", type=_positive_int, default=60, metavar="N", help="ticks timed per query count, after 30 of warm-up")
+    load.add_argument("--clients", type=_positive_int, default=50, metavar="N", help="concurrent API clients")
+    load.add_argument("--requests-per-client", type=_positive_int, default=40, metavar="N", help="requests each client sends")
+    load.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout")
 
-    soak = bench_sub.add_parser(
-        "soak",
-        help="many rescales from the checkpoint on a local cluster, some under injected faults: nothing lost or duplicated",
-        description="Drive rescales from the checkpoint of a stateless and a stateful (RocksDB) query on a local Spark "
-        "cluster, with executor changes in between and every fifth rescale under an injected fault (an executor "
-        "killed, a start that fails once, a stop mid-batch); then drain and check every row came out once.",
+    soak = _command(
+        bench_sub, "soak", "many rescales from the checkpoint on a local cluster, some under injected faults: nothing lost or duplicated",
+        "Drive rescales from the checkpoint of a stateless and a stateful (RocksDB) query on a local Spark cluster, with "
+        "executor changes in between and every N-th rescale under an injected fault (an executor killed, a start that "
+        "fails once, a stop mid-batch); then drain and check every row came out once (docs/reliability.md). Exit code 1 "
+        "when a row was lost or duplicated.",
+        "example:\n  spark-autoscaler benchmark soak --rescales 100 --json > soak.json",
     )
-    soak.add_argument("--rescales", type=_positive_int, default=20, help="rescales to drive (default 20)")
-    soak.add_argument("--master", default="local-cluster[3,1,512]", help="Spark master (default local-cluster[3,1,512])")
-    soak.add_argument("--fault-every", type=_positive_int, default=5, help="inject a fault into every N-th rescale (default 5)")
-    soak.add_argument("--workdir", type=Path, help="keep checkpoints and output here (default: a temp dir)")
-    soak.add_argument("--json", action="store_true", help="print one JSON document (progress lines go to stderr)")
+    soak.add_argument("--rescales", type=_positive_int, default=20, metavar="N", help="rescales to drive")
+    soak.add_argument("--master", default="local-cluster[3,1,512]", metavar="URL", help="Spark master")
+    soak.add_argument("--fault-every", type=_positive_int, default=5, metavar="N", help="inject a fault into every N-th rescale")
+    soak.add_argument("--workdir", type=Path, metavar="DIR", help="keep checkpoints and output here (default: a temp dir)")
+    soak.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout (progress goes to stderr)")
 
-    lat = bench_sub.add_parser("latencies", help="executor add/remove and query rescale latencies")
-    lat.add_argument("--repeats", type=_positive_int, default=3)
-    lat.add_argument("--json", action="store_true")
-    lat.add_argument("--output", type=_output_file())
+    lat = _command(
+        bench_sub, "latencies", "executor add/remove and query rescale latencies",
+        "Measure on local-cluster[4,1,512] how long adding and removing an executor takes, and a query rescale "
+        "from its checkpoint (the decision to the first batch at the new scale, and the pause without batches).",
+        "example:\n  spark-autoscaler benchmark latencies --repeats 5 --json",
+    )
+    lat.add_argument("--repeats", type=_positive_int, default=3, metavar="N", help="measurements of each action")
+    lat.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout")
+    lat.add_argument("--output", type=_output_file(), metavar="FILE", help="also write the JSON result to FILE")
 
-    dash = sub.add_parser("dashboard", help="the Grafana dashboard, drawn without Grafana")
-    dash_sub = dash.add_subparsers(dest="dashboard", required=True)
-    render = dash_sub.add_parser(
-        "render",
-        help="draw the dashboard's panels into a PNG, each panel's queries answered by a real Prometheus",
-        description="Draw the Grafana dashboard's panels into a PNG. Each panel's PromQL is answered by a real "
+
+def _dashboard_parser(sub: Any) -> None:
+    dash = _command(sub, "dashboard", "the Grafana dashboard, drawn without Grafana",
+                    "Draw the shipped Grafana dashboard's panels into an image, each panel's PromQL answered by a real Prometheus.")
+    dash_sub = dash.add_subparsers(dest="dashboard", required=True, title="actions", metavar="ACTION")
+    render = _command(
+        dash_sub, "render", "draw the dashboard's panels into a PNG, each panel's queries answered by a real Prometheus",
+        "Draw the Grafana dashboard's panels into a PNG. Each panel's PromQL is answered by a real "
         "Prometheus: a recording (`demo --record`) is backfilled into a throwaway server (needs `prometheus` "
         "and `promtool`, Debian package `prometheus`), or --prometheus asks a running one.",
+        "examples:\n"
+        "  spark-autoscaler dashboard render --recording run.jsonl --output dashboard.png\n"
+        "  spark-autoscaler dashboard render --prometheus http://localhost:9090 --since 6h --output dashboard.png",
     )
     source = render.add_mutually_exclusive_group(required=True)
-    source.add_argument("--recording", type=Path, help="JSON lines written by `demo --record`")
+    source.add_argument("--recording", type=Path, metavar="FILE", help="JSON lines written by `demo --record`")
     source.add_argument("--prometheus", metavar="URL", help="a running Prometheus that scrapes the daemon, e.g. http://localhost:9090")
-    render.add_argument("--since", type=_duration_arg, default=None, help="with --prometheus: how far back to draw (default 1h)")
-    render.add_argument("--step", type=_positive_float, default=15.0, help="with --prometheus: seconds between points (default 15)")
-    render.add_argument("--output", type=_output_file(*_IMAGE), required=True, help="PNG to write")
-    render.add_argument("--dashboard", type=Path, help="dashboard JSON (default: the one the package ships)")
-    render.add_argument("--title", help="figure title")
-    sim = sub.add_parser(
-        "simulate",
-        help="replay a workload trace through the real reconciler against a simulated Spark application",
-        description="Simulate a policy (the real reconciler, a simulated cluster) on a timestamp,value trace "
-        "and score it against an oracle with perfect foresight.",
-    )
-    sim.add_argument("--trace", type=Path, required=True, help="trace CSV with a 'timestamp,value' header (NAB format)")
-    sim.add_argument("--policy", help="policy name (default: the recommended policy, 'default')")
-    sim.add_argument("--compare", action="store_true", help="run every registered policy and print a table")
-    sim.add_argument("--json", action="store_true", help="print one JSON object")
-    sim.add_argument("--plot", type=_output_file(*_IMAGE), help="write a PNG of input rate, capacity, executors and lag")
-    sim.add_argument("--peak-executors", type=_positive_int, default=32, help="executors the trace's peak needs (default 32)")
-    sim.add_argument("--max-executors", type=_positive_int, help="upper bound for policies (default 2 x peak)")
-    sim.add_argument("--slo-lag-seconds", type=_positive_float, default=60.0, help="lag SLO in seconds (default 60)")
-    sim.add_argument("--days", type=_positive_float, help="simulate only the first D days (default: the whole trace)")
-    sim.add_argument("--seed", type=_non_negative_int, default=0, help="seed of the measurement noise (default 0)")
-    sim.add_argument("--tick", type=_positive_float, default=10.0, help="reconcile interval in seconds (default 10)")
-    sim.add_argument("--param", type=_key_value, action="append", default=[], metavar="NAME=VALUE", help="policy parameter")
-    sim.add_argument("--set", type=_key_value, action="append", default=[], metavar="NAME=VALUE", help="simulator parameter (see docs/benchmarks.md)")
-    sim.add_argument("--jobs", type=_positive_int, help="policies simulated in parallel with --compare (default 1)")
+    render.add_argument("--since", type=_duration_arg, default=None, metavar="DURATION", help="with --prometheus: how far back to draw, e.g. 30m (default: 1h)")
+    render.add_argument("--step", type=_positive_float, default=15.0, metavar="SECONDS", help="with --prometheus: seconds between points")
+    render.add_argument("--output", type=_output_file(*_IMAGE), required=True, metavar="FILE", help="image to write (.png, .svg or .pdf)")
+    render.add_argument("--dashboard", type=Path, metavar="FILE", help="dashboard JSON (default: the one the package ships)")
+    render.add_argument("--title", help="figure title (default: the dashboard's)")
 
-    op = sub.add_parser(
-        "operator",
-        help="run the SparkStreamingApp operator (Kubernetes)",
-        description="Run the SparkStreamingApp operator: each app becomes a daemon that is its Spark driver (a StatefulSet), "
+
+def _operator_parser(sub: Any) -> None:
+    op = _command(
+        sub, "operator", "run the SparkStreamingApp operator (Kubernetes)",
+        "Run the SparkStreamingApp operator: each app becomes a daemon that is its Spark driver (a StatefulSet), "
         "changes the daemon can take live go to its REST API, the rest rolls its pod (docs/kubernetes.md). "
         "Flags override the --config file, which the Helm chart renders.",
+        "examples:\n"
+        "  spark-autoscaler operator --config /etc/spark-autoscaler-operator/operator.yaml\n"
+        "  spark-autoscaler operator --namespaces analytics --kubeconfig ~/.kube/config --once",
     )
-    op.add_argument("--config", "-c", type=Path, help="the operator's YAML configuration (the chart's ConfigMap)")
-    op.add_argument("--namespaces", type=_namespaces, help="comma-separated namespaces whose apps to run (a Role in each)")
+    op.add_argument("--config", "-c", type=Path, metavar="FILE", help="the operator's YAML configuration (the chart's ConfigMap)")
+    op.add_argument("--namespaces", type=_namespaces, metavar="NS[,NS...]", help="comma-separated namespaces whose apps to run (a Role in each)")
     op.add_argument("--leader-election", action=argparse.BooleanOptionalAction, default=None,
                     help="hold a Lease so that one of several replicas acts (default: on)")
-    op.add_argument("--lease-name", help="the Lease (default spark-autoscaler-operator)")
-    op.add_argument("--lease-namespace", help="the Lease's namespace (default: the operator pod's)")
-    op.add_argument("--resync-interval", help="reconcile every app (and poll its daemon) this often, e.g. 30s")
-    op.add_argument("--workers", type=_positive_int, help="apps reconciled at once (default 4)")
-    op.add_argument("--metrics-port", type=_port, help="port of /metrics, /healthz, /readyz (default 8080; 0: none)")
-    op.add_argument("--kubeconfig", help="a kubeconfig (default: the pod's service account, else $KUBECONFIG)")
+    op.add_argument("--lease-name", metavar="NAME", help="the Lease (default: spark-autoscaler-operator)")
+    op.add_argument("--lease-namespace", metavar="NS", help="the Lease's namespace (default: the operator pod's)")
+    op.add_argument("--resync-interval", metavar="DURATION", help="reconcile every app (and poll its daemon) this often, e.g. 30s (default: 30s)")
+    op.add_argument("--workers", type=_positive_int, metavar="N", help="apps reconciled at once (default: 4)")
+    op.add_argument("--metrics-port", type=_port, metavar="PORT", help="port of /metrics, /healthz, /readyz (default: 8080; 0: none)")
+    op.add_argument("--kubeconfig", metavar="FILE", help="a kubeconfig (default: the pod's service account, else $KUBECONFIG)")
     op.add_argument("--once", action="store_true", help="reconcile every app once, then exit (no election)")
-    op.add_argument("--log-format", choices=["json", "console"], default="json")
-    op.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], default="INFO")
+    op.add_argument("--log-format", choices=["json", "console"], default="json", help="one JSON object per line, or a console format")
+    op.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], default="INFO", help="the lowest level logged")
 
-    sub.add_parser("policies", help="list the registered scaling policies")
-    doc = sub.add_parser("settings-doc", help="print the settings reference (Markdown)")
-    doc.add_argument("--output", type=_output_file())
-    return parser
+
+def _simulate_parser(sub: Any) -> None:
+    sim = _command(
+        sub, "simulate", "replay a workload trace through the real reconciler against a simulated Spark application",
+        "Simulate a policy (the real reconciler, a simulated cluster) on a timestamp,value trace "
+        "and score it against an oracle with perfect foresight: cost (executor-seconds), SLO violations, lag "
+        "and rescales. On a terminal, stderr shows how far it is.",
+        "examples:\n"
+        "  spark-autoscaler simulate --trace ../shared/traces/nyc_taxi.csv --compare\n"
+        "  spark-autoscaler simulate --trace ../shared/traces/nyc_taxi.csv --policy target-utilization --days 2 --json\n"
+        "  spark-autoscaler simulate --trace ../shared/traces/nyc_taxi.csv --param target_utilization=0.7 --plot run.png",
+    )
+    sim.add_argument("--trace", type=Path, required=True, metavar="CSV", help="trace with a 'timestamp,value' header (NAB format)")
+    sim.add_argument("--policy", metavar="NAME", help="policy to simulate (default: the recommended policy, 'default')")
+    sim.add_argument("--compare", action="store_true", help="run every registered policy and print a table")
+    sim.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout")
+    sim.add_argument("--plot", type=_output_file(*_IMAGE), metavar="FILE", help="also draw input rate, capacity, executors and lag into FILE")
+    sim.add_argument("--peak-executors", type=_positive_int, default=32, metavar="N", help="executors the trace's peak needs")
+    sim.add_argument("--max-executors", type=_positive_int, metavar="N", help="upper bound for the policies (default: 2 x --peak-executors)")
+    sim.add_argument("--slo-lag-seconds", type=_positive_float, default=60.0, metavar="SECONDS", help="the lag every query should stay under")
+    sim.add_argument("--days", type=_positive_float, help="simulate only the first DAYS days (default: the whole trace)")
+    sim.add_argument("--seed", type=_non_negative_int, default=0, metavar="N", help="seed of the simulated measurement noise")
+    sim.add_argument("--tick", type=_positive_float, default=10.0, metavar="SECONDS", help="reconcile interval")
+    sim.add_argument("--param", type=_key_value, action="append", default=[], metavar="NAME=VALUE",
+                     help="a policy parameter, e.g. target_utilization=0.7; repeatable (default: the policy's defaults)")
+    sim.add_argument("--set", type=_key_value, action="append", default=[], metavar="NAME=VALUE",
+                     help="a simulator parameter (see docs/benchmarks.md); repeatable (default: the simulator's defaults)")
+    sim.add_argument("--jobs", type=_positive_int, metavar="N", help="policies simulated in parallel with --compare (default: 1)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -325,11 +488,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         from autoscaler.app.compose import load_policies
 
         load_policies()
+    if args.command != "run":  # `run` logs to stdout, as JSON by default; every other command's stdout is its result
+        _log_to_stderr()
     try:
         return handler(args)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM where a command handles it so (_exit_on_sigterm)
         print("spark-autoscaler: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
+
+
+def _log_to_stderr() -> None:
+    """Warnings and errors to stderr, info dropped (as the simulator does, ``quiet_logs``):
+    unconfigured, structlog prints every line to stdout, where the daemon a benchmark runs put
+    its info lines before `benchmark step-load --json`'s JSON. Only structlog's default output
+    changes (the stream is looked up at each line, as a test's captured stream changes): the
+    stdlib's last resort writes to stderr already, and a caller's own logging setup stays."""
+    import logging
+
+    import structlog
+
+    if not structlog.is_configured():
+        structlog.configure(
+            wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+            logger_factory=lambda *_args: structlog.PrintLogger(sys.stderr),
+        )
 
 
 # what each extra brings (pyproject.toml): the demo's data source hands Spark Arrow batches
@@ -423,12 +605,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    from autoscaler.app.signals import StopSignals
     from autoscaler.tools.demo.run import DemoOptions, run_demo
     from autoscaler.tools.traces import TraceError
 
     if args.workdir is not None and (problem := _writable_dir(args.workdir, "--workdir")):
         return _fail(problem)
-    _exit_on_sigterm()
+    signals = StopSignals()  # Ctrl-C and SIGTERM interrupt the start-up, then stop at a batch boundary
+    signals.install(graceful=False)
     options = DemoOptions(
         mode=args.mode,
         duration=args.duration,
@@ -446,9 +630,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from autoscaler.ops.server import HttpServerError
 
     try:
-        summary = run_demo(options)
+        summary = run_demo(options, signals=signals)
     except (TraceError, HttpServerError) as exc:
         return _fail(str(exc))
+    if summary is None:
+        return INTERRUPTED
     if args.summary_json:
         args.summary_json.write_text(json.dumps(summary, indent=2) + "\n")
     ok = summary["lost_rows"] == 0 and summary["duplicate_rows"] == 0 and summary["all_rescales_explained"]
@@ -493,10 +679,8 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
 
 
 def _cmd_soak(args: argparse.Namespace) -> int:
-    from autoscaler.runtime.logs import configure_logging
     from autoscaler.tools.bench.soak import SoakError, run_soak
 
-    configure_logging("console", "INFO", stream=sys.stderr)  # stdout carries the result
     if args.workdir is not None and (problem := _writable_dir(args.workdir, "--workdir")):
         return _fail(problem)
     _exit_on_sigterm()

@@ -5,7 +5,8 @@ HTTP server (health, metrics and the REST API answer while Spark starts; ``/read
 after the first successful tick), create the session, wait (at most
 ``resource_wait_timeout``) for the initial executors, build every pipeline once without
 starting it, then start them all and run the reconcile loop until SIGTERM/SIGINT, which stops
-every query at a batch boundary before the session stops and the HTTP server closes.
+every query at a batch boundary before the session stops and the HTTP server closes (the
+daemon owns that order: ``app/signals.py``).
 
 Metrics, the audit trail and the state store (``state.path``) belong to the daemon; the
 reconciler restores history and operator overrides from the store when it is created.
@@ -13,7 +14,6 @@ reconciler restores history and operator overrides from the store when it is cre
 
 from __future__ import annotations
 
-import signal
 import threading
 from dataclasses import dataclass
 from datetime import timedelta
@@ -23,6 +23,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from autoscaler.app.compose import assemble, new_metrics, open_store
+from autoscaler.app.signals import StopSignals
 from autoscaler.core.model import Mode, TickRecord
 from autoscaler.core.modes import resolve_mode
 from autoscaler.core.plan import QueryResume, choose_removals
@@ -41,7 +42,7 @@ from autoscaler.runtime.ports import ClusterObserver, StateStore
 from autoscaler.runtime.reconciler import Reconciler
 from autoscaler.runtime.state.schema import restore_state
 from autoscaler.spark.executors import SparkExecutors
-from autoscaler.spark.host import QueryHost
+from autoscaler.spark.host import QueryHost, StopReport
 from autoscaler.spark.kubernetes import is_kubernetes
 from autoscaler.spark.observer import SparkObserver
 from autoscaler.spark.pipelines import PipelineError, PipelineSpec, load_pipelines
@@ -98,7 +99,9 @@ class DriverDaemon:
         self.reconciler: Reconciler | None = None
         self.loop: ReconcileLoop | None = None
         self.startup: StartupReport | None = None
+        self.stopped_queries: list[StopReport] = []
         self._stopped = threading.Event()
+        self._signals: StopSignals | None = None
 
     # --- start-up ----------------------------------------------------------------------------
 
@@ -109,6 +112,8 @@ class DriverDaemon:
         try:
             if self.spark is None:
                 self.spark = build_session(s.spark)
+                if self._signals is not None:
+                    self._signals.install()  # PySpark's context took SIGINT over: ours again
             self.executors = SparkExecutors(self.spark, s.executors.cores)
             self.startup = self._wait_for_resources()
             self.host = QueryHost(
@@ -123,7 +128,8 @@ class DriverDaemon:
                 max_failures=s.pipelines.max_failures,
             )
             self.host.prepare(max(1, self.executors.registered_cores()), saved_queries(self.state_store))
-            self.host.start_all()
+            if not self._stopped.is_set():  # a stop asked for while Spark started: nothing to start
+                self.host.start_all()
             daemon = assemble(
                 s,
                 observer=self._observer(SparkObserver(self.executors, self.host)),
@@ -193,7 +199,7 @@ class DriverDaemon:
             if extra:
                 ex.remove(extra, now)
             ex.set_target(wanted, now)
-        have = ex.wait_for(wanted, s.resource_wait_timeout, self.clock)
+        have = ex.wait_for(wanted, s.resource_wait_timeout, self.clock, self._stopped)
         waited = self.clock.now() - now
         if have < wanted:
             log.warning("starting_with_fewer_executors", wanted=wanted, registered=have, waited_seconds=waited.total_seconds())
@@ -203,12 +209,9 @@ class DriverDaemon:
     # --- running -----------------------------------------------------------------------------
 
     def install_signal_handlers(self) -> None:
-        def handle(signum: int, _frame: Any) -> None:
-            log.info("signal_received", signal=signal.Signals(signum).name)
-            self.request_stop()
-
-        signal.signal(signal.SIGTERM, handle)
-        signal.signal(signal.SIGINT, handle)
+        """SIGTERM and SIGINT stop the daemon in order, even while it starts (main thread only)."""
+        self._signals = StopSignals(on_stop=self.request_stop)
+        self._signals.install(graceful=True)
 
     def request_stop(self) -> None:
         self._stopped.set()
@@ -233,7 +236,7 @@ class DriverDaemon:
         if self.loop is not None:
             self.loop.stop()
         if self.host is not None:
-            self.host.stop_all()
+            self.stopped_queries = self.host.stop_all()
         self._teardown()
         self.stop_http()
 

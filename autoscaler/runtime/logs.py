@@ -23,9 +23,14 @@ def configure_logging(fmt: str = "json", level: str | int = "INFO", stream: Text
     final: list[structlog.types.Processor]
     if fmt == "json":
         renderer = structlog.processors.JSONRenderer()
-        final = [structlog.stdlib.ProcessorFormatter.remove_processors_meta, structlog.processors.dict_tracebacks, renderer]
+        # a traceback's frames without their local variables: a log line is no place for a
+        # pipeline's data or credentials, and py4j's report of a failed batch had dozens
+        tracebacks = structlog.processors.ExceptionRenderer(structlog.tracebacks.ExceptionDictTransformer(show_locals=False))
+        final = [structlog.stdlib.ProcessorFormatter.remove_processors_meta, tracebacks, renderer]
     else:
-        renderer = structlog.dev.ConsoleRenderer(colors=False)
+        # Python's own traceback format (rich's boxes, when rich is installed, took 80 columns and
+        # 180 lines for one failed batch)
+        renderer = structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback)
         final = [structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer]
     structlog.configure(
         processors=[*_SHARED, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],

@@ -51,6 +51,24 @@ class RescaleError(RuntimeError):
     pass
 
 
+@dataclass(frozen=True)
+class StopReport:
+    """How a hosted query stopped, read back from its checkpoint."""
+
+    name: str
+    last_committed: int | None  # the last batch whose output is committed
+    replayed: int | None = None  # a batch left planned but not committed: replayed at the next start
+    finished: int | None = None  # a batch the stop cut short and the daemon ran to its end before exiting
+
+    def describe(self) -> str:
+        committed = "no batch committed yet" if self.last_committed is None else f"batch {self.last_committed} committed"
+        if self.replayed is not None:
+            return f"query {self.name} stopped ({committed}; batch {self.replayed} is not, and is replayed at the next start)"
+        if self.finished is not None:
+            return f"query {self.name} stopped at a batch boundary ({committed}: the stop cut it short and it was run to its end)"
+        return f"query {self.name} stopped at a batch boundary ({committed})"
+
+
 def trigger_interval(query: Any) -> timedelta | None:
     """The processing-time trigger a running query was started with (None: batches back to back,
     a one-shot trigger, or not readable).
@@ -181,8 +199,11 @@ class QueryHost:
             run.run_started_at = self.clock.now()
             self._runs[name] = run
 
-    def stop_all(self) -> None:
-        """Stop every query at a batch boundary (SIGTERM); safe to call twice."""
+    def stop_all(self, *, finish_cut_batches: bool = True) -> list[StopReport]:
+        """Stop every query at a batch boundary (SIGTERM); safe to call twice. One report (and one
+        ``query_stopped`` log line) per hosted query that was running. ``finish_cut_batches``: run
+        a batch the stop cut short to its end (see :meth:`_finish_cut_batch`), unless the caller
+        replays the checkpoint itself."""
         with self._lock:
             self._stopping = True
             runs = list(self._runs.values())
@@ -190,7 +211,8 @@ class QueryHost:
         self._stop_supervisor.set()
         for t in rescales:  # let a rescale in flight finish (it will not start a new run)
             t.join(self.stop_timeout.total_seconds() + 10)
-        threads = [threading.Thread(target=self._stop_run, args=(r,), daemon=True) for r in runs]
+        reports: dict[str, StopReport] = {}
+        threads = [threading.Thread(target=self._stop_run, args=(r, reports, finish_cut_batches), daemon=True) for r in runs]
         for t in threads:
             t.start()
         for t in threads:
@@ -199,10 +221,14 @@ class QueryHost:
             self.spark.streams.removeListener(self._listener)
         except Exception:  # the session may already be gone
             pass
+        return [reports[r.name] for r in runs if r.name in reports]
 
-    def _stop_run(self, run: _Run) -> None:
+    def _stop_run(self, run: _Run, reports: dict[str, StopReport], finish: bool) -> None:
         if run.spec is None:
             return  # attached queries belong to the user
+        with self._lock:
+            was_running = run.status in (QueryStatus.RUNNING, QueryStatus.RESCALING, QueryStatus.RESTARTING)
+            progressing = run.status == QueryStatus.RUNNING and run.batches_in_run > 0
         try:
             self._stop_at_boundary(run)
         except Exception as exc:
@@ -210,6 +236,37 @@ class QueryHost:
         with self._lock:
             if run.status not in (QueryStatus.FINISHED, QueryStatus.FAILED):
                 run.status = QueryStatus.STOPPED
+        if not was_running or run.checkpoint is None:
+            return
+        finished = self._finish_cut_batch(run) if finish and progressing else None
+        info = read_checkpoint(run.checkpoint)
+        report = StopReport(run.name, info.last_commit, None if info.clean else info.last_offset, finished)
+        reports[run.name] = report
+        log.info("query_stopped", query=run.name, last_committed_batch=report.last_committed,
+                 replayed_batch=report.replayed, detail=report.describe())
+
+    def _finish_cut_batch(self, run: _Run) -> int | None:
+        """Run the batch a stop cut short to its end (the one a restart would replay first), so the
+        checkpoint is left with every planned batch committed; its id, or None.
+
+        When batches run back to back (a query behind, or batches longer than the trigger), the
+        next batch is planned the moment the previous one commits, before its progress event
+        arrives: a stop at that boundary always cuts one short. A one-batch run (``once``) replays
+        exactly the planned batch with its logged offsets. Only for a query that was making
+        progress: a batch that failed the run it was planned in would fail again.
+        """
+        assert run.checkpoint is not None
+        info = read_checkpoint(run.checkpoint)
+        if info.clean:
+            return None
+        try:
+            query = self._start(run, run.params, once=True, track=False)
+            if not query.awaitTermination(self.stop_timeout.total_seconds()):
+                query.stop()
+        except Exception as exc:
+            log.warning("stop_replay_failed", query=run.name, batch=info.last_offset, error=str(exc)[:500])
+            return None
+        return info.last_offset if read_checkpoint(run.checkpoint).clean else None
 
     # --- observation -----------------------------------------------------------------------
 
@@ -306,7 +363,14 @@ class QueryHost:
         return params
 
     def _start(
-        self, run: _Run, params: QueryParams, *, available_now: bool = False, track: bool = True, pending: _PendingOutcome | None = None
+        self,
+        run: _Run,
+        params: QueryParams,
+        *,
+        available_now: bool = False,
+        once: bool = False,
+        track: bool = True,
+        pending: _PendingOutcome | None = None,
     ) -> Any:
         """Start ``run`` with ``params``; with ``pending``, the rescale whose outcome the new run's
         first progress event reports (bound to the new run together with its id: a late event of
@@ -320,7 +384,9 @@ class QueryHost:
             try:
                 writer = run.spec.build(self.spark, self._context(run, params))
                 writer = writer.queryName(run.name).option("checkpointLocation", run.checkpoint)
-                if available_now or run.spec.available_now:
+                if once:
+                    writer = writer.trigger(once=True)  # deprecated, but exactly one batch: the planned one
+                elif available_now or run.spec.available_now:
                     writer = writer.trigger(availableNow=True)
                 elif params.trigger_interval is not None:
                     writer = writer.trigger(processingTime=f"{int(params.trigger_interval.total_seconds() * 1000)} milliseconds")
@@ -521,12 +587,27 @@ class QueryHost:
                 run.next_restart_at = now + timedelta(seconds=delay)
                 run.status = QueryStatus.RESTARTING
         if give_up:
-            log.error("query_given_up", query=run.name, error=error[:500], failures=run.failures,
+            log.error("query_given_up", query=run.name, error=error_summary(error), failures=run.failures,
                       detail="no more restarts (pipelines.max_failures); the daemon and the other queries go on")
             self._record(ActionOutcome(run.name, OutcomeKind.RESTART, False, run.run_started_at or now, now,
-                                       f"given up after {run.failures} failures in a row: {error}"[:300]))
+                                       f"given up after {run.failures} failures in a row: {error_summary(error)}"[:300]))
             return
-        log.error("query_failed", query=run.name, error=error[:500], retry_in_seconds=delay, failures=run.failures)
+        log.error("query_failed", query=run.name, error=error_summary(error), retry_in_seconds=delay, failures=run.failures)
+
+
+def error_summary(error: str, limit: int = 500) -> str:
+    """What a person reads first about a failed query: for an error raised in Python (a
+    ``foreachBatch``, a Python data source), the exception line of its Python traceback, which
+    Spark's message buries under the traceback's frames; otherwise the message's first lines.
+    The whole text stays in ``last_error`` (the status API)."""
+    lines = error.splitlines()
+    starts = [i for i, line in enumerate(lines) if "Traceback (most recent call last)" in line]
+    if starts:
+        after = lines[starts[-1] + 1 :]
+        raised = next((line for line in after if line and not line[0].isspace()), None)
+        if raised:
+            return raised[:limit]
+    return error[:limit]
 
 
 def _make_listener(host: QueryHost) -> Any:

@@ -1,4 +1,21 @@
-"""Create the Spark session the daemon drives (driver mode) with safe defaults for this daemon."""
+"""Create the Spark session the daemon drives (driver mode) with safe defaults for this daemon.
+
+The driver JVM is started by us rather than by PySpark's session builder, for three reasons:
+
+* **Its own session (``setsid``).** A signal to our process group (Ctrl-C in a terminal,
+  ``timeout``, ``kill -- -PGID``) must reach the daemon only: the daemon then stops every query
+  at a batch boundary and the session after them. When the JVM got the signal too it died
+  first, and with it ``local-cluster`` workers and executors (``Failed to launch executor ...
+  Shutdown hooks cannot be modified during shutdown``), and stopping the session ended in a
+  ``ConnectionRefusedError``. The JVM still ends with us: PySpark's gateway exits when its
+  stdin (a pipe from this process) closes.
+* **Its output through our logging** (``jvm_output.py``), with a log4j2 configuration we ship
+  (``log4j2-driver.properties``): errors only, one JSON object per event, re-logged as the
+  daemon's own lines; ``--json`` output on stdout stays clean because nothing the JVM says
+  reaches stdout.
+* **Executors on this machine** (``local-cluster``, a standalone cluster on loopback) get the
+  cluster configuration (``log4j2-cluster.properties``) for their log files.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +23,7 @@ import os
 import shutil
 import signal
 import sys
+from pathlib import Path
 from typing import Any, Mapping
 
 from autoscaler.core.settings import SparkSettings
@@ -20,6 +38,11 @@ DEFAULT_CONF: Mapping[str, str] = {
     "spark.sql.streaming.metricsEnabled": "true",
     "spark.sql.adaptive.enabled": "false",  # not supported in streaming; silences a warning per query
 }
+DRIVER_LOG_CONFIG = Path(__file__).with_name("log4j2-driver.properties")
+CLUSTER_LOG_CONFIG = Path(__file__).with_name("log4j2-cluster.properties")
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+EXECUTOR_JAVA_OPTIONS = "spark.executor.extraJavaOptions"
+LOCAL_HOSTS = ("127.0.0.1", "localhost")
 
 
 def prepare_environment() -> None:
@@ -31,10 +54,36 @@ def prepare_environment() -> None:
 
 
 def spark_conf(settings: SparkSettings, extra: Mapping[str, Any] | None = None) -> dict[str, str]:
-    """The session's configuration as text: the daemon's defaults < ``spark.conf`` < ``extra``."""
+    """The session's configuration as text: the daemon's defaults < ``spark.conf`` < ``extra``,
+    with our log4j2 configurations in front of the JVM options (:func:`with_log_config`)."""
     conf = {**DEFAULT_CONF, **{k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in settings.conf.items()}}
     conf.update({k: str(v) for k, v in (extra or {}).items()})
-    return conf
+    return with_log_config(conf, settings.master)
+
+
+def log_config_option(path: Path) -> str:
+    """The JVM option that makes log4j2 read ``path``."""
+    return f"-Dlog4j2.configurationFile={path.as_uri()}"
+
+
+def executors_on_this_machine(master: str) -> bool:
+    """Executors that read this machine's files: ``local-cluster`` and standalone on loopback."""
+    if master.startswith("local-cluster"):
+        return True
+    host = master.removeprefix("spark://").split(":", 1)[0]
+    return master.startswith("spark://") and host in LOCAL_HOSTS
+
+
+def with_log_config(conf: Mapping[str, str], master: str) -> dict[str, str]:
+    """``conf`` with our log4j2 configurations in front of the JVM options a user set (a later
+    ``-D`` wins, so a user's own ``-Dlog4j2.configurationFile`` still applies)."""
+    out = dict(conf)
+    wanted = [(DRIVER_JAVA_OPTIONS, DRIVER_LOG_CONFIG)]
+    if executors_on_this_machine(master):
+        wanted.append((EXECUTOR_JAVA_OPTIONS, CLUSTER_LOG_CONFIG))
+    for key, path in wanted:
+        out[key] = f"{log_config_option(path)} {out.get(key, '')}".strip()
+    return out
 
 
 def build_session(settings: SparkSettings, extra: Mapping[str, Any] | None = None) -> Any:
@@ -46,18 +95,45 @@ def build_session(settings: SparkSettings, extra: Mapping[str, Any] | None = Non
     prepare_environment()
     from pyspark.sql import SparkSession
 
+    from autoscaler.spark import stopguard
+
     builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
     try:
+        launch_driver_jvm({**conf, "spark.master": settings.master, "spark.app.name": settings.app_name})
         spark = builder.getOrCreate()
     except BaseException:
-        # interrupted (Ctrl-C, SIGTERM) or failed while PySpark launched the driver JVM: nothing
-        # holds the session to stop, and that JVM outlives us (measured: it ignores its closed stdin)
+        # interrupted (Ctrl-C, SIGTERM) or failed while the driver JVM started: nothing holds
+        # the session to stop, and that JVM outlives us (measured: it ignores its closed stdin
+        # until its gateway is up)
         _kill_gateway_jvms()
         raise
     spark.sparkContext.setLogLevel(conf.get("spark.log.level", "ERROR"))
+    stopguard.install()
     return spark
+
+
+def launch_driver_jvm(conf: Mapping[str, str]) -> None:
+    """Start PySpark's gateway (the driver JVM) in a session of its own, its output read by
+    :class:`~autoscaler.spark.jvm_output.JvmOutputReader`; nothing when this process has one."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    from autoscaler.spark.jvm_output import JvmOutputReader
+
+    if SparkContext._gateway is not None:
+        return  # one JVM per process: a later session (a test's second one) reuses it
+    read, write = os.pipe()
+    JvmOutputReader(os.fdopen(read, "rb")).start()  # reading before the JVM writes: a full pipe would block it
+    try:
+        gateway = launch_gateway(
+            SparkConf().setAll(list(conf.items())),
+            popen_kwargs={"start_new_session": True, "stdout": write, "stderr": write},
+        )
+    finally:
+        os.close(write)  # the JVM holds its copy; the reader ends when the JVM does
+    SparkContext._ensure_initialized(gateway=gateway)
 
 
 def _kill_gateway_jvms() -> None:

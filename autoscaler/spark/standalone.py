@@ -18,6 +18,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from autoscaler.spark.session import CLUSTER_LOG_CONFIG, log_config_option
+
 
 def spark_home() -> Path:
     import pyspark
@@ -68,6 +70,8 @@ class LocalStandaloneCluster:
             SPARK_LOCAL_IP="127.0.0.1",
             PYSPARK_PYTHON=os.environ.get("PYSPARK_PYTHON", sys.executable),
             SPARK_LOG_DIR=str(self.workdir / "logs"),
+            # the master's and workers' own logs (their files): warnings and errors only
+            SPARK_DAEMON_JAVA_OPTS=f"{log_config_option(CLUSTER_LOG_CONFIG)} {os.environ.get('SPARK_DAEMON_JAVA_OPTS', '')}".strip(),
         )
         return env
 

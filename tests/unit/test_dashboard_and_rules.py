@@ -32,6 +32,7 @@ from autoscaler.tools.dashboard.render import (
     DASHBOARD,
     iter_panels,
     panel_exprs,
+    promql_duration,
     render_recording,
     substitute_variables,
 )
@@ -226,6 +227,17 @@ def test_the_shipped_rules_load_into_the_real_server(prometheus):
 def test_a_query_prometheus_refuses_is_an_error_naming_its_reason(recorded, prometheus):
     with pytest.raises(PrometheusError, match="bad_data"):
         PrometheusQueries(prometheus, recorded.times[0], recorded.times[-1], 5).series("sum by (query (spark_autoscaler_executors)")
+
+
+def test_a_rate_interval_of_a_fraction_of_a_second_is_a_duration_prometheus_accepts(recorded, prometheus):
+    # the demo's tick is 2 s plus the tick's own time: a recording's step is 2.039 s, its rate
+    # interval four of them; `dashboard render` failed on "[8.156s]" (bad_data, not a valid duration)
+    queries = PrometheusQueries(prometheus, recorded.times[0], recorded.times[-1], 2.039)
+    expr = "sum(rate(spark_autoscaler_reconcile_duration_seconds_count[{}]))"
+    assert promql_duration(4 * 2.039) == "8156ms"
+    assert queries.series(expr.format(promql_duration(4 * 2.039)))
+    with pytest.raises(PrometheusError, match="not a valid duration"):
+        queries.series(expr.format("8.156s"))
 
 
 def test_a_recording_becomes_openmetrics_with_a_timestamp_per_sample_and_escaped_labels():

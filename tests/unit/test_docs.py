@@ -41,3 +41,12 @@ def test_the_simulator_calibration_table_in_the_benchmarks_is_current():
     assert table.group(1) == render_calibration_table(), (
         "docs/benchmarks.md's calibration table is stale: paste the output of `python -m autoscaler.tools.sim.config`"
     )
+
+
+def test_the_first_hour_page_shows_the_live_view_as_the_demo_prints_it():
+    """The page's capture is a real run: its header and legend are the demo's current ones."""
+    from autoscaler.tools.demo.run import LiveView
+
+    page = (ROOT / "docs" / "first-hour.md").read_text()
+    assert f"\n{LiveView.HEADER}\n{LiveView.LEGEND}\n" in page, "docs/first-hour.md is stale: paste a new run of `spark-autoscaler demo`"
+    assert "\nsummary: executor-seconds " in page and "(audit #" in page

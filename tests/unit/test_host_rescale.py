@@ -16,6 +16,8 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Callable
 
+import pytest
+
 from autoscaler.core.model import QueryChange, QueryStatus, Reason
 from autoscaler.runtime.clock import SystemClock
 from autoscaler.spark.host import QueryHost
@@ -67,6 +69,7 @@ class FakeWriter:
         return self
 
     def trigger(self, **kw: Any) -> FakeWriter:
+        self.triggers = getattr(self, "triggers", []) + [kw]
         return self
 
     def start(self) -> FakeQuery:
@@ -177,3 +180,65 @@ def test_a_query_that_keeps_failing_is_restarted_with_growing_back_off_then_give
     assert outcomes[-1].message.startswith("given up after 4 failures in a row: the sink rejected the batch")
     host.supervise_once()
     assert host.views()[0].status == QueryStatus.FAILED  # no more restarts
+
+
+@pytest.mark.parametrize(
+    "error, summary",
+    [
+        pytest.param(
+            "An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):\n"
+            '  File "/x/clientserver.py", line 644, in _call_proxy\n    return_value = call(*params)\n'
+            '  File "/x/p.py", line 3, in sink\n    raise RuntimeError("the warehouse rejected batch 4")\n'
+            "RuntimeError: the warehouse rejected batch 4\n\n=== Streaming Query ===\nIdentifier: [id = 1]",
+            "RuntimeError: the warehouse rejected batch 4",
+            id="foreachBatch-error: the Python exception line first",
+        ),
+        pytest.param("[STREAM_FAILED] Query [id = 1] terminated with exception: Connection refused", None, id="other-error: as it is"),
+    ],
+)
+def test_a_failed_querys_error_leads_with_what_was_raised(error, summary):
+    from autoscaler.spark.host import error_summary
+
+    assert error_summary(error) == (summary or error)
+
+
+def checkpoint(root, planned: int, committed: int) -> None:
+    for folder, last in (("offsets", planned), ("commits", committed)):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        for n in range(last + 1):
+            (root / folder / str(n)).write_text('v1\n{}\n{"row": 5}\n')
+
+
+@pytest.mark.parametrize(
+    "batches_done, report",
+    [
+        pytest.param(3, "query q stopped at a batch boundary (batch 5 committed: the stop cut it short and it was run to its end)",
+                     id="progressing: the cut batch is run to its end"),
+        pytest.param(0, "query q stopped (batch 4 committed; batch 5 is not, and is replayed at the next start)",
+                     id="no batch done in this run (failing): left to replay"),
+    ],
+)
+def test_a_stop_that_cuts_a_batch_short_runs_it_to_its_end_before_exiting(tmp_path, batches_done, report):
+    ckpt = tmp_path / "q"
+    writers: list[FakeWriter] = []
+
+    def start() -> FakeQuery:
+        query = FakeQuery(f"run-{len(writers) - 1}")
+        if {"once": True} in writers[-1].triggers:  # the one-batch replay commits the planned batch
+            (ckpt / "commits" / "5").write_text("v1\n{}\n")
+            query.isActive = False
+            query.awaitTermination = lambda timeout: True  # type: ignore[attr-defined]
+        return query
+
+    def build(spark: Any, ctx: Any) -> FakeWriter:
+        writers.append(FakeWriter(start))
+        return writers[-1]
+
+    spec = PipelineSpec("q", build, trigger=timedelta(seconds=1), initial_parallelism=2)
+    host = QueryHost(FakeSpark(), [spec], checkpoint_root=tmp_path, clock=SystemClock(), registered_cores=lambda: 2)
+    host.start_all()
+    for n in range(batches_done):
+        host.on_progress(progress(n, "run-0", f"2026-11-23T10:00:0{n}.000Z"), "q", "run-0")
+    checkpoint(ckpt, planned=5, committed=4)  # batches back to back: the next one planned before the stop
+    [stopped] = host.stop_all()
+    assert stopped.describe() == report

@@ -33,8 +33,9 @@ def test_ci_runs_exactly_the_test_command_the_readme_gives():
     assert test.startswith("python3 -m pip install -e '.[test]' && lint-imports && ruff check && mypy && ")
 
 
-def test_the_wheel_ships_the_monitoring_files_and_the_demo_trace(tmp_path):
-    """The dashboard renderer and the Helm chart read the package's own monitoring files: they
+def test_the_wheel_ships_the_monitoring_files_the_demo_trace_and_the_spark_log_configurations(tmp_path):
+    """The dashboard renderer and the Helm chart read the package's own monitoring files, and
+    every Spark JVM the daemon starts reads its log4j2 configuration from the package: they
     must be in an installed wheel, not only in the repository."""
     import shutil
     import zipfile
@@ -56,6 +57,8 @@ def test_the_wheel_ships_the_monitoring_files_and_the_demo_trace(tmp_path):
         "autoscaler/ops/monitoring/rules/alerts.yaml",
         "autoscaler/ops/monitoring/rules/recording.yaml",
         "autoscaler/tools/demo/traces/nyc_taxi.csv",
+        "autoscaler/spark/log4j2-driver.properties",
+        "autoscaler/spark/log4j2-cluster.properties",
         "policies/predictive.py",
     ):
         assert shipped in names, shipped

@@ -27,6 +27,12 @@ DASHBOARD = assets.DASHBOARD
 _LEGEND = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
+def promql_duration(seconds: float) -> str:
+    """A PromQL duration: whole milliseconds (Prometheus refuses ``8.156s``; a recording's tick,
+    and so its step, is rarely a whole second)."""
+    return f"{max(1, round(seconds * 1000))}ms"
+
+
 def substitute_variables(expr: str, rate_interval: str = "1m", interval: str = "30s", range_: str = "1h") -> str:
     """Replace Grafana's variables so the expression is plain PromQL."""
     out = expr.replace("$__rate_interval", rate_interval).replace("${__rate_interval}", rate_interval)
@@ -100,7 +106,7 @@ def render_dashboard(
     from matplotlib.gridspec import GridSpec
 
     board = dashboard if isinstance(dashboard, dict) else json.loads(Path(dashboard).read_text())
-    rate_interval = f"{4 * queries.step:g}s"  # Grafana: max(interval + scrape, 4 x scrape)
+    rate_interval = promql_duration(4 * queries.step)  # Grafana: max(interval + scrape, 4 x scrape)
     evaluator = queries
     t0, t1 = queries.start, queries.end
     panels = [p for p in board.get("panels", ()) if p.get("type") != "row"]

@@ -30,9 +30,10 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 from autoscaler.app.compose import configure
+from autoscaler.app.signals import StopSignals
 from autoscaler.core.history import EXECUTORS
 from autoscaler.core.model import TickRecord
 from autoscaler.core.settings import Settings, SparkSettings
@@ -43,6 +44,7 @@ from autoscaler.spark.session import build_session, stop_session
 from autoscaler.spark.standalone import LocalStandaloneCluster
 from autoscaler.tools.bench.step_load import ExecutorSampler
 from autoscaler.tools.dashboard.recording import MetricsRecorder
+from autoscaler.tools.demo.explain import explain_rescale, explain_tick
 from autoscaler.tools.demo.workload import drain, trace_pipeline, verify_output
 from autoscaler.tools.traces import RateProfile, compress_trace, load_trace, prefixed
 
@@ -108,52 +110,48 @@ def reactive_schedule(duration: float) -> list[tuple[float, str, int]]:
 
 
 class LiveView:
-    """One line per reconcile tick: time, load, rates, lag, executors, last decision."""
+    """One line per reconcile tick: time, load, rates, lag, executors, and what the daemon does and why."""
 
-    def __init__(self, start: float, profile: RateProfile, out: TextIO = sys.stdout) -> None:
+    HEADER = f"{'time':>6} {'load':>6} {'in':>6} {'proc':>6} {'backlog':>8} {'lag':>7} {'exec':>9} {'parts':>5}  what the daemon does, and why"
+    LEGEND = (
+        "        load: rows/s the trace generates; in, proc: rows/s arriving and processed; lag: age of the newest row "
+        "processed; exec: executors registered/target; parts: partitions"
+    )
+
+    def __init__(self, start: float, load_at: Callable[[float], float], out: TextIO = sys.stdout) -> None:
         self.start = start
-        self.profile = profile
+        self.load_at = load_at  # rows/s generated at t seconds from `start` (negative during the warm-up)
         self.out = out
-        self.last_decision = "-"
         self.records: list[TickRecord] = []
-        print(
-            f"{'time':>6} {'load':>6} {'in':>6} {'proc':>6} {'backlog':>8} {'lag':>6} {'exec':>9} {'parts':>5}  last decision",
-            file=out,
-            flush=True,
-        )
+        print(self.HEADER, file=out)
+        print(self.LEGEND, file=out, flush=True)
 
     def __call__(self, r: TickRecord) -> None:
         self.records.append(r)
-        t = time.time() - self.start
+        print(self.line(r, time.time() - self.start), file=self.out, flush=True)
+
+    def line(self, r: TickRecord, t: float) -> str:
         load = next((x for x in r.loads if x.name == PIPELINE), None)
-        d = r.decision
-        # this tick's decision and why (the policy's reasoning while nothing changes)
-        what = r.plan.query_changes[0].message if r.plan.query_changes else (d.message or r.proposal.message)
-        if r.executors_lost:
-            what = f"lost executor(s) {', '.join(r.executors_lost)}; " + what
-        self.last_decision = f"{d.reason.value}: {what}"[:110]
-
-        def num(v: float | None, fmt: str) -> str:
-            return "-" if v is None else format(v, fmt)
-
-        target = r.executors_requested if r.mode.mode.value == "active" and r.executors_requested is not None else r.executors_alive
-        parts = load.parallelism if load else None
-        rate = load.input_rate if load else None
-        processing = load.processing_rate if load else None
-        backlog = load.backlog_rows if load else None
+        target = r.executors_requested if r.mode.requesting and r.executors_requested is not None else r.executors_alive
         # a lag of exactly zero is a falsy timedelta: test for None, not truth
         lag = load.lag.total_seconds() if load is not None and load.lag is not None else None
-        print(
-            f"{t:5.0f}s {self.profile.rate_at(t):6.0f} {num(rate, '6.0f')} "
-            f"{num(processing, '6.0f')} {num(backlog, '8.0f')} "
-            f"{num(lag, '5.1f')}s {r.executors_alive:>4}/{target:<4} "
-            f"{num(parts, '5d')}  {self.last_decision}",
-            file=self.out,
-            flush=True,
+        rate, processing, backlog, parts = (None, None, None, None) if load is None else (
+            load.input_rate, load.processing_rate, load.backlog_rows, load.parallelism
+        )
+        return (
+            f"{t:5.0f}s {self.load_at(t):6.0f} {_num(rate, 6)} {_num(processing, 6)} {_num(backlog, 8)} "
+            f"{_num(lag, 6, '.1f', 's')} {r.executors_alive:>4}/{target:<4} {_num(parts, 5)}  {explain_tick(r)}"
         )
 
 
-def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> dict[str, Any]:
+def _num(v: float | None, width: int, fmt: str = ".0f", unit: str = "") -> str:
+    """``v`` right-aligned in ``width`` columns, then ``unit``; ``-`` in the same columns when unknown."""
+    return "-".rjust(width + len(unit)) if v is None else format(v, f"{width}{fmt}") + unit
+
+
+def run_demo(options: DemoOptions, out: TextIO = sys.stdout, signals: StopSignals | None = None) -> dict[str, Any] | None:
+    """Run the demo and return its summary; None when a signal stopped it early (``signals``:
+    SIGINT/SIGTERM, installed by the caller; once the query runs they stop it at a batch boundary)."""
     configure_logging("console", level="WARNING", stream=sys.stderr)
     trace_path = options.trace or default_trace()
     trace = load_trace(trace_path)
@@ -177,7 +175,7 @@ def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> dict[str, Any]:
         spark = build_session(
             SparkSettings(master=cluster.url, app_name="spark-autoscaler-demo", conf={"spark.executor.cores": "1"})
         )
-        return _run(options, profile, workdir, cluster, spark, out)
+        return _run(options, profile, workdir, cluster, spark, out, signals or StopSignals())
     finally:
         if spark is not None:
             stop_session(spark)
@@ -204,6 +202,7 @@ def demo_settings(options: DemoOptions, workdir: Path) -> Settings:
             "normalize.query_rescale_cooldown": "10s",
             "policy.params": ACTIVE_PARAMS if options.mode == "active" else COMPRESSED_TIME_PARAMS,
             "pipelines.checkpoint_root": str(workdir / "checkpoints"),
+            "pipelines.stop_timeout": "30s",  # a batch takes seconds here: a stop never waits longer
             "http.enabled": options.http,
             "http.host": options.http_host,
             "http.port": options.http_port,
@@ -213,8 +212,14 @@ def demo_settings(options: DemoOptions, workdir: Path) -> Settings:
 
 
 def _run(
-    options: DemoOptions, profile: RateProfile, workdir: Path, cluster: LocalStandaloneCluster, spark: Any, out: TextIO
-) -> dict[str, Any]:
+    options: DemoOptions,
+    profile: RateProfile,
+    workdir: Path,
+    cluster: LocalStandaloneCluster,
+    spark: Any,
+    out: TextIO,
+    signals: StopSignals,
+) -> dict[str, Any] | None:
     from autoscaler.app.driver import DriverDaemon
 
     output = workdir / "output"
@@ -236,7 +241,7 @@ def _run(
         min_parallelism=1,
         max_parallelism=4 * options.max_executors,
     )
-    view = LiveView(start, profile, out)
+    view = LiveView(start, lambda t: source_profile.rate_at(t + options.warmup), out)
     recorder: MetricsRecorder | None = None
 
     def on_tick(record: TickRecord) -> None:
@@ -264,19 +269,25 @@ def _run(
         _schedule_workers(cluster, start, reactive_schedule(options.duration), out)
     loop = threading.Thread(target=daemon.loop.run, daemon=True)
     loop.start()
+    signals.graceful()  # from here on a signal stops the query at a batch boundary, like the end does
     end = start + options.duration
-    while time.time() < end:
-        time.sleep(min(1.0, max(0.0, end - time.time())))
+    while time.time() < end and not signals.requested.is_set():
+        signals.requested.wait(min(1.0, max(0.0, end - time.time())))
     daemon.loop.stop()
     loop.join(30)
     sampler.stop()
-    daemon.host.stop_all()
+    for report in daemon.host.stop_all(finish_cut_batches=False):  # the drain below replays the checkpoint
+        print(f"{time.time() - start:5.0f}s   {report.describe()}", file=out, flush=True)
+    signals.install(graceful=False)  # nothing left to drain gracefully: a signal now interrupts
     if recorder is not None:
         recorder.close()
-    print("stopped at a batch boundary; draining the rest of the input from the checkpoint ...", file=out, flush=True)
-    drain(spark, build, PIPELINE, workdir / "checkpoints" / PIPELINE, daemon.host.views()[0].params.parallelism)
     try:
-        return _summary(options, source_profile, source_start, start, end, sampler, daemon, output, out)
+        if signals.requested.is_set():
+            print("stopped early: no summary (the rows are checked after a whole run)", file=out, flush=True)
+            return None
+        print("draining the rest of the input from the checkpoint ...", file=out, flush=True)
+        drain(spark, build, PIPELINE, workdir / "checkpoints" / PIPELINE, daemon.host.views()[0].params.parallelism)
+        return _summary(options, source_profile, source_start, start, end, sampler, daemon, view.records, output, out)
     finally:
         daemon.stop_http()
 
@@ -304,6 +315,7 @@ def _summary(
     end: float,
     sampler: ExecutorSampler,
     daemon: Any,
+    records: list[TickRecord],
     output: Path,
     out: TextIO,
 ) -> dict[str, Any]:
@@ -346,6 +358,10 @@ def _summary(
         ],
     }
     summary["all_rescales_explained"] = all(d["audit"] is not None for d in summary["decisions"])
+    ticks = {r.at: r for r in records}
+    for d, e in zip(summary["decisions"], events, strict=True):
+        tick = ticks.get(e.at)
+        d["why"] = explain_rescale(tick, e.subject) if tick is not None else None
     print(
         "\nsummary: executor-seconds {executor_seconds}, executors {min_executors}..{max_executors}, "
         "{executor_changes} executor change(s), {query_rescales} query rescale(s) from the checkpoint\n"
@@ -355,8 +371,16 @@ def _summary(
         flush=True,
     )
     for d in summary["decisions"]:
-        audit = d["audit"]
-        why = f"#{audit['id']} {audit['what']}" if audit else "NOT IN THE AUDIT TRAIL"
-        print(f"  {d['at_seconds']:6.1f}s {d['subject']}: {d['from']} -> {d['to']} ({d['reason']}): {why}", file=out, flush=True)
+        print(f"  {d['at_seconds']:6.1f}s  {summary_line(d)}", file=out, flush=True)
     return summary
 
+
+def summary_line(d: dict[str, Any]) -> str:
+    """One rescale of the summary: what changed, why (the live view's words), and its audit entry."""
+    what = f"executors {d['from']} -> {d['to']}" if d["subject"] == EXECUTORS else f"{d['subject']}: partitions {d['from']} -> {d['to']}"
+    why = d.get("why") or d["reason"]
+    if d["subject"] != EXECUTORS and d["pause_seconds"] is not None:
+        why += f", paused {d['pause_seconds']:.1f} s"
+    audit = d["audit"]
+    ref = f"audit #{audit['id']}" if audit else "NOT IN THE AUDIT TRAIL"
+    return f"{what}: {why} ({ref})"

@@ -1,0 +1,50 @@
+"""The demo's console, counted on a real run in each mode: our lines, no Java stack frame, no
+Spark INFO or WARN chatter, no traceback; the summary says each fact once.
+
+Before (a whole run of the README's commands): the active demo printed 1417 lines on stderr,
+1027 of them Java stack frames (a StackOverflowError of Spark's interruption check, 3
+`StacklessClosedChannelException` errors when executors were removed, Spark's start-up
+chatter); the reactive one 2817 lines, 2048 of them frames, and three `Lost executor` errors.
+
+A short run (a day in a minute, after 20 s of warm-up): the start-up, scaling up and down,
+workers added and killed (reactive), a query rescale from its checkpoint, the stop at the end
+and the drain happen in it.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+STACK_FRAME = re.compile(r"^\s+at ")
+# Spark's own format (its default log4j2 profile) and Spark's records at INFO/WARN through ours
+SPARK_CHATTER = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (INFO|WARN) |\[(info|warning)\s*\].*\[spark\.|NativeCodeLoader|incubator modules|log4j")
+
+
+@pytest.mark.parametrize("mode", ["active", "reactive"])
+def test_the_demo_prints_our_lines_and_no_spark_noise(tmp_path, mode):
+    result = subprocess.run(
+        [sys.executable, "-m", "autoscaler", "demo", "--mode", mode, "--duration", "60", "--seconds-per-day", "60",
+         "--warmup", "20", "--max-executors", "3", "--no-http", "--workdir", str(tmp_path / "work")],
+        capture_output=True, text=True, timeout=600,
+    )
+    (tmp_path / "stdout").write_text(result.stdout)  # to read after a failure
+    (tmp_path / "stderr").write_text(result.stderr)
+    out, err = result.stdout.splitlines(), result.stderr.splitlines()
+    print(f"{mode}: {len(out)} lines on stdout, {len(err)} on stderr")
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = out + err
+    assert [line for line in lines if STACK_FRAME.match(line)] == []
+    assert [line for line in lines if SPARK_CHATTER.search(line)] == []
+    assert [line for line in lines if line.startswith("Traceback") or "StackOverflowError" in line] == []
+    # the live view and the summary, each rescale line naming its change once
+    assert any(line.startswith("summary: executor-seconds") for line in out)
+    rescales = [line for line in out[out.index(next(x for x in out if x.startswith("summary:"))):] if re.match(r"^\s+\d+\.\d+s  ", line)]
+    for line in rescales:
+        change = re.search(r"\d+ -> \d+", line)
+        assert change and line.count(change.group()) == 1 and "(audit #" in line, line

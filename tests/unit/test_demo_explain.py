@@ -1,0 +1,126 @@
+"""The demo's live view and summary say what the daemon does and why in plain words, with the
+numbers behind it, each fact once."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from autoscaler.core.model import Plan, QueryChange, Reason
+from autoscaler.tools.demo.explain import explain_rescale, explain_tick
+from autoscaler.tools.demo.run import summary_line
+from tests.harness import build
+
+LOAD = r"taxi gets \d+ rows/s, a batch takes \d+% of its 2 s trigger on 1 core"
+
+
+def first_change(mode: str, **overrides):
+    """The tick of a step from 100 to 2500 rows/s that wants more executors."""
+    daemon = build({"mode": mode, "executors.max": 6, **overrides}, query_name="taxi")
+    for i in range(40):
+        record = daemon.tick(rate=100.0 if i < 8 else 2500.0)
+        if record.decision.reason == Reason.SCALE_UP_FOR_LOAD:
+            return record
+    raise AssertionError("no scale-up")
+
+
+def test_a_scale_up_says_how_many_executors_and_the_load_behind_it():
+    text = explain_tick(first_change("active"))
+    assert re.fullmatch(rf"adding executors 1 -> \d: {LOAD}", text), text
+
+
+def test_reactive_mode_says_what_it_wants_what_it_has_and_that_it_adapts_instead():
+    # before: "ScaleUpForLoad: ... -> 4 core(s)" tick after tick, a scale-up that never came
+    text = explain_tick(first_change("reactive"))
+    assert re.fullmatch(rf"wants \d core\(s\), has 1; reactive mode adapts partitions \({LOAD}\)", text), text
+
+
+def test_executors_still_starting_are_waited_for_not_kept():
+    record = first_change("active")
+    target = record.decision.target
+    waiting = replace(record, decision=replace(record.decision, current=target, target=target), executors_pending=target - 1)
+    assert explain_tick(waiting).startswith(f"waiting for {target - 1} more executor(s) to start (1 of {target} there): taxi gets")
+
+
+def test_a_query_beyond_the_most_executors_allowed_says_so():
+    record = first_change("active")  # batches take more than their trigger on 1 core
+    at_most = replace(record, decision=replace(record.decision, target=1, proposed=1, reason=Reason.WITHIN_TARGET), max_executors=1)
+    assert re.fullmatch(rf"keeping 1 executor: {LOAD}; 1 is the most allowed \(executors.max\)", explain_tick(at_most)), explain_tick(at_most)
+
+
+def test_a_restart_from_the_checkpoint_says_why():
+    record = first_change("reactive")
+    [view] = record.queries
+    change = QueryChange("taxi", view.params, replace(view.params, parallelism=3), Reason.PARTITIONS_BELOW_CORES)
+    record = replace(record, plan=Plan(query_changes=(change,)), executors_cores=3)
+    assert explain_tick(record) == (
+        f"restarting taxi from its checkpoint with partitions {view.params.parallelism} -> 3 on 3 cores: "
+        "fewer partitions than cores left cores idle"
+    )
+    assert explain_rescale(record, "taxi") == "restarted from its checkpoint on 3 cores: fewer partitions than cores left cores idle"
+
+
+@pytest.mark.parametrize(
+    "decision, line",
+    [
+        pytest.param(
+            {"subject": "executors", "from": 1, "to": 2, "reason": "ScaleUpForLoad", "pause_seconds": None,
+             "why": "taxi gets 456 rows/s, a batch takes 103% of its 2 s trigger on 1 core", "audit": {"id": 1}},
+            "executors 1 -> 2: taxi gets 456 rows/s, a batch takes 103% of its 2 s trigger on 1 core (audit #1)",
+            id="executors",
+        ),
+        pytest.param(
+            {"subject": "taxi", "from": 1, "to": 2, "reason": "PartitionsBelowCores", "pause_seconds": 12.34,
+             "why": "restarted from its checkpoint on 2 cores: fewer partitions than cores left cores idle", "audit": {"id": 2}},
+            "taxi: partitions 1 -> 2: restarted from its checkpoint on 2 cores: fewer partitions than cores left cores idle, paused 12.3 s (audit #2)",
+            id="query",
+        ),
+        pytest.param(
+            {"subject": "executors", "from": 4, "to": 2, "reason": "ScaleDownForLoad", "pause_seconds": None, "why": None, "audit": None},
+            "executors 4 -> 2: ScaleDownForLoad (NOT IN THE AUDIT TRAIL)",
+            id="unexplained",
+        ),
+    ],
+)
+def test_a_summary_line_says_each_fact_once(decision, line):
+    # before: "executors: 1 -> 2 (ScaleUpForLoad): #1 executors 1 -> 2 (ScaleUpForLoad)"
+    assert summary_line(decision) == line
+    assert line.count(f"{decision['from']} -> {decision['to']}") == 1
+
+
+def test_a_new_upper_bound_is_named_as_the_reason():
+    record = first_change("active")
+    lowered = replace(
+        record,
+        decision=replace(record.decision, current=4, target=2, reason=Reason.BOUNDED_MAX, limits=(Reason.BOUNDED_MAX,)),
+        max_executors=2,
+    )
+    assert re.fullmatch(rf"releasing executors 4 -> 2: {LOAD}; at most 2 allowed \(executors.max\)", explain_tick(lowered)), explain_tick(lowered)
+
+
+def test_reactive_mode_keeps_nothing_it_finds_the_executors_enough():
+    daemon = build({"mode": "reactive"}, query_name="taxi")
+    record = daemon.run_for(60, rate=100.0)[-1]
+    assert re.fullmatch(rf"1 executor suffices: {LOAD}", explain_tick(record)), explain_tick(record)
+
+
+@pytest.mark.parametrize(
+    "mode, head",
+    [pytest.param("active", "keeping 1 executor until a warm batch confirms the load", id="active"),
+     pytest.param("reactive", "1 executor; sizing waits for a warm batch", id="reactive")],
+)
+def test_a_query_behind_on_cold_batches_waits_for_a_warm_one(mode, head):
+    record = first_change(mode)  # behind: a batch takes more than its trigger on 1 core
+    [view] = record.queries
+    cold = replace(record, decision=replace(record.decision, target=1, proposed=1, reason=Reason.WITHIN_TARGET), queries=(replace(view, warming=True),))
+    assert explain_tick(cold).startswith(f"{head}: taxi gets"), explain_tick(cold)
+
+
+def test_a_scale_up_for_a_backlog_says_how_far_behind_the_query_is():
+    record = first_change("active")
+    [load] = record.loads
+    behind = replace(record, decision=replace(record.decision, reason=Reason.SCALE_UP_FOR_BACKLOG), loads=(replace(load, lag=timedelta(seconds=46.6)),))
+    assert re.fullmatch(r"adding executors 1 -> \d: taxi gets \d+ rows/s, 47 s behind, a batch takes .*", explain_tick(behind)), explain_tick(behind)

@@ -1,0 +1,58 @@
+"""Every `--json` prints exactly one JSON document on stdout, and its logs and progress on stderr:
+`... --json | jq` works. Each command runs as a user runs it (a process of its own) with small
+parameters; the ones that start Spark are marked `spark`.
+
+Before, `benchmark step-load --json` printed the daemon's log lines (structlog's default: stdout)
+before the JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import datetime, timedelta
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    """Two hours at a 5 minute step: quiet, a burst, quiet."""
+    path = tmp_path_factory.mktemp("trace") / "small.csv"
+    t0 = datetime(2024, 3, 1)
+    values = [10, 12, 11, 10, 40, 42, 12, 10, 11, 10, 12, 11, 10, 11, 10, 12, 11, 10, 12, 11, 10, 11, 12, 10]
+    path.write_text("timestamp,value\n" + "\n".join(f"{(t0 + timedelta(minutes=5 * i)).isoformat(sep=' ')},{v}" for i, v in enumerate(values)) + "\n")
+    return path
+
+
+def run_json(*args: str, timeout: float = 300) -> dict:
+    result = subprocess.run([sys.executable, "-m", "autoscaler", *args], capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)  # the whole of stdout: one document, nothing before or after
+
+
+def test_simulate_json(trace):
+    assert run_json("simulate", "--trace", str(trace), "--json", "--peak-executors", "4")["policy"] == "default"
+
+
+def test_simulate_compare_json(trace):
+    out = run_json("simulate", "--trace", str(trace), "--compare", "--json", "--peak-executors", "4", "--days", "0.05")
+    assert {r["policy"] for r in out["results"]} >= {"default", "static"}
+
+
+def test_benchmark_sim_speed_json(trace):
+    out = run_json("benchmark", "sim-speed", "--trace", str(trace), "--days", "0.02", "--repeats", "1", "--fingerprint", "--json")
+    assert out["repeats"] == 1 and out["fingerprint"]
+
+
+@pytest.mark.spark
+def test_benchmark_step_load_json(tmp_path):
+    out = run_json("benchmark", "step-load", "--runs", "autoscaler", "--phases", "5,5,5", "--json", "--workdir", str(tmp_path), timeout=600)
+    assert set(out["runs"]) == {"autoscaler"} and out["profile"]["phases_seconds"] == [5.0, 5.0, 5.0]
+
+
+@pytest.mark.spark
+def test_benchmark_latencies_json():
+    out = run_json("benchmark", "latencies", "--repeats", "1", "--json", timeout=600)
+    assert out["executor_add_seconds"]["n"] == 1 and out["rescale_pause_seconds"]["n"] == 2

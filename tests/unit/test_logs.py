@@ -1,0 +1,52 @@
+"""Log lines: one JSON object per line for daemons, Python's plain traceback on a console, and
+never a traceback's local variables."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pytest
+import structlog
+
+from autoscaler.runtime.logs import configure_logging
+
+
+@pytest.fixture
+def restore_logging():
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    structlog.reset_defaults()
+
+
+def fail_with_a_secret_local() -> None:
+    password = "hunter2-not-for-logs"  # noqa: F841 - a local variable a traceback must not show
+    raise RuntimeError("the sink is down")
+
+
+def log_failure(fmt: str) -> str:
+    stream = io.StringIO()
+    configure_logging(fmt, "INFO", stream=stream)
+    try:
+        fail_with_a_secret_local()
+    except RuntimeError:
+        logging.getLogger("py4j.clientserver").exception("There was an exception while executing the Python Proxy")
+    return stream.getvalue()
+
+
+def test_json_lines_keep_a_tracebacks_frames_but_not_its_local_variables(restore_logging):
+    [line] = log_failure("json").splitlines()
+    record = json.loads(line)
+    assert record["exception"][0]["exc_value"] == "the sink is down"
+    assert record["exception"][0]["frames"][-1]["name"] == "fail_with_a_secret_local"
+    assert "hunter2" not in line
+
+
+def test_the_console_shows_pythons_plain_traceback(restore_logging):
+    text = log_failure("console")
+    assert "Traceback (most recent call last):" in text and "RuntimeError: the sink is down" in text
+    assert "hunter2" not in text and "╭" not in text

@@ -1,0 +1,44 @@
+"""The Spark JVMs the daemon starts read the log4j2 configurations it ships."""
+
+from __future__ import annotations
+
+import pytest
+
+from autoscaler.spark.session import (
+    CLUSTER_LOG_CONFIG,
+    DRIVER_LOG_CONFIG,
+    executors_on_this_machine,
+    log_config_option,
+    with_log_config,
+)
+
+
+@pytest.mark.parametrize(
+    "master, local",
+    [
+        pytest.param("local-cluster[3,1,1024]", True, id="local-cluster"),
+        pytest.param("spark://127.0.0.1:7077", True, id="standalone-on-loopback"),
+        pytest.param("spark://localhost:7077", True, id="standalone-on-localhost"),
+        pytest.param("spark://10.0.0.5:7077", False, id="standalone-elsewhere"),
+        pytest.param("local[2]", False, id="local: no executor JVM"),
+        pytest.param("k8s://https://kubernetes.default.svc", False, id="kubernetes"),
+    ],
+)
+def test_executors_get_the_cluster_configuration_only_where_they_can_read_this_machines_files(master, local):
+    assert executors_on_this_machine(master) is local
+    conf = with_log_config({}, master)
+    assert conf["spark.driver.extraJavaOptions"] == log_config_option(DRIVER_LOG_CONFIG)
+    assert ("spark.executor.extraJavaOptions" in conf) is local
+
+
+def test_a_users_own_jvm_options_are_kept_after_ours_so_their_log_configuration_wins():
+    conf = with_log_config({"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=mine.xml -Xss4m"}, "local-cluster[1,1,512]")
+    assert conf["spark.driver.extraJavaOptions"] == f"{log_config_option(DRIVER_LOG_CONFIG)} -Dlog4j2.configurationFile=mine.xml -Xss4m"
+    assert conf["spark.executor.extraJavaOptions"] == log_config_option(CLUSTER_LOG_CONFIG)
+
+
+def test_the_configurations_exist_and_send_the_drivers_events_as_json():
+    driver = DRIVER_LOG_CONFIG.read_text()
+    assert "JsonTemplateLayout" in driver and "rootLogger.level = error" in driver
+    assert CLUSTER_LOG_CONFIG.is_file()
+    assert log_config_option(DRIVER_LOG_CONFIG).startswith("-Dlog4j2.configurationFile=file:///")
