@@ -329,7 +329,8 @@ def _benchmark_parser(sub: Any) -> None:
     bench = _command(sub, "benchmark", "benchmarks on real Spark, and of the simulator's speed",
                      "Measure the daemon: against Spark's dynamic allocation on a real local cluster (step-load, on-off), "
                      "the simulator against the same load on that cluster (sim-to-real), the latencies of its actions "
-                     "(latencies), and the simulator's speed (sim-speed). "
+                     "(latencies), the reconcile tick and the API under load (load), many rescales under faults (soak), and the "
+                     "simulator's speed (sim-speed). "
                      "docs/benchmarks.md holds the results.")
     bench_sub = bench.add_subparsers(dest="benchmark", required=True, title="benchmarks", metavar="BENCHMARK")
     step = _command(
@@ -385,6 +386,33 @@ def _benchmark_parser(sub: Any) -> None:
     speed.add_argument("--fingerprint", action="store_true",
                        help="also print a hash of every decision of a --days run (equal before and after a change: no decision moved)")
     speed.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout")
+
+    load = _command(
+        bench_sub, "load", "the reconcile tick with many queries, and the REST API under concurrent clients (no Spark)",
+        "CPU time a reconcile tick takes with N queries (an application simulated in memory, the real reconciler, the "
+        "default policy, metrics and audit trail) and how it grows with N; then the real HTTP server under concurrent "
+        "clients while the daemon ticks: server errors, latency p50 and p99. Loopback only, bounded in count and time.",
+        "example:\n  spark-autoscaler benchmark load --queries 1,10,50,100 --clients 50 --json",
+    )
+    load.add_argument("--queries", default="1,10,50,100", metavar="N[,N...]", help="comma-separated query counts to time")
+    load.add_argument("--ticks", type=_positive_int, default=60, metavar="N", help="ticks timed per query count, after 30 of warm-up")
+    load.add_argument("--clients", type=_positive_int, default=50, metavar="N", help="concurrent API clients")
+    load.add_argument("--requests-per-client", type=_positive_int, default=40, metavar="N", help="requests each client sends")
+    load.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout")
+
+    soak = _command(
+        bench_sub, "soak", "many rescales from the checkpoint on a local cluster, some under injected faults: nothing lost or duplicated",
+        "Drive rescales from the checkpoint of a stateless and a stateful (RocksDB) query on a local Spark cluster, with "
+        "executor changes in between and every N-th rescale under an injected fault (an executor killed, a start that "
+        "fails once, a stop mid-batch); then drain and check every row came out once (docs/reliability.md). Exit code 1 "
+        "when a row was lost or duplicated.",
+        "example:\n  spark-autoscaler benchmark soak --rescales 100 --json > soak.json",
+    )
+    soak.add_argument("--rescales", type=_positive_int, default=20, metavar="N", help="rescales to drive")
+    soak.add_argument("--master", default="local-cluster[3,1,512]", metavar="URL", help="Spark master")
+    soak.add_argument("--fault-every", type=_positive_int, default=5, metavar="N", help="inject a fault into every N-th rescale")
+    soak.add_argument("--workdir", type=Path, metavar="DIR", help="keep checkpoints and output here (default: a temp dir)")
+    soak.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout (progress goes to stderr)")
 
     lat = _command(
         bench_sub, "latencies", "executor add/remove and query rescale latencies",
@@ -527,7 +555,7 @@ _EXTRAS = {"demo": "pyarrow", "plots": "matplotlib"}
 def _missing_extra(args: argparse.Namespace) -> str | None:
     """What a command needs beyond the daemon's own dependencies, when it is not installed."""
     needs = []
-    if args.command == "demo" or (args.command == "benchmark" and args.benchmark in ("step-load", "latencies", "on-off", "sim-to-real")):
+    if args.command == "demo" or (args.command == "benchmark" and args.benchmark in ("step-load", "latencies", "on-off", "sim-to-real", "soak")):
         needs.append("demo")
     if args.command == "dashboard" or (args.command == "simulate" and args.plot):
         needs.append("plots")
@@ -654,6 +682,10 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         return _cmd_sim_speed(args)
     if args.benchmark == "sim-to-real":
         return _cmd_sim_to_real(args)
+    if args.benchmark == "load":
+        return _cmd_load(args)
+    if args.benchmark == "soak":
+        return _cmd_soak(args)
     from autoscaler.tools.bench.step_load import (
         ALL_RUNS,
         OnOffProfile,
@@ -715,6 +747,42 @@ def _cmd_sim_to_real(args: argparse.Namespace) -> int:
         print(f"real: {real['executor_seconds']} executor-seconds, p95 lag {real['p95_lag_seconds']} s ({real['batches']} batches)")
         print(f"simulated: {sim['executor_seconds']} executor-seconds, p95 lag {sim['p95_lag_seconds']} s ({sim['batches']} batches)")
         print(f"executor_seconds_error {result['executor_seconds_error']}, p95_lag_ratio {result['p95_lag_ratio']}")
+    return 0
+
+
+def _cmd_soak(args: argparse.Namespace) -> int:
+    from autoscaler.tools.bench.soak import SoakError, run_soak
+
+    if args.workdir is not None and (problem := _writable_dir(args.workdir, "--workdir")):
+        return _fail(problem)
+    _exit_on_sigterm()
+    log = (lambda m: print(m, file=sys.stderr)) if args.json else print
+    with contextlib.ExitStack() as stack:
+        workdir = args.workdir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="spark-autoscaler-soak-")))
+        try:
+            result = run_soak(args.rescales, workdir=workdir, master=args.master, fault_every=args.fault_every, log=log)
+        except SoakError as exc:
+            return _fail(f"soak stopped: {exc}")
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"rescales {result['rescales']}, rows in {result['rows_in']}, out {result['rows_out']}, lost {result['lost_rows']}, "
+              f"duplicated {result['duplicate_rows']}; pause p50 {result['pause_seconds']['p50']} s, p95 {result['pause_seconds']['p95']} s, "
+              f"max {result['pause_seconds']['max']} s; faults: {len(result['faults'])}")
+    return 0 if result["lost_rows"] == 0 and result["duplicate_rows"] == 0 else 1
+
+
+def _cmd_load(args: argparse.Namespace) -> int:
+    from autoscaler.tools.bench.load import format_table, run
+
+    try:
+        counts = [int(n) for n in args.queries.split(",")]
+    except ValueError:
+        return _fail(f"--queries: {args.queries!r} must be comma-separated whole numbers")
+    if not counts or any(n < 1 or n > 1000 for n in counts):
+        return _fail(f"--queries: {args.queries!r}: each count must be within 1..1000")
+    result = run(sorted(counts), ticks=args.ticks, clients=args.clients, requests_per_client=args.requests_per_client)
+    print(json.dumps(result, indent=2) if args.json else format_table(result))
     return 0
 
 

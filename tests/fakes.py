@@ -16,6 +16,7 @@ from autoscaler.core.model import (
     BatchSample,
     Executor,
     ExecutorView,
+    OutcomeKind,
     QueryChange,
     QueryParams,
     QueryStatus,
@@ -43,6 +44,7 @@ class FakeCluster:
         start_delay: timedelta = timedelta(seconds=3),
         remove_delay: timedelta = timedelta(seconds=5),
         rescale_pause: timedelta = timedelta(seconds=2),
+        slow_rescales: bool = False,
     ) -> None:
         self.cores = cores
         self.can_request = can_request
@@ -50,6 +52,12 @@ class FakeCluster:
         self.start_delay = start_delay
         self.remove_delay = remove_delay
         self.rescale_pause = rescale_pause
+        # slow_rescales: a query restarts over rescale_pause (RESCALING, old params), as on Spark;
+        # otherwise at once
+        self.slow_rescales = slow_rescales
+        self.restarting: dict[str, tuple[datetime, QueryChange]] = {}
+        self.fail_rescales: set[str] = set()  # queries whose restarts fail (and go back to their old params)
+        self.pinned_shuffle: int | None = None  # shuffle partitions a checkpoint pins: what a restarted query reports
         self._next_id = 0
         self.alive: dict[str, Executor] = {}
         for _ in range(executors):
@@ -95,6 +103,10 @@ class FakeCluster:
     # --- ports -----------------------------------------------------------------------------
 
     def _advance(self, now: datetime) -> None:
+        for name, (done_at, change) in list(self.restarting.items()):
+            if done_at <= now:
+                del self.restarting[name]
+                self._restarted(change, done_at - self.rescale_pause)
         for p in [p for p in self.pending if p.ready_at <= now]:
             self.pending.remove(p)
             self._add(p.ready_at)
@@ -157,21 +169,33 @@ class FakeCluster:
 
     def rescale(self, change: QueryChange, now: datetime) -> bool:
         self.calls.append(("rescale", (change.name, change.to_params.parallelism)))
+        if self.slow_rescales:
+            self.queries[change.name] = replace(self.queries[change.name], status=QueryStatus.RESCALING)
+            self.restarting[change.name] = (now + self.rescale_pause, change)
+        else:
+            self._restarted(change, now)
+        return True
+
+    def _restarted(self, change: QueryChange, started: datetime) -> None:
         view = self.queries[change.name]
-        self.queries[change.name] = replace(view, params=change.to_params, run_started_at=now)
+        ok = change.name not in self.fail_rescales
+        params = change.to_params if ok else change.from_params
+        if self.pinned_shuffle is not None:
+            params = replace(params, shuffle_partitions=self.pinned_shuffle)
+        self.queries[change.name] = replace(view, params=params, status=QueryStatus.RUNNING, run_started_at=started)
         self.outcomes.append(
             ActionOutcome(
                 subject=change.name,
-                kind="rescale",
-                ok=True,
-                started_at=now,
-                finished_at=now + self.rescale_pause,
-                pause=self.rescale_pause,
+                kind=OutcomeKind.RESCALE,
+                ok=ok,
+                started_at=started,
+                finished_at=started + self.rescale_pause,
+                message="" if ok else "the new run failed to start",
+                pause=self.rescale_pause if ok else None,
                 from_params=change.from_params,
                 to_params=change.to_params,
             )
         )
-        return True
 
 
 def steady_batches(

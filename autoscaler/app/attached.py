@@ -26,6 +26,7 @@ from typing import Any, Mapping, Sequence
 from prometheus_client import CollectorRegistry
 
 from autoscaler.app.compose import assemble, configure, new_metrics, open_store
+from autoscaler.app.driver import saved_queries
 from autoscaler.core.settings import Settings
 from autoscaler.ops.server import HttpServer, serve_daemon
 from autoscaler.runtime.clock import Clock, SystemClock
@@ -97,12 +98,13 @@ def attach(
         max_samples=settings.window.max_samples,
         stop_timeout=settings.pipelines.stop_timeout,
         restart_backoff_max=settings.pipelines.restart_backoff_max,
+        max_failures=settings.pipelines.max_failures,
     )
     for q in queries:
         name = q.name or str(q.id)
         host.attach(q, (parallelism or {}).get(name, max(1, executors.registered_cores())))
     if specs:
-        host.prepare(max(1, executors.registered_cores()))
+        host.prepare(max(1, executors.registered_cores()), saved_queries(store))
         host.start_all()
     application = str(spark.sparkContext.appName)
     metrics = new_metrics(settings, application)

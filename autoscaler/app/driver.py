@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import structlog
 from prometheus_client import CollectorRegistry
@@ -26,7 +26,7 @@ from autoscaler.app.compose import assemble, new_metrics, open_store
 from autoscaler.app.signals import StopSignals
 from autoscaler.core.model import Mode, TickRecord
 from autoscaler.core.modes import resolve_mode
-from autoscaler.core.plan import choose_removals
+from autoscaler.core.plan import QueryResume, choose_removals
 from autoscaler.core.settings import Settings
 from autoscaler.k8s.client import api_client, own_namespace
 from autoscaler.k8s.gateway import KubeApi
@@ -40,6 +40,7 @@ from autoscaler.runtime.loop import ReconcileLoop
 from autoscaler.runtime.observe import WithExecutorPods
 from autoscaler.runtime.ports import ClusterObserver, StateStore
 from autoscaler.runtime.reconciler import Reconciler
+from autoscaler.runtime.state.schema import restore_state
 from autoscaler.spark.executors import SparkExecutors
 from autoscaler.spark.host import QueryHost, StopReport
 from autoscaler.spark.kubernetes import is_kubernetes
@@ -124,8 +125,9 @@ class DriverDaemon:
                 max_samples=s.window.max_samples,
                 stop_timeout=s.pipelines.stop_timeout,
                 restart_backoff_max=s.pipelines.restart_backoff_max,
+                max_failures=s.pipelines.max_failures,
             )
-            self.host.prepare(max(1, self.executors.registered_cores()))
+            self.host.prepare(max(1, self.executors.registered_cores()), saved_queries(self.state_store))
             if not self._stopped.is_set():  # a stop asked for while Spark started: nothing to start
                 self.host.start_all()
             daemon = assemble(
@@ -242,6 +244,12 @@ class DriverDaemon:
         if self._own_spark and self.spark is not None:
             stop_session(self.spark)
             self.spark = None
+
+
+def saved_queries(store: StateStore | None) -> Mapping[str, QueryResume]:
+    """How the previous daemon on this state last ran each hosted query (empty without state)."""
+    state = store.load() if store is not None else None
+    return restore_state(state, str(store)).queries if state else {}
 
 
 def _application(spark: Any, settings: Settings) -> str:

@@ -11,11 +11,11 @@ from datetime import timedelta
 from typing import Any, Callable, Iterable, Mapping
 
 from autoscaler.core.model import (
-    ActionKind,
-    ActionResult,
     Mode,
+    OutcomeKind,
     Plan,
     QueryParams,
+    QueryStatus,
     Reason,
     Snapshot,
 )
@@ -83,22 +83,47 @@ def control_problems(
     return problems
 
 
-def settled_requests(control: ControlState, snap: Snapshot, plan: Plan, results: tuple[ActionResult, ...]) -> ControlState:
-    """``control`` without the operator's query requests that are done with: started, refused for
-    good, already in force, or whose query is gone."""
+def settled_requests(control: ControlState, snap: Snapshot, plan: Plan) -> ControlState:
+    """``control`` without the operator's query requests that are done with: in force (the query
+    runs with them, or its restart with them reported success), refused for good, failed when
+    tried, or whose query is gone.
+
+    A request is kept while its restart from the checkpoint runs: a daemon that dies meanwhile
+    finds it in its saved state and asks for it again, instead of losing the operator's change.
+    """
     if not control.query_requests:
         return control
-    done = {r.subject for r in results if r.ok and r.action == ActionKind.RESCALE}
-    refused = {r.name for r in plan.refusals if r.reason != Reason.QUERY_BUSY}
     views = {q.name: q for q in snap.queries}
     changing = {c.name for c in plan.query_changes}
-    in_force = {
-        name for name, params in control.query_requests.items() if name not in views or (views[name].params == params and name not in changing)
-    }
-    gone = (done | refused | in_force) & set(control.query_requests)
-    if not gone:
+    refused = {r.name for r in plan.refusals if r.reason != Reason.QUERY_BUSY}
+    failed = failed_requests(control, snap)
+    restarted = {o.subject for o in snap.outcomes if o.kind == OutcomeKind.RESCALE and o.ok and o.to_params == control.query_requests.get(o.subject)}
+    done = set()
+    for name, params in control.query_requests.items():
+        view = views.get(name)
+        in_force = view is not None and requested(params, view.params) == view.params and view.status == QueryStatus.RUNNING and name not in changing
+        if view is None or in_force or name in restarted or name in refused or name in failed:
+            done.add(name)
+    if not done:
         return control
-    return replace(control, query_requests={n: p for n, p in control.query_requests.items() if n not in gone})
+    return replace(control, query_requests={n: p for n, p in control.query_requests.items() if n not in done})
+
+
+def requested(request: QueryParams, running: QueryParams) -> QueryParams:
+    """What ``request`` asks of a query running with ``running``: a request that names no shuffle
+    partitions keeps those the query has (its checkpoint pins them once it has run a batch)."""
+    if request.shuffle_partitions is None and running.shuffle_partitions is not None:
+        return replace(request, shuffle_partitions=running.shuffle_partitions)
+    return request
+
+
+def failed_requests(control: ControlState, snap: Snapshot) -> set[str]:
+    """Queries whose requested restart failed (reported in ``snap``): not asked for again."""
+    return {
+        o.subject
+        for o in snap.outcomes
+        if o.kind == OutcomeKind.RESCALE and not o.ok and o.to_params is not None and o.to_params == control.query_requests.get(o.subject)
+    }
 
 
 def cleared(control: ControlState, fields: Iterable[str]) -> ControlState:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
-from autoscaler.core.control import ControlState
+from autoscaler.core.control import ControlState, failed_requests, requested
 from autoscaler.core.costmodel import CostModelCache
 from autoscaler.core.evaluate import evaluate_query, record_rates, schedule_lag
 from autoscaler.core.history import EXECUTORS, ScalingEvent, ScalingHistory
@@ -222,15 +222,17 @@ def planning_cores(snap: Snapshot, mode: EffectiveMode, executors: ExecutorDecis
 
 def wanted_params(snap: Snapshot, proposal: Proposal, control: ControlState) -> dict[str, tuple[QueryParams, Reason]]:
     """Query settings asked for explicitly: the policy's partitions, then the operator's requests
-    (which win)."""
+    (which win; not one whose restart has just failed: it is dropped, with its outcome audited)."""
     wanted: dict[str, tuple[QueryParams, Reason]] = {}
     for name, parallelism in proposal.parallelism.items():
         view = snap.query(name)
         if view is not None:
             wanted[name] = (replace(view.params, parallelism=parallelism), Reason.POLICY_PARALLELISM)
+    failed = failed_requests(control, snap)
     for name, params in control.query_requests.items():
-        if snap.query(name) is not None:
-            wanted[name] = (params, Reason.OPERATOR_REQUEST)
+        view = snap.query(name)
+        if view is not None and name not in failed:
+            wanted[name] = (requested(params, view.params), Reason.OPERATOR_REQUEST)
     return wanted
 
 

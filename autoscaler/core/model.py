@@ -213,6 +213,9 @@ class QueryView:
     batch_running: bool = False  # a trigger is executing right now (``status.isTriggerActive``)
     batch_tasks: tuple[int, int] | None = None  # (completed, total) tasks of the running batch
     warming: bool = False  # a new run or changed executors: batches are slow because cold
+    # what the query's pipeline declares (trigger, rate limit, shuffle partitions; parallelism:
+    # its initial one on one core); None for a query the daemon does not host
+    declared: QueryParams | None = None
     # the latest trigger that found no new rows, as Spark reports it (``QueryIdleEvent``: at most
     # one every ``spark.sql.streaming.noDataProgressEventInterval``, 10 s, while no batch runs);
     # kept across a restart (a new run reports its first idle trigger only 10 s after it started,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from autoscaler.core.capacity import aligned_parallelism, wave_efficiency
 from autoscaler.core.history import ScalingHistory
@@ -188,3 +188,35 @@ def plan_queries(inp: QueryPlanInput) -> tuple[tuple[QueryChange, ...], tuple[Qu
             msg += f", at most {limit} rows a batch"
         changes.append(QueryChange(view.name, view.params, params, reason, msg))
     return tuple(changes), tuple(refusals)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResume:
+    """What a daemon keeps of a hosted query to start it again as it ran: the settings it ran
+    with, and what its pipeline declared then (to tell the daemon's and the operators' changes
+    from a new pipeline definition)."""
+
+    running: QueryParams
+    declared: QueryParams
+
+
+def resumed_params(
+    declared: QueryParams, saved: QueryResume | None, min_parallelism: int, max_parallelism: int
+) -> tuple[QueryParams, tuple[str, ...]]:
+    """The settings a hosted query starts with after a daemon restart, and the fields resumed.
+
+    The partitions it last ran with (within the pipeline's range: the daemon chose them). A
+    trigger, rate limit or shuffle partitions it ran with differently from what its pipeline
+    declared (an operator's change), unless the pipeline now declares something else than it
+    did then (a new definition wins). Everything else as declared.
+    """
+    if saved is None:
+        return declared, ()
+    changes: dict[str, Any] = {}
+    if min_parallelism <= saved.running.parallelism <= max_parallelism and saved.running.parallelism != declared.parallelism:
+        changes["parallelism"] = saved.running.parallelism
+    for name in ("trigger_interval", "max_rows_per_batch", "shuffle_partitions"):
+        ran, was, now = getattr(saved.running, name), getattr(saved.declared, name), getattr(declared, name)
+        if ran != was and was == now:
+            changes[name] = ran
+    return replace(declared, **changes), tuple(changes)

@@ -220,6 +220,12 @@ class PipelineSettings(_Model):
     restart_backoff_max: Duration = Field(
         timedelta(minutes=5), description="Longest wait before restarting a failed query (exponential back-off)."
     )
+    max_failures: int = Field(
+        10,
+        ge=0,
+        description="Failures in a row (without a batch done in between) after which a query is given up: status "
+        "`failed`, no more restarts; the daemon and the other queries go on. 0: never give up.",
+    )
     stop_timeout: Duration = Field(
         timedelta(seconds=120), description="Longest wait for a batch boundary when stopping a query."
     )

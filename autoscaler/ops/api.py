@@ -314,7 +314,11 @@ CONTROL_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Missing or unknown bearer token."},
     403: {"model": ErrorBody, "description": "Control API disabled: no token is configured."},
     422: {"model": ErrorBody, "description": "Invalid change; `loc` names the field. Nothing was applied."},
-    503: {"model": ErrorBody, "description": "The daemon is still starting, or the state store cannot be written (nothing was applied)."},
+    503: {
+        "model": ErrorBody,
+        "description": "Nothing was applied: the daemon is still starting, the state store cannot be written, or the "
+        "token file became unreadable or malformed (every change is refused until it is fixed).",
+    },
 }
 QUERY_ERRORS: dict[int | str, dict[str, Any]] = {
     **CONTROL_ERRORS,
@@ -368,6 +372,10 @@ def create_app(
         return _resolve(loop)
 
     def operator(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> str:
+        if (problem := auth.check()) is not None:
+            # fail closed: until the token file is good again no change is accepted (the bad
+            # rotation may have been meant to revoke the very token presented)
+            raise _Refused(_error(503, ["header", "authorization"], f"control refused: {problem}; fix the file to resume", "token_file_invalid"))
         if not auth.enabled:
             raise _Refused(
                 _error(403, ["header", "authorization"], "control API disabled: configure a token (http.token_file or "

@@ -160,6 +160,15 @@ class Metrics:
         self.operator_changes = Counter(
             f"{PREFIX}operator_changes", "Changes made through the control API, by change.", (*A, "change"), registry=r
         )
+        self.token_file_valid = Gauge(
+            f"{PREFIX}token_file_valid",
+            "1 while the control API's token file can be used, 0 while it cannot (every control change is refused); absent without one.",
+            A,
+            registry=r,
+        )
+        self.token_file_errors = Counter(
+            f"{PREFIX}token_file_errors", "Times the token file became unreadable or malformed (a rotation gone wrong).", A, registry=r
+        )
         self.slo_target_lag = Gauge(f"{PREFIX}slo_target_lag_seconds", "The lag every query should stay under (slo.target_lag).", A, registry=r)
 
         self.build_info.labels(application).info({"version": version, "policy": policy})
@@ -217,6 +226,12 @@ class Metrics:
         self.paused.labels(a).set(0)
         self.dry_run.labels(a).set(1 if settings.dry_run else 0)
         self._state_set(self.configured_mode, settings.mode.value, [m.value for m in Mode])
+
+    def token_file_state(self, problem: str | None) -> None:
+        """The token file became usable (``problem`` None) or not."""
+        self.token_file_valid.labels(self.application).set(0 if problem else 1)
+        if problem:
+            self.token_file_errors.labels(self.application).inc()
 
     def tick_failed(self, phase: str) -> None:
         self.errors.labels(self.application, phase).inc()

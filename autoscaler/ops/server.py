@@ -84,6 +84,20 @@ class HttpServer:
         self.stop()
 
 
+def _token_file_told(metrics: Any) -> Any:
+    """Log and count each change of the token file's state (a bad rotation fails closed)."""
+
+    def told(problem: str | None) -> None:
+        if problem is None:
+            log.info("token_file_valid", detail="control changes are accepted again")
+        else:
+            log.error("token_file_invalid", error=problem, detail="every control change is refused until the file is fixed")
+        if metrics is not None:
+            metrics.token_file_state(problem)
+
+    return told
+
+
 def serve_daemon(
     settings: Any,
     *,
@@ -105,6 +119,10 @@ def serve_daemon(
 
     h = settings.http
     auth = auth or ApiAuth.from_settings(h.token_file, h.token_env, token_files=h.token_files)
+    if auth.on_problem is None:
+        auth.on_problem = _token_file_told(metrics)
+        if (auth.token_file is not None or auth.token_files) and metrics is not None:
+            metrics.token_file_state(None)
     app = create_app(
         reconciler=reconciler,
         loop=loop,

@@ -204,6 +204,8 @@ def describe_outcome(o: ActionOutcome) -> str:
         return f"query {o.subject}: rescale failed ({change}): {o.message}"[:300]
     if o.kind == "finish":
         return f"query {o.subject}: finished ({o.message or 'bounded input done'})"
+    if o.kind == "restart":
+        return f"query {o.subject}: {o.message}"[:300] if o.message else f"query {o.subject}: restart {'done' if o.ok else 'given up'}"
     return f"query {o.subject}: {o.kind} {'ok' if o.ok else 'failed'} {o.message}".strip()
 
 

@@ -31,7 +31,8 @@ from autoscaler.core.decide import (
 )
 from autoscaler.core.evaluate import schedule_lag
 from autoscaler.core.history import ScalingHistory
-from autoscaler.core.model import ActionKind, ActionResult, Mode, Snapshot, TickRecord
+from autoscaler.core.model import ActionKind, ActionResult, Mode, QueryStatus, Snapshot, TickRecord
+from autoscaler.core.plan import QueryResume
 from autoscaler.core.policy import Policy, PolicyError, PolicyFailed
 from autoscaler.core.settings import Settings
 from autoscaler.runtime.audit import EVENT, AuditEntry, AuditTrail
@@ -44,7 +45,7 @@ from autoscaler.runtime.ports import (
 )
 from autoscaler.runtime.realizer import Realizer
 from autoscaler.runtime.state.base import StateStoreError
-from autoscaler.runtime.state.schema import restore_state
+from autoscaler.runtime.state.schema import queries_json, restore_state
 from policies.registry import create_policy
 
 log = structlog.get_logger("autoscaler.reconciler")
@@ -97,6 +98,8 @@ class Reconciler:
         self._lock = threading.RLock()
         self.history = ScalingHistory()
         self.control = ControlState()
+        # each hosted query as it last ran, saved so a restarted daemon starts it so again
+        self.queries: dict[str, QueryResume] = {}
         self.audit = audit if audit is not None else AuditTrail(settings.audit.max_count, settings.audit.max_age)
         self.last: TickRecord | None = None
         self.last_snapshot: Snapshot | None = None
@@ -185,7 +188,10 @@ class Reconciler:
         # rate points kept per query: one a step over the rate history's age
         rate_points = (int(h.rate_max_age / h.rate_step) + 1) * max(1, len(snap.queries))
         self.history = history.trimmed(now, h.max_age, h.max_count, h.rate_max_age, rate_points)
-        self.control = settled_requests(self.control, snap, decision.plan, results)
+        self.control = settled_requests(self.control, snap, decision.plan)
+        self.queries.update(
+            (q.name, QueryResume(q.params, q.declared)) for q in snap.queries if q.declared is not None and q.status == QueryStatus.RUNNING
+        )
         self._save_tick()
         return TickRecord(
             at=now,
@@ -234,9 +240,12 @@ class Reconciler:
         if self.state_store is None:
             return
         state = self.state_store.load()
+        if leftovers := getattr(self.state_store, "removed_leftovers", None):
+            log.info("state_leftovers_removed", files=leftovers, detail="temporary files of saves a killed daemon did not finish")
         if not state:
             return
-        self.history, control = restore_state(state, str(self.state_store))
+        restored = restore_state(state, str(self.state_store))
+        self.history, control, self.queries = restored.history, restored.control, dict(restored.queries)
         # Overrides saved under another configuration may no longer fit it: drop those, loudly.
         dropped = dict(control_problems(control, self.settings, policy_params_problem(self.settings)))
         if dropped:
@@ -255,7 +264,7 @@ class Reconciler:
         """Save the history with ``control`` (default: the control state in effect)."""
         if self.state_store is not None:
             saved = control if control is not None else self.control
-            self.state_store.save({"history": self.history.to_json(), "control": saved.to_json()})
+            self.state_store.save({"history": self.history.to_json(), "control": saved.to_json(), "queries": queries_json(self.queries)})
 
     def _save_tick(self) -> None:
         """Save what the tick changed. The tick has acted by now: a store that cannot be written

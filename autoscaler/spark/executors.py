@@ -28,6 +28,24 @@ _LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*
 REMOVAL_TIMEOUT = timedelta(seconds=120)
 
 
+class ExecutorRequestError(RuntimeError):
+    """An executor request the cluster manager did not take (it raised rather than said no)."""
+
+
+def java_error(exc: BaseException) -> str:
+    """A JVM exception in one line: its innermost cause (``IOException: Failed to send RPC ...``),
+    not the stack trace py4j carries along."""
+    java = getattr(exc, "java_exception", None)
+    if java is None:
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    try:
+        while java.getCause() is not None and java.getCause() != java:
+            java = java.getCause()
+        return str(java.toString())
+    except Exception:  # the JVM is going away: the Python side's first line is the best there is
+        return str(exc).splitlines()[0]
+
+
 def request_capability(master: str, dynamic_allocation: bool) -> tuple[bool, Reason]:
     """Whether the driver can ask the cluster manager for executors."""
     if dynamic_allocation:
@@ -150,12 +168,21 @@ class SparkExecutors:
         if not self.can_request:
             return False
         empty = self._jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(self._jvm.java.util.HashMap())
-        ok = bool(self._jsc.requestTotalExecutors(int(total), 0, empty))
+        failure = None
+        try:
+            ok = bool(self._jsc.requestTotalExecutors(int(total), 0, empty))
+        except Exception as exc:  # the cluster manager did not answer (a standalone master down: the RPC fails)
+            ok, failure = False, java_error(exc)
         with self._lock:
-            if ok and total != self.requested_total:
+            # what we asked for, accepted or not: a refused request (the master down, say) is one
+            # not granted, and its clock must run for the fallback to reactive behaviour
+            if total != self.requested_total:
                 self._last_set_at = now
-            if ok:
-                self.requested_total = total
+            self.requested_total = total
+        if failure is not None:
+            raise ExecutorRequestError(f"the cluster manager did not take the request for {total} executor(s): {failure}")
+        if not ok:
+            log.warning("executor_request_refused", total=total, detail="the cluster manager refused the request; it is asserted again every tick")
         return ok
 
     def remove(self, ids: Sequence[str], now: datetime) -> bool:

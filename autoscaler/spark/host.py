@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import structlog
 
@@ -35,6 +35,7 @@ from autoscaler.core.model import (
     QueryStatus,
     QueryView,
 )
+from autoscaler.core.plan import QueryResume, resumed_params
 from autoscaler.runtime.clock import Clock
 from autoscaler.spark.checkpoint import read_checkpoint, remove_offsets_after
 from autoscaler.spark.pipelines import PipelineContext, PipelineError, PipelineSpec
@@ -133,6 +134,7 @@ class QueryHost:
         max_samples: int = 240,
         stop_timeout: timedelta = timedelta(seconds=120),
         restart_backoff_max: timedelta = timedelta(minutes=5),
+        max_failures: int = 10,
     ) -> None:
         self.spark = spark
         self.clock = clock
@@ -141,6 +143,7 @@ class QueryHost:
         self.max_samples = max_samples
         self.stop_timeout = stop_timeout
         self.restart_backoff_max = restart_backoff_max
+        self.max_failures = max_failures  # failures in a row before a query is given up (0: never)
         self._lock = threading.RLock()
         self._start_lock = threading.Lock()
         self._runs: dict[str, _Run] = {}
@@ -157,14 +160,21 @@ class QueryHost:
 
     # --- lifecycle -------------------------------------------------------------------------
 
-    def prepare(self, cores: int) -> None:
+    def prepare(self, cores: int, resumed: Mapping[str, QueryResume] | None = None) -> None:
         """Choose initial params and build every pipeline once without starting anything.
 
-        A pipeline that raises is reported by name and nothing is started.
+        ``resumed``: the queries as a previous daemon last ran them (from its saved state): each
+        starts with the partitions it ran with and an operator's trigger or rate limit
+        (:func:`~autoscaler.core.plan.resumed_params`). A pipeline that raises is reported by
+        name and nothing is started.
         """
         for run in self._runs.values():
             assert run.spec is not None
-            run.params = self._pinned(run, run.spec.initial_params(max(1, cores)))
+            spec = run.spec
+            params, kept = resumed_params(spec.initial_params(max(1, cores)), (resumed or {}).get(run.name), spec.min_parallelism, spec.max_parallelism)
+            if kept:
+                log.info("query_resumed", query=run.name, fields=list(kept), params=params.to_json())
+            run.params = self._pinned(run, params)
             try:
                 writer = run.spec.build(self.spark, self._context(run, run.params))
             except Exception as exc:
@@ -321,6 +331,7 @@ class QueryHost:
             batch_tasks=batch_tasks,
             warming=warming,
             idle_at=run.idle_at,
+            declared=spec.initial_params(1) if spec else None,
         )
 
     def take_outcomes(self) -> tuple[ActionOutcome, ...]:
@@ -559,6 +570,8 @@ class QueryHost:
                     with self._lock:
                         run.restarts += 1
                     log.info("query_restarted", query=run.name, attempt=run.failures)
+                    self._record(ActionOutcome(run.name, OutcomeKind.RESTART, True, now, self.clock.now(),
+                                               f"restarted from its checkpoint after failure {run.failures}: {run.last_error or ''}"[:300]))
                 except Exception as exc:
                     self._schedule_restart(run, f"{type(exc).__name__}: {exc}")
 
@@ -573,12 +586,25 @@ class QueryHost:
         self._schedule_restart(run, str(exc) if exc is not None else "query stopped outside the daemon")
 
     def _schedule_restart(self, run: _Run, error: str) -> None:
+        """Restart a failed query after a back-off (2, 4, 8 ... s, capped), or give it up after
+        ``max_failures`` failures in a row (its status stays ``failed``; the others go on)."""
+        now = self.clock.now()
         with self._lock:
             run.failures += 1
-            delay = min(self.restart_backoff_max.total_seconds(), 2.0 ** min(run.failures, 20))
-            run.next_restart_at = self.clock.now() + timedelta(seconds=delay)
             run.last_error = error[:2000]
-            run.status = QueryStatus.RESTARTING
+            give_up = 0 < self.max_failures <= run.failures
+            if give_up:
+                run.status, run.next_restart_at = QueryStatus.FAILED, None
+            else:
+                delay = min(self.restart_backoff_max.total_seconds(), 2.0 ** min(run.failures, 20))
+                run.next_restart_at = now + timedelta(seconds=delay)
+                run.status = QueryStatus.RESTARTING
+        if give_up:
+            log.error("query_given_up", query=run.name, error=error_summary(error), failures=run.failures,
+                      detail="no more restarts (pipelines.max_failures); the daemon and the other queries go on")
+            self._record(ActionOutcome(run.name, OutcomeKind.RESTART, False, run.run_started_at or now, now,
+                                       f"given up after {run.failures} failures in a row: {error_summary(error)}"[:300]))
+            return
         log.error("query_failed", query=run.name, error=error_summary(error), retry_in_seconds=delay, failures=run.failures)
 
 

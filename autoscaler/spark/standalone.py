@@ -44,11 +44,15 @@ class Worker:
 
 
 class LocalStandaloneCluster:
-    def __init__(self, workdir: Path, *, cores_per_worker: int = 1, memory: str = "1g") -> None:
+    def __init__(self, workdir: Path, *, cores_per_worker: int = 1, memory: str = "1g", recovery: bool = False) -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.cores_per_worker = cores_per_worker
         self.memory = memory
+        # the master keeps its applications and workers in workdir/recovery, so one started again
+        # takes them back (Spark's FILESYSTEM recovery mode); without it a restarted master knows
+        # no application and the workers drop their executors
+        self.recovery = recovery
         self.port = free_port()
         self.webui_port = free_port()
         self.master: subprocess.Popen[bytes] | None = None
@@ -71,12 +75,20 @@ class LocalStandaloneCluster:
         )
         return env
 
-    def _spawn(self, args: list[str], log_name: str) -> subprocess.Popen[bytes]:
+    def _spawn(self, args: list[str], log_name: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         log = open(self.workdir / log_name, "ab")
         cmd = [str(spark_home() / "bin" / "spark-class"), *args]
-        return subprocess.Popen(cmd, env=self._env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(cmd, env={**self._env(), **(env or {})}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def start(self, workers: int = 1, timeout: float = 60) -> str:
+        self.start_master(timeout)
+        for _ in range(workers):
+            self.add_worker()
+        self.wait_for_workers(workers, timeout)
+        return self.url
+
+    def start_master(self, timeout: float = 60) -> None:
+        """Start the master on the cluster's port (again, after :meth:`stop_master`)."""
         self.master = self._spawn(
             [
                 "org.apache.spark.deploy.master.Master",
@@ -85,12 +97,22 @@ class LocalStandaloneCluster:
                 "--webui-port", str(self.webui_port),
             ],
             "master.log",
+            env=self._master_env(),
         )
         self._wait(lambda: self.state() is not None, timeout, "master did not answer")
-        for _ in range(workers):
-            self.add_worker()
-        self.wait_for_workers(workers, timeout)
-        return self.url
+
+    def _master_env(self) -> dict[str, str]:
+        if not self.recovery:
+            return {}
+        directory = self.workdir / "recovery"
+        directory.mkdir(parents=True, exist_ok=True)
+        return {"SPARK_MASTER_OPTS": f"-Dspark.deploy.recoveryMode=FILESYSTEM -Dspark.deploy.recoveryDirectory={directory}"}
+
+    def stop_master(self) -> None:
+        """Stop the master (an outage): workers and running executors stay."""
+        if self.master is not None and self.master.poll() is None:
+            self.master.send_signal(signal.SIGTERM)
+            self.master.wait(timeout=30)
 
     def add_worker(self) -> Worker:
         index = self._next

@@ -149,6 +149,59 @@ def test_the_token_file_names_who_changed_what(tmp_path: Path):
         assert d.client.post("/api/v1/control/pause", headers={"Authorization": "Bearer carol-token-0987654321"}).status_code == 401
 
 
+@pytest.mark.parametrize(
+    "rotated",
+    [
+        pytest.param(b"dave dave-token-1111111111 extra-word\n", id="malformed-line"),
+        pytest.param(b"\xca\xfe\xba\xbe\xca\xfe", id="not-text"),
+    ],
+)
+def test_a_token_file_rotated_into_garbage_fails_closed_and_says_so(tmp_path: Path, rotated):
+    tokens = tmp_path / "tokens"
+    tokens.write_text("carol carol-token-0987654321\n")
+    told: list[str | None] = []
+    auth = ApiAuth.from_settings(tokens, "UNUSED_ENV", environ={})
+    auth.on_problem = told.append
+    assert auth.identify("carol-token-0987654321") == "carol"
+    tokens.write_bytes(rotated)  # the rotation that was meant to revoke carol went wrong
+    assert auth.identify("carol-token-0987654321") is None  # her old token stops working at once
+    assert auth.check() is not None and "token file" in auth.check() and told == [auth.problem]
+    for d in serve(build(), auth=auth):
+        r = d.client.post("/api/v1/control/pause", headers={"Authorization": "Bearer carol-token-0987654321"})
+        assert r.status_code == 503 and r.json()["detail"][0]["type"] == "token_file_invalid"
+        assert "fix the file" in r.json()["detail"][0]["msg"] and d.reconciler.control.paused is False
+        tokens.write_text("dave dave-token-1111111111\n")  # fixed: the new tokens work, the problem is gone
+        assert d.client.post("/api/v1/control/pause", headers={"Authorization": "Bearer dave-token-1111111111"}).status_code == 200
+        assert auth.problem is None and told[-1] is None
+
+
+def test_a_bad_token_file_is_logged_and_counted_where_the_daemon_serves_it(tmp_path: Path):
+    from prometheus_client import CollectorRegistry
+
+    from autoscaler.core.settings import Settings
+    from autoscaler.ops.metrics import Metrics
+    from autoscaler.ops.server import serve_daemon
+
+    tokens = tmp_path / "tokens"
+    tokens.write_text("carol carol-token-0987654321\n")
+    metrics = Metrics(CollectorRegistry(), application="x")
+    settings = Settings.model_validate({"http": {"port": 0, "token_file": str(tokens), "token_env": "UNUSED_ENV"}})
+    server = serve_daemon(settings, reconciler=lambda: None, loop=lambda: None, registry=metrics.registry, metrics=metrics,
+                          clock=None, application="x")
+    try:
+        value = metrics.registry.get_sample_value
+        assert value("spark_autoscaler_token_file_valid", {"application": "x"}) == 1
+        tokens.write_text("one two three four\n")
+        import httpx
+
+        r = httpx.post(f"{server.url}/api/v1/control/pause", headers={"Authorization": "Bearer carol-token-0987654321"})
+        assert r.status_code == 503 and r.json()["detail"][0]["type"] == "token_file_invalid"
+        assert value("spark_autoscaler_token_file_valid", {"application": "x"}) == 0
+        assert value("spark_autoscaler_token_file_errors_total", {"application": "x"}) == 1
+    finally:
+        server.stop()
+
+
 def test_the_environment_token_is_an_operator():
     auth = ApiAuth.from_settings(None, "MY_TOKEN", environ={"MY_TOKEN": " envtoken-123 \n"})
     assert auth.identify("envtoken-123") == "operator" and auth.identify("other") is None

@@ -159,6 +159,62 @@ def test_idle_events_reach_the_view_and_outlive_a_restart(tmp_path):
         host._stop_supervisor.set()
 
 
+def test_a_restarted_daemon_starts_each_query_as_it_last_ran(tmp_path):
+    from autoscaler.core.model import QueryParams
+    from autoscaler.core.plan import QueryResume
+
+    spec = PipelineSpec("q", lambda spark, ctx: FakeWriter(lambda: FakeQuery("run-0")), trigger=timedelta(seconds=2), initial_parallelism=2,
+                        max_parallelism=16)
+    declared = spec.initial_params(1)
+    saved = {"q": QueryResume(replace(declared, parallelism=8, max_rows_per_batch=500), declared)}
+    host = QueryHost(FakeSpark(), [spec], checkpoint_root=tmp_path, clock=SystemClock(), registered_cores=lambda: 2)
+    host.prepare(2, saved)
+    view = host.views()[0]
+    assert view.params == QueryParams(parallelism=8, trigger_interval=timedelta(seconds=2), max_rows_per_batch=500)
+    assert view.declared == declared
+
+
+class _Dead(FakeQuery):
+    """A run that has already failed."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(run_id)
+        self.isActive = False
+
+    def exception(self) -> Any:  # type: ignore[override]
+        return RuntimeError("the sink rejected the batch")
+
+
+def test_a_query_that_keeps_failing_is_restarted_with_growing_back_off_then_given_up(tmp_path):
+    from autoscaler.core.model import OutcomeKind
+    from autoscaler.runtime.clock import FakeClock
+
+    clock = FakeClock()
+    runs = iter(range(100))
+    spec = PipelineSpec("q", lambda spark, ctx: FakeWriter(lambda: _Dead(f"run-{next(runs)}")), trigger=timedelta(seconds=1), initial_parallelism=2)
+    host = QueryHost(FakeSpark(), [spec], checkpoint_root=tmp_path, clock=clock, registered_cores=lambda: 2, max_failures=4,
+                     restart_backoff_max=timedelta(seconds=5))
+    host.start_all()
+    host._stop_supervisor.set()  # the test drives supervision itself, on its clock
+    waits = []
+    for _ in range(60):
+        host.supervise_once()
+        view = host.views()[0]
+        if view.status == QueryStatus.FAILED:
+            break
+        run = host._runs["q"]
+        if view.status == QueryStatus.RESTARTING and run.next_restart_at is not None:
+            waits.append((run.next_restart_at - clock.now()).total_seconds())
+            clock.advance(run.next_restart_at - clock.now())
+    assert view.status == QueryStatus.FAILED and view.restarts == 3 and "the sink rejected the batch" in view.last_error
+    assert waits == [2.0, 4.0, 5.0]  # doubling, capped by restart_backoff_max
+    outcomes = host.take_outcomes()
+    assert [(o.kind, o.ok) for o in outcomes] == [(OutcomeKind.RESTART, True)] * 3 + [(OutcomeKind.RESTART, False)]
+    assert outcomes[-1].message.startswith("given up after 4 failures in a row: the sink rejected the batch")
+    host.supervise_once()
+    assert host.views()[0].status == QueryStatus.FAILED  # no more restarts
+
+
 @pytest.mark.parametrize(
     "error, summary",
     [

@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.harness import APP, TOKEN, build, serve
 
 SCHEMATHESIS_CONFIG = Path(__file__).resolve().parents[1] / "schemathesis.toml"
+SCHEMATHESIS_NO_TOKEN = Path(__file__).resolve().parents[1] / "schemathesis-no-token.toml"
 
 # promtool comes with Debian's `prometheus` package (.ci/run installs it): missing, the test fails naming it
 PROMTOOL = shutil.which("promtool") or "promtool (missing: install Debian's prometheus package)"
@@ -148,3 +149,37 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(ticking, tmp
         time.sleep(0.1)
     assert errors == [] and dict(d.loop.errors) == {}, (errors, d.loop.errors)
     assert d.loop.ticks > ticks_before + 10
+
+
+def test_the_fuzzing_fails_when_the_daemon_refuses_a_valid_token(ticking, tmp_path):
+    """The run above can fail: a daemon that refused every valid token (here: a token it does not
+    know, which it must refuse) is caught by the valid-input acceptance check."""
+    d, _ = ticking
+    command = [
+        sys.executable, "-m", "schemathesis.cli", "--config-file", str(SCHEMATHESIS_CONFIG),
+        "run", f"{d.server.url}/openapi.json", "--include-tag", "control",
+        "--header", "Authorization: Bearer not-a-token-the-daemon-knows",
+        "--checks", "positive_data_acceptance", "--max-examples", "5", "--seed", "1", "--workers", "1",
+        "--generation-database", "none", "--no-color", "--phases", "examples,coverage",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert result.returncode != 0, result.stdout[-4000:]
+    assert "401" in result.stdout
+
+
+def test_without_a_token_every_control_operation_answers_401_whatever_it_is_sent(ticking, tmp_path):
+    """The same fuzzing of the control operations, no token presented: every answer a 401, no
+    change applied, whatever the body (a schema-valid change included)."""
+    d, _ = ticking
+    control = d.reconciler.control
+    command = [
+        sys.executable, "-m", "schemathesis.cli", "--config-file", str(SCHEMATHESIS_NO_TOKEN),
+        "run", f"{d.server.url}/openapi.json", "--include-tag", "control",
+        "--checks", "not_a_server_error,status_code_conformance,positive_data_acceptance,negative_data_rejection",
+        "--max-examples", "15", "--seed", os.environ.get("SCHEMATHESIS_SEED", "1"), "--workers", "1",
+        "--generation-database", "none", "--no-color", "--phases", "examples,coverage,fuzzing",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-8000:] + result.stderr[-2000:]
+    assert " 0 passed" not in result.stdout and "generated" in result.stdout
+    assert d.reconciler.control == control  # nothing was changed without a token

@@ -204,3 +204,31 @@ def test_no_restart_for_the_rate_limit_alone():
     q = query_view(parallelism=8, trigger=timedelta(seconds=10), managed_rate_limit=True)
     changes, refusals = plan_queries(QueryPlanInput(NOW, [q], 8, False, {}, ScalingHistory(), NormalizeSettings(), models={"q": MODEL}))
     assert changes == () and refusals == ()
+
+
+# --- a hosted query after a daemon restart ---------------------------------------------------------
+
+DECLARED = QueryParams(parallelism=4, trigger_interval=timedelta(seconds=2), max_rows_per_batch=None)
+
+
+@pytest.mark.parametrize(
+    "declared_now, running, declared_then, expected, resumed",
+    [
+        pytest.param(DECLARED, None, None, DECLARED, (), id="nothing-saved"),
+        pytest.param(DECLARED, replace(DECLARED, parallelism=12, max_rows_per_batch=2000), DECLARED,
+                     replace(DECLARED, parallelism=12, max_rows_per_batch=2000), ("parallelism", "max_rows_per_batch"), id="operator-rate-limit-and-daemon-partitions"),
+        pytest.param(DECLARED, replace(DECLARED, trigger_interval=timedelta(seconds=5)), DECLARED,
+                     replace(DECLARED, trigger_interval=timedelta(seconds=5)), ("trigger_interval",), id="operator-trigger"),
+        # the pipeline now declares a 10 s trigger: its new definition wins over the old override
+        pytest.param(replace(DECLARED, trigger_interval=timedelta(seconds=10)), replace(DECLARED, trigger_interval=timedelta(seconds=5)), DECLARED,
+                     replace(DECLARED, trigger_interval=timedelta(seconds=10)), (), id="new-definition-wins"),
+        # partitions beyond the pipeline's range (its maximum went down to 8): as declared
+        pytest.param(DECLARED, replace(DECLARED, parallelism=64), DECLARED, DECLARED, (), id="partitions-outside-the-range"),
+        pytest.param(DECLARED, DECLARED, DECLARED, DECLARED, (), id="ran-as-declared"),
+    ],
+)
+def test_a_restarted_daemon_starts_a_query_as_it_ran_keeping_operator_changes(declared_now, running, declared_then, expected, resumed):
+    from autoscaler.core.plan import QueryResume, resumed_params
+
+    saved = QueryResume(running, declared_then) if running is not None else None
+    assert resumed_params(declared_now, saved, 1, 32) == (expected, resumed)

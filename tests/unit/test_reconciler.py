@@ -179,7 +179,7 @@ def test_an_operator_request_already_in_effect_is_dropped_and_does_not_pin_the_q
     assert rec.control.query_requests == {}
 
 
-def test_an_operator_rate_limit_request_rescales_the_query_and_is_consumed():
+def test_an_operator_rate_limit_request_rescales_the_query_and_is_consumed_once_in_force():
     clock, cluster, rec = make(overrides={"mode": "reactive"}, executors=2)
     cluster.add_query(query_view(parallelism=2, max_parallelism=64))
     from dataclasses import replace
@@ -190,7 +190,75 @@ def test_an_operator_rate_limit_request_rescales_the_query_and_is_consumed():
     record = rec.tick()
     [change] = record.plan.query_changes
     assert (change.reason, change.to_params) == (Reason.OPERATOR_REQUEST, wanted)
+    assert rec.control.query_requests == {"q": wanted}  # started, not yet seen in force
+    clock.advance(TICK)
+    assert rec.tick().plan.query_changes == ()
     assert cluster.queries["q"].params == wanted and rec.control.query_requests == {}
+
+
+def _request_limit(rec, cluster, rows):
+    from dataclasses import replace
+
+    wanted = replace(cluster.queries["q"].params, max_rows_per_batch=rows)
+    rec.update_control(lambda c: replace(c, query_requests={"q": wanted}))
+    return wanted
+
+
+def test_an_operator_request_is_kept_while_its_restart_runs_and_survives_a_daemon_restart():
+    from autoscaler.runtime.state import MemoryStateStore
+
+    store = MemoryStateStore()
+    clock, cluster, rec = make(overrides={"mode": "reactive"}, executors=2, slow_rescales=True, rescale_pause=timedelta(seconds=12))
+    rec = Reconciler(settings=rec.settings, observer=cluster, executors=cluster, queries=cluster, clock=clock, state_store=store)
+    cluster.add_query(query_view(parallelism=2, max_parallelism=64))
+    wanted = _request_limit(rec, cluster, 500)
+    clock.advance(TICK)
+    assert [c.to_params for c in rec.tick().plan.query_changes] == [wanted]  # the restart starts
+    clock.advance(TICK)
+    rec.tick()
+    assert rec.control.query_requests == {"q": wanted}  # still restarting: kept, and saved
+    # the daemon dies mid-restart; the query comes back with its old settings; a new daemon on the same state
+    cluster.restarting.clear()
+    from dataclasses import replace
+
+    cluster.queries["q"] = replace(cluster.queries["q"], status=cluster.queries["q"].status.RUNNING)
+    again = Reconciler(settings=rec.settings, observer=cluster, executors=cluster, queries=cluster, clock=clock, state_store=store)
+    assert again.control.query_requests == {"q": wanted}
+    clock.advance(TICK)
+    [change] = again.tick().plan.query_changes
+    assert (change.reason, change.to_params) == (Reason.OPERATOR_REQUEST, wanted)
+    for _ in range(4):
+        clock.advance(TICK)
+        again.tick()
+    assert cluster.queries["q"].params == wanted and again.control.query_requests == {}
+
+
+def test_a_request_that_names_no_shuffle_partitions_is_done_once_the_checkpoint_pins_them():
+    """The checkpoint pins the shuffle partitions once a batch ran: a request made before that
+    (none named) is in force with the pinned ones, not asked for again and again."""
+    clock, cluster, rec = make(overrides={"mode": "reactive"}, executors=2, slow_rescales=True)
+    cluster.add_query(query_view(parallelism=2, max_parallelism=64))
+    cluster.pinned_shuffle = 200
+    _request_limit(rec, cluster, 500)
+    rescales = []
+    for _ in range(8):
+        clock.advance(TICK)
+        rescales += rec.tick().plan.query_changes
+    assert len(rescales) == 1 and rec.control.query_requests == {}
+    assert cluster.queries["q"].params.max_rows_per_batch == 500 and cluster.queries["q"].params.shuffle_partitions == 200
+
+
+def test_an_operator_request_whose_restart_fails_is_dropped_not_retried_every_tick():
+    clock, cluster, rec = make(overrides={"mode": "reactive"}, executors=2, slow_rescales=True)
+    cluster.add_query(query_view(parallelism=2, max_parallelism=64))
+    cluster.fail_rescales.add("q")
+    _request_limit(rec, cluster, 500)
+    rescales = []
+    for _ in range(6):
+        clock.advance(TICK)
+        rescales += rec.tick().plan.query_changes
+    assert len(rescales) == 1 and rec.control.query_requests == {}
+    assert cluster.queries["q"].params.max_rows_per_batch is None  # back on its old settings
 
 
 def test_saved_overrides_that_no_longer_fit_the_configuration_are_dropped_on_restart():
@@ -300,3 +368,22 @@ def test_an_operator_change_that_cannot_be_saved_is_not_applied():
     assert not rec.control.paused and rec.control.policy_params is None and rec.policy is policy
     store.broken = False
     assert rec.update_control(lambda c: replace(c, paused=True)).paused and store.load()["control"]["paused"] is True
+
+
+def test_each_hosted_query_is_saved_as_it_runs_for_the_next_daemon():
+    from dataclasses import replace
+
+    from autoscaler.core.plan import QueryResume
+    from autoscaler.runtime.state import MemoryStateStore
+    from autoscaler.runtime.state.schema import restore_state
+
+    store = MemoryStateStore()
+    clock, cluster, rec = make(overrides={"mode": "reactive"}, executors=2)
+    rec = Reconciler(settings=rec.settings, observer=cluster, executors=cluster, queries=cluster, clock=clock, state_store=store)
+    declared = query_view(parallelism=2, max_parallelism=64).params
+    cluster.add_query(replace(query_view(parallelism=2, max_parallelism=64), declared=declared))
+    wanted = _request_limit(rec, cluster, 700)
+    for _ in range(2):
+        clock.advance(TICK)
+        rec.tick()
+    assert restore_state(store.load(), "test").queries == {"q": QueryResume(wanted, declared)}

@@ -185,8 +185,12 @@ def test_what_the_reconciler_saves_is_restored_whole() -> None:
         policy_params={"target_utilization": 0.8, "horizon": "10m"},
         query_requests={"q": QueryParams(parallelism=8, shuffle_partitions=16, trigger_interval=timedelta(seconds=2.5), max_rows_per_batch=1000)},
     )
-    saved = json.loads(json.dumps({"history": history.to_json(), "control": control.to_json()}))
-    restored_history, restored_control = restore_state(saved, "test")
-    assert (restored_history, restored_control) == (history, control)
-    assert restored_history.scale_down_since is not None and restored_history.scale_down_since.utcoffset() == timedelta(hours=1)
-    assert restore_state({}, "test") == (ScalingHistory(), ControlState())
+    from autoscaler.core.plan import QueryResume
+    from autoscaler.runtime.state.schema import Restored, queries_json
+
+    queries = {"q": QueryResume(QueryParams(12, None, timedelta(seconds=2), 500), QueryParams(4, None, timedelta(seconds=2), None))}
+    saved = json.loads(json.dumps({"history": history.to_json(), "control": control.to_json(), "queries": queries_json(queries)}))
+    restored = restore_state(saved, "test")
+    assert (restored.history, restored.control, restored.queries) == (history, control, queries)
+    assert restored.history.scale_down_since is not None and restored.history.scale_down_since.utcoffset() == timedelta(hours=1)
+    assert restore_state({}, "test") == Restored()

@@ -4,7 +4,9 @@ A save writes a temporary file in the same directory, flushes and fsyncs it, ren
 the state file (atomic on POSIX) and fsyncs the directory, so a crash leaves either the old
 or the new state, never a torn file. An unchanged state is not rewritten. A state file that
 cannot be read stops the daemon at start-up with the path and the problem: silently starting
-from scratch would drop an operator's pause or mode override.
+from scratch would drop an operator's pause or mode override. A daemon killed in the middle of
+a save leaves its temporary file behind: reading the state at start-up removes such leftovers
+(this store has one writer, the daemon, which has not written yet).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class FileStateStore:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._last_text: str | None = None
+        self.removed_leftovers: list[str] = []  # temporary files of unfinished saves, removed by load()
 
     def __repr__(self) -> str:
         return f"FileStateStore({str(self.path)!r})"
@@ -33,6 +36,7 @@ class FileStateStore:
 
     def load(self) -> dict[str, Any] | None:
         with self._lock:
+            self.removed_leftovers = self._remove_leftovers()
             try:
                 text = self.path.read_text(encoding="utf-8")
             except FileNotFoundError:
@@ -53,6 +57,18 @@ class FileStateStore:
             except OSError as exc:
                 raise StateStoreError(f"{self}: cannot be written: {exc}") from exc
             self._last_text = text
+
+    def _remove_leftovers(self) -> list[str]:
+        """Temporary files of saves (or write checks) a killed daemon did not finish."""
+        removed = []
+        if self.path.parent.is_dir():
+            for leftover in [*self.path.parent.glob(f".{self.path.name}.*.tmp"), *self.path.parent.glob(f".{self.path.name}.*.probe")]:
+                try:
+                    leftover.unlink()
+                    removed.append(leftover.name)
+                except OSError:
+                    pass  # a read-only directory: it stays, and harms nothing
+        return removed
 
     def check_writable(self) -> None:
         """Raise :class:`StateStoreError` unless the file could be saved: tried with a temporary

@@ -7,15 +7,16 @@ edited by hand or written by another version could otherwise crash the start-up 
 tick. Types are strict (no string-to-number or string-to-bool coercion), times are ISO 8601
 texts with their zone, as saved (the daemon compares them with aware clock times), and unknown
 keys are refused. The models below are the one description of the saved state: :func:`restore_state`
-checks a state against them and builds the history and the overrides from what they
-validated. Whether the overrides still fit the configuration is a separate question
+checks a state against them and builds the history, the overrides and the hosted queries'
+settings (to start them again as they ran) from what they validated. Whether the overrides still fit the configuration is a separate question
 (:func:`autoscaler.core.control.control_problems`: those are dropped loudly, not refused).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Mapping
 
 from pydantic import (
     AwareDatetime,
@@ -33,6 +34,7 @@ from pydantic import (
 from autoscaler.core.control import ControlState
 from autoscaler.core.history import RatePoint, ScalingEvent, ScalingHistory
 from autoscaler.core.model import Mode, QueryParams, Reason
+from autoscaler.core.plan import QueryResume
 from autoscaler.core.settings import MAX_DURATION
 from autoscaler.runtime.state.base import StateStoreError
 
@@ -122,17 +124,39 @@ class SavedControl(_Saved):
         )
 
 
+class SavedQuery(_Saved):
+    running: SavedQueryParams
+    declared: SavedQueryParams
+
+    def value(self) -> QueryResume:
+        return QueryResume(self.running.value(), self.declared.value())
+
+
 class SavedState(_Saved):
     history: SavedHistory = SavedHistory()
     control: SavedControl = SavedControl()
+    queries: dict[str, SavedQuery] = {}
 
 
-def restore_state(state: dict[str, Any], where: str) -> tuple[ScalingHistory, ControlState]:
-    """The history and the overrides saved in ``state``; :class:`StateStoreError` naming every
-    entry the reconciler could not restore, and nothing restored, when any is wrong."""
+@dataclass(frozen=True)
+class Restored:
+    history: ScalingHistory = field(default_factory=ScalingHistory)
+    control: ControlState = field(default_factory=ControlState)
+    queries: Mapping[str, QueryResume] = field(default_factory=dict)  # hosted queries, as they last ran
+
+
+def queries_json(queries: Mapping[str, QueryResume]) -> dict[str, Any]:
+    """The ``queries`` part of a saved state."""
+    return {name: {"running": q.running.to_json(), "declared": q.declared.to_json()} for name, q in queries.items()}
+
+
+def restore_state(state: dict[str, Any], where: str) -> Restored:
+    """The history, the overrides and the hosted queries' settings saved in ``state``;
+    :class:`StateStoreError` naming every entry the daemon could not restore, and nothing
+    restored, when any is wrong."""
     try:
         saved = SavedState.model_validate(state)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(state)'}: {e['msg']}" for e in exc.errors())
         raise StateStoreError(f"{where}: the saved state does not fit this daemon ({problems}); fix or remove it to start afresh") from None
-    return saved.history.value(), saved.control.value()
+    return Restored(saved.history.value(), saved.control.value(), {name: q.value() for name, q in saved.queries.items()})

@@ -25,7 +25,8 @@ from autoscaler.tools.traces import RateProfile
 class BatchRecordSink:
     """``foreachBatch`` sink: one atomically replaced record per batch id."""
 
-    def __init__(self, out_dir: Path, profile: RateProfile, start: float) -> None:
+    def __init__(self, out_dir: Path, profile: RateProfile, start: float, before: Callable[[int], None] | None = None) -> None:
+        self.before = before  # called with each batch id before it is written (a fault test makes it raise)
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.profile = profile
@@ -34,6 +35,8 @@ class BatchRecordSink:
     def __call__(self, df: Any, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
+        if self.before is not None:
+            self.before(batch_id)
         # the highest partition id that produced rows, plus one: the tasks Spark read the batch
         # with (the source splits a batch evenly, so every partition has rows once there are
         # as many rows as partitions), as Spark ran it, not as it was asked for
@@ -60,10 +63,11 @@ class BatchRecordSink:
 
 
 def trace_pipeline(
-    *, profile: RateProfile, start: float, cost_seconds: float, out_dir: Path
+    *, profile: RateProfile, start: float, cost_seconds: float, out_dir: Path, before_batch: Callable[[int], None] | None = None
 ) -> Callable[[Any, PipelineContext], Any]:
-    """A pipeline builder (see :mod:`autoscaler.spark.pipelines`) for the trace workload."""
-    sink = BatchRecordSink(out_dir, profile, start)
+    """A pipeline builder (see :mod:`autoscaler.spark.pipelines`) for the trace workload;
+    ``before_batch`` sees each batch id before its record is written."""
+    sink = BatchRecordSink(out_dir, profile, start, before_batch)
 
     def build(spark: Any, ctx: PipelineContext) -> Any:
         from autoscaler.tools.demo.source import register
