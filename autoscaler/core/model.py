@@ -61,6 +61,7 @@ class Reason(StrEnum):
     PARTITIONS_BELOW_CORES = "PartitionsBelowCores"
     UNEVEN_WAVES = "UnevenTaskWaves"
     POLICY_PARALLELISM = "PolicyParallelism"
+    RATE_LIMIT_OUTGROWN = "RateLimitOutgrown"  # a managed rate limit holds back what the cores can do
     OPERATOR_REQUEST = "OperatorRequest"
     STATE_PINS_SHUFFLE_PARTITIONS = "StatePinsShufflePartitions"
     QUERY_NOT_RESCALABLE = "QueryNotRescalable"
