@@ -104,6 +104,13 @@ def _writable_dir(path: Path, option: str) -> str | None:
     return None
 
 
+def _quantile(text: str) -> float:
+    value = _finite_float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be within (0, 1]")
+    return value
+
+
 def _non_negative_int(text: str) -> int:
     try:
         value = int(text)
@@ -320,8 +327,10 @@ def _demo_parser(sub: Any) -> None:
 
 def _benchmark_parser(sub: Any) -> None:
     bench = _command(sub, "benchmark", "benchmarks on real Spark, and of the simulator's speed",
-                     "Measure the daemon: against Spark's dynamic allocation on a real local cluster (step-load), "
-                     "the latencies of its actions (latencies), and the simulator's speed (sim-speed). "
+                     "Measure the daemon: against Spark's dynamic allocation on a real local cluster (step-load, on-off), "
+                     "the simulator against the same load on that cluster (sim-to-real), the latencies of its actions "
+                     "(latencies), the reconcile tick and the API under load (load), many rescales under faults (soak), and the "
+                     "simulator's speed (sim-speed). "
                      "docs/benchmarks.md holds the results.")
     bench_sub = bench.add_subparsers(dest="benchmark", required=True, title="benchmarks", metavar="BENCHMARK")
     step = _command(
@@ -336,6 +345,29 @@ def _benchmark_parser(sub: Any) -> None:
     step.add_argument("--phases", default="120,180,180", metavar="S1,S2,S3", help="seconds of the low, high and low phases")
     step.add_argument("--output", type=_output_file(), metavar="FILE", help="also write the JSON result to FILE")
     step.add_argument("--workdir", type=Path, metavar="DIR", help="keep checkpoints, sink records and tick logs in DIR (default: a temporary directory, removed)")
+
+    onoff = _command(
+        bench_sub, "on-off", "a compressed bursty trace: our daemon vs Spark dynamic allocation vs static maximum",
+        "Replay a compressed stretch of a bursty shared trace (Twitter CVS: bursts, then nothing) on a local "
+        "cluster three ways and print the executor-seconds and how many executors each run held while the "
+        "input was quiet. Progress goes to stderr.",
+        "example:\n  spark-autoscaler benchmark on-off --json --output on-off.json",
+    )
+    onoff.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout instead of a table")
+    onoff.add_argument("--runs", default="autoscaler,spark-dra,static-max", metavar="LIST", help="comma-separated subset of the runs")
+    onoff.add_argument("--trace", type=Path, metavar="CSV", help="trace to compress (default: ../shared/traces/Twitter_volume_CVS.csv)")
+    onoff.add_argument("--output", type=_output_file(), metavar="FILE", help="also write the JSON result to FILE")
+    onoff.add_argument("--workdir", type=Path, metavar="DIR", help="keep checkpoints, sink records and tick logs in DIR (default: a temporary directory, removed)")
+
+    s2r = _command(
+        bench_sub, "sim-to-real", "the step load on the local cluster and in the simulator set up with what that run measured",
+        "Run the step load with this daemon on the local cluster, then the same load in the simulator set up with "
+        "the latencies and batch costs that run measured, and print both with the simulator's error.",
+        "example:\n  spark-autoscaler benchmark sim-to-real --json",
+    )
+    s2r.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout")
+    s2r.add_argument("--output", type=_output_file(), metavar="FILE", help="also write the JSON result to FILE")
+    s2r.add_argument("--workdir", type=Path, metavar="DIR", help="keep checkpoints, sink records and tick logs in DIR (default: a temporary directory, removed)")
 
     speed = _command(
         bench_sub, "sim-speed", "the simulator's time and instructions per tick, and a fingerprint of its decisions",
@@ -458,6 +490,8 @@ def _simulate_parser(sub: Any) -> None:
     sim.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout")
     sim.add_argument("--plot", type=_output_file(*_IMAGE), metavar="FILE", help="also draw input rate, capacity, executors and lag into FILE")
     sim.add_argument("--peak-executors", type=_positive_int, default=32, metavar="N", help="executors the trace's peak needs")
+    sim.add_argument("--scale-quantile", type=_quantile, default=1.0, metavar="Q",
+                     help="the quantile of the trace's values that needs --peak-executors (default: 1, the peak; 0.99: spikes beyond the ceiling count against every policy)")
     sim.add_argument("--max-executors", type=_positive_int, metavar="N", help="upper bound for the policies (default: 2 x --peak-executors)")
     sim.add_argument("--slo-lag-seconds", type=_positive_float, default=60.0, metavar="SECONDS", help="the lag every query should stay under")
     sim.add_argument("--days", type=_positive_float, help="simulate only the first DAYS days (default: the whole trace)")
@@ -521,7 +555,7 @@ _EXTRAS = {"demo": "pyarrow", "plots": "matplotlib"}
 def _missing_extra(args: argparse.Namespace) -> str | None:
     """What a command needs beyond the daemon's own dependencies, when it is not installed."""
     needs = []
-    if args.command == "demo" or (args.command == "benchmark" and args.benchmark in ("step-load", "latencies", "soak")):
+    if args.command == "demo" or (args.command == "benchmark" and args.benchmark in ("step-load", "latencies", "on-off", "sim-to-real", "soak")):
         needs.append("demo")
     if args.command == "dashboard" or (args.command == "simulate" and args.plot):
         needs.append("plots")
@@ -646,35 +680,73 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         return _cmd_latencies(args)
     if args.benchmark == "sim-speed":
         return _cmd_sim_speed(args)
+    if args.benchmark == "sim-to-real":
+        return _cmd_sim_to_real(args)
     if args.benchmark == "load":
         return _cmd_load(args)
     if args.benchmark == "soak":
         return _cmd_soak(args)
     from autoscaler.tools.bench.step_load import (
-        RUNS,
+        ALL_RUNS,
+        OnOffProfile,
         StepProfile,
         format_table,
         run_benchmark,
     )
 
     runs = tuple(r.strip() for r in args.runs.split(",") if r.strip())
-    unknown = [r for r in runs if r not in RUNS]
+    unknown = [r for r in runs if r not in ALL_RUNS]
     if unknown or not runs:
-        return _fail(f"--runs: unknown run(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(RUNS)}")
-    try:
-        phases = tuple(float(p) for p in args.phases.split(","))
-    except ValueError:
-        return _fail(f"--phases: {args.phases!r} must be three numbers of seconds")
-    if len(phases) != 3 or not all(math.isfinite(p) and p > 0 for p in phases):
-        return _fail(f"--phases: {args.phases!r} must be three positive numbers of seconds")
+        return _fail(f"--runs: unknown run(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(ALL_RUNS)}")
+    profile: Any
+    if args.benchmark == "on-off":
+        trace = args.trace or _shared_trace("Twitter_volume_CVS.csv")
+        if trace is None or not trace.is_file():
+            return _fail("--trace: ../shared/traces/Twitter_volume_CVS.csv not found; pass --trace CSV")
+        profile = OnOffProfile(trace=trace)
+    else:
+        try:
+            phases = tuple(float(p) for p in args.phases.split(","))
+        except ValueError:
+            return _fail(f"--phases: {args.phases!r} must be three numbers of seconds")
+        if len(phases) != 3 or not all(math.isfinite(p) and p > 0 for p in phases):
+            return _fail(f"--phases: {args.phases!r} must be three positive numbers of seconds")
+        profile = StepProfile(phases=phases)
     if args.workdir is not None and (problem := _writable_dir(args.workdir, "--workdir")):
         return _fail(problem)
     _exit_on_sigterm()
-    log = (lambda m: print(m, file=sys.stderr)) if args.json else print
-    result = run_benchmark(runs, StepProfile(phases=phases), workdir=args.workdir, log=log)
+    log = lambda m: print(m, file=sys.stderr)
+    result = run_benchmark(runs, profile, workdir=args.workdir, log=log)
     if args.output:
         args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2) if args.json else format_table(result))
+    return 0
+
+
+def _shared_trace(name: str) -> Path | None:
+    for base in (Path.cwd().parent, Path(__file__).resolve().parents[2].parent):
+        path = base / "shared" / "traces" / name
+        if path.is_file():
+            return path
+    return None
+
+
+def _cmd_sim_to_real(args: argparse.Namespace) -> int:
+    from autoscaler.tools.bench.sim_to_real import run_sim_to_real
+
+    if args.workdir is not None and (problem := _writable_dir(args.workdir, "--workdir")):
+        return _fail(problem)
+    _exit_on_sigterm()
+    result = run_sim_to_real(workdir=args.workdir, log=lambda m: print(m, file=sys.stderr))
+    if args.output:
+        args.output.write_text(json.dumps(result, indent=2) + "\n")
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        real, sim = result["real"], result["simulated"]
+        print(f"real: {real['executor_seconds']} executor-seconds, p95 lag {real['p95_lag_seconds']} s ({real['batches']} batches)")
+        print(f"simulated: {sim['executor_seconds']} executor-seconds, p95 lag {sim['p95_lag_seconds']} s ({sim['batches']} batches)")
+        print(f"executor_seconds_error {result['executor_seconds_error']}, p95_lag_ratio {result['p95_lag_ratio']}")
     return 0
 
 
@@ -829,6 +901,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     params = {k: yaml.safe_load(v) if v else v for k, v in args.param}
     options = dict(
         peak_executors=args.peak_executors,
+        scale_quantile=args.scale_quantile,
         max_executors=args.max_executors,
         slo_lag_seconds=args.slo_lag_seconds,
         days=args.days,

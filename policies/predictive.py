@@ -33,8 +33,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import numpy as np
 from pydantic import Field, model_validator
 
+from autoscaler.core.budget import budget_price
 from autoscaler.core.capacity import aligned_parallelism
 from autoscaler.core.evaluate import schedule_lag
 from autoscaler.core.forecast import Memo, seasonal_forecast
@@ -93,15 +95,6 @@ def plan_partitions(view: QueryView, cores: int, align: bool, floor: int = 1) ->
         if wider <= view.max_parallelism:
             partitions = wider
     return partitions
-
-
-def rescale_price(base: float, pressure: float, exponent: float) -> float:
-    """Core-seconds of idle capacity a scale-down must have cost: ``base`` times the pressure
-    above 1 to the power ``exponent`` (infinite where that overflows: nothing is released)."""
-    try:
-        return base * max(1.0, pressure) ** exponent
-    except OverflowError:
-        return math.inf
 
 
 def fewest_cores(
@@ -166,16 +159,19 @@ class PredictivePolicy(Policy):
         )
         forecast: bool = Field(True, description="Use the seasonal forecast when it beats the current rate.")
         rescale_budget: float = Field(
-            20.0, gt=0, description="Executor changes per day the policy aims to stay under: rescales cost more above it."
+            20.0, gt=0, description="Executor changes per day the policy aims to stay under: a rescale is priced at what the "
+            "cheapest clairvoyant schedule within this budget paid per change over the remembered load.",
         )
-        budget_window: Duration = Field(timedelta(hours=6), description="Window over which rescales are counted.")
+        hindsight: Duration = Field(
+            timedelta(hours=24), description="The remembered load a rescale is priced on (the rescale budget's hindsight price)."
+        )
+        budget_window: Duration = Field(
+            timedelta(hours=6), description="How far back a scale-down that the load undid makes its size a floor at about that rate."
+        )
         rescale_price: Duration = Field(
             timedelta(minutes=3),
-            description="A rescale is worth this long of the current executors: a scale-down waits until the capacity it "
-            "removes has idled that much since the load last needed it (times the rescale pressure above 1 to the power price_exponent).",
-        )
-        price_exponent: float = Field(
-            2.0, ge=0, description="Above the budget the rescale price grows with this power of the pressure."
+            description="A rescale is worth at least this long of the current executors: a scale-down waits until the "
+            "capacity it removes has idled that much since the load last needed it (or the rescale budget's hindsight price, when higher).",
         )
         min_dwell: Duration = Field(
             timedelta(minutes=5),
@@ -261,13 +257,10 @@ class PredictivePolicy(Policy):
             found[key] = fewest_cores(model, view, rate, self.p.target_utilization, max_cores, self.p.align_partitions, self.p.min_partitions)
         return found[key]
 
-    def pressure(self, inp: PolicyInput) -> float:
-        """Executor changes over the last ``budget_window`` against the rescale budget (1.0 = at budget)."""
-        window = self.p.budget_window
-        since = inp.now - window
-        used = len(inp.history.events_since(EXECUTORS, since))
-        allowed = self.p.rescale_budget * window.total_seconds() / 86400.0
-        return used / allowed if allowed > 0 else math.inf
+    def changes_per_day(self, inp: PolicyInput) -> float:
+        """Executor changes over the last ``hindsight``, per day (reported with a held scale-down)."""
+        window = self.p.hindsight
+        return len(inp.history.events_since(EXECUTORS, inp.now - window)) * 86400.0 / window.total_seconds()
 
     def _release(
         self, view: QueryView, model: BatchCostModel, inp: PolicyInput, cores: int, have: int, price: float, memo: PredictiveMemo
@@ -317,9 +310,10 @@ class PredictivePolicy(Policy):
         def hold(note: str = "") -> Sizing:
             return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, f"{text}; {note}" if note else text)
 
-        if model.cold and not demand.late:
+        if model.cold and not demand.late and not load.idle:
             # only cold batches so far (a new run, executors just started): they are slow for
-            # reasons other than the load; wait for a warm one unless the SLO is at risk
+            # reasons other than the load; wait for a warm one unless the SLO is at risk (an
+            # idle query needs no capacity whatever its batches cost)
             return hold(f"{cores} core(s) once a warm batch confirms it")
         if (demand.lagging or busy_soon > p.scale_up_utilization) and cores > have:
             last_change = inp.history.last_change_at(EXECUTORS)
@@ -336,10 +330,14 @@ class PredictivePolicy(Policy):
         if last_up is not None and inp.now - last_up < p.min_dwell:
             return hold(f"{cores} core(s) after the dwell")
         # ski rental: keep capacity until what it has cost since the load last needed it
-        # reaches the price of a rescale (a rescale is worth ``rescale_price`` of the current
-        # cluster, more as rescales exceed the budget); then release what has paid for it
-        pressure = self.pressure(inp)
-        price = rescale_price(p.rescale_price.total_seconds() * have, pressure, p.price_exponent)
+        # reaches the price of a rescale, then release what has paid for it. A rescale is worth
+        # ``rescale_price`` of the current cores, or, when higher, what releasing costs in the
+        # rescale budget: the scale-down and the scale-up that undoes it when the load comes
+        # back, each at what the cheapest clairvoyant schedule within the budget paid per change
+        # over the remembered load (on a load whose bursts come more often than the budget
+        # allows, holding their size through the gaps is the cheaper way to stay within it)
+        hindsight = 2 * self._hindsight_price(view, model, inp, memo) * k
+        price = max(p.rescale_price.total_seconds() * have, hindsight)
         release = self._release(view, model, inp, cores, have, price, memo)
         if release is not None:
             floor = smallest_proven_size(inp, view, demand.arrival, p.budget_window) * k
@@ -347,9 +345,42 @@ class PredictivePolicy(Policy):
                 # a smaller size failed at about this rate: release only down to the floor
                 release = self._release(view, model, inp, floor, have, price, memo)
         if release is None:
-            return hold(f"{cores} core(s) once idle cores cost a rescale ({price / 60:.0f} core-min, pressure {pressure:.2f})")
+            return hold(f"{cores} core(s) once idle cores cost a rescale ({price / 60:.0f} core-min, hindsight {hindsight / 60:.0f})")
         size, size_partitions = release
         return Sizing(view.name, size, _changed(size_partitions, partitions), busy_now, Reason.SCALE_DOWN_FOR_LOAD, f"{text} -> {size} core(s)")
+
+    def _hindsight_price(self, view: QueryView, model: BatchCostModel, inp: PolicyInput, memo: PredictiveMemo) -> float:
+        """Executor-seconds a rescale was worth over the remembered ``hindsight``: the price at
+        which the cheapest clairvoyant schedule for the remembered rates (each sized as this
+        policy sizes it, :func:`~autoscaler.core.budget.budget_price`) stays within the rescale
+        budget; 0 when following the load stays within it. Kept for the rate step.
+
+        It replaces a price that grew with the square of the changes over the budget: that
+        held a burst's whole size through hours of quiet once a bursty stretch had used the
+        budget, whatever holding it cost; this one holds a size only as long as hindsight says
+        a change is worth."""
+        bucket = math.floor(inp.now.timestamp() / inp.rate_step.total_seconds())
+        rates = inp.history.rates
+        kept = memo.hindsight.get(view.name)
+        if kept is not None and kept[0] is rates and kept[1] == bucket and kept[2] is model:
+            return kept[3]
+        p = self.p
+        series = inp.history.rate_series(view.name, since=inp.now - p.hindsight)
+        price = 0.0
+        if len(series) >= 2:
+            k = max(1, inp.cores_per_executor)
+            max_cores = inp.max_executors * k
+            need = []
+            for _, rate in series:
+                sized = self._fewest_cores(model, view, rate, max_cores, memo)
+                need.append(math.ceil((sized[0] if sized is not None else max_cores) / k))
+            step = inp.rate_step.total_seconds()
+            # the budget of the whole hindsight window, however much of it is remembered yet: a
+            # young history prices nothing until it holds more changes than a day allows
+            budget = p.rescale_budget * p.hindsight.total_seconds() / 86400.0
+            price = budget_price(np.full(len(need), step), np.asarray(need, float), budget)
+        memo.hindsight[view.name] = (rates, bucket, model, price)
+        return price
 
     def _demand(self, view: QueryView, load: QueryLoad, inp: PolicyInput, have: int, memo: PredictiveMemo) -> Demand:
         """The rates to provision for: now, within ``lead_time``, within ``horizon``, and the backlog's."""
@@ -359,9 +390,9 @@ class PredictivePolicy(Policy):
         # too large for a straggler (a GC pause, a slow task) or the query lags
         arrival = load.recent_rate if load.recent_rate is not None else (load.input_rate or 0.0)
         last = view.samples[-1] if view.samples else None
-        if last is not None and last.input_rate and not last.cold:
+        if last is not None and last.input_rate and not last.cold and not view.quiet:
             # the latest batch shows a step at once (not the first batches of a run: they
-            # hold the rows that arrived during the restart pause)
+            # hold the rows that arrived during the restart pause; nor one before a quiet stretch)
             arrival = max(arrival, last.input_rate)
         normal_lag = schedule_lag(trigger)
         target_lag = max(inp.target_lag, normal_lag)  # inp.target_lag_for(view)
@@ -465,6 +496,8 @@ class PredictiveMemo:
         self.records: dict[str, LoadRecords] = {}  # each query's batch records
         # each query's seasonal peaks of the current rate step: (rates, step, lead time's, horizon's, method)
         self.peaks: dict[str, tuple[object, int, float | None, float | None, str]] = {}
+        # each query's hindsight price for the rate step and cost model: (rates, step, model, price)
+        self.hindsight: dict[str, tuple[object, int, BatchCostModel, float]] = {}
 
 
 class LoadRecords:

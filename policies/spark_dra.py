@@ -3,12 +3,17 @@
 Published behaviour (Spark ``ExecutorAllocationManager``, docs/job-scheduling.md):
 
 * the signal is tasks: ``maxNeeded = ceil((pending + running tasks) x allocationRatio /
-  tasksPerExecutor)``;
+  tasksPerExecutor)`` (:func:`max_needed`), within ``[minExecutors, maxExecutors]``;
 * when tasks have been pending for ``schedulerBacklogTimeout`` (1 s), the target grows by 1,
   then by 2, 4, 8 ... every ``sustainedSchedulerBacklogTimeout`` (1 s) while the backlog lasts,
-  never above ``maxNeeded``; the target restarts from the minimum once nothing is pending
-  (between micro-batches), and a lower target never kills executors;
-* an executor is removed only after ``executorIdleTimeout`` (60 s) without a task.
+  from the executors running when it is below them (:func:`ramp_target`), never above
+  ``maxNeeded``; the target restarts from the minimum once nothing is pending (between
+  micro-batches), and a lower target never kills executors;
+* an executor is removed only after ``executorIdleTimeout`` (60 s) without a task, down to the
+  minimum.
+
+``tests/unit/test_spark_dra_fidelity.py`` runs the numeric cases of Spark's
+``ExecutorAllocationManagerSuite`` through these functions.
 
 On a micro-batch query every batch briefly queues its tasks, so the target jumps towards the
 batch's task count, and executors are idle only when no batch runs for the whole timeout
@@ -42,11 +47,20 @@ def add_rounds(backlog: float, timeout: float, sustained: float) -> int:
     return int((backlog - timeout) // max(sustained, 1e-9)) + 1
 
 
-def ramp_target(rounds: int, max_needed: int) -> int:
-    """Target after ``rounds`` exponential add rounds from one executor: 1 + 1 + 2 + 4 ... = 2^r."""
+def max_needed(tasks: int, ratio: float, cores_per_executor: int) -> int:
+    """``maxNumExecutorsNeeded``: executors for the unfinished tasks at the allocation ratio."""
+    return math.ceil(tasks * ratio / max(1, cores_per_executor))
+
+
+def ramp_target(rounds: int, max_needed: int, running: int = 1) -> int:
+    """Target after ``rounds`` add rounds (``addExecutors``): from the executors running (or the
+    target, whichever is more), each round adds 1, 2, 4 ...: ``running + 2^r - 1``, never above
+    ``max_needed``; 0 without a round (no ramp)."""
     if rounds <= 0:
         return 0
-    return min(max_needed, 2 ** min(rounds, 30))
+    if running >= max_needed:
+        return running  # numExecutorsTarget >= maxNumExecutorsNeeded: nothing to add
+    return min(max_needed, running + 2 ** min(rounds, 30) - 1)
 
 
 def finished_batch_backlog(sample: BatchSample) -> float:
@@ -80,7 +94,7 @@ class SparkDynamicAllocationPolicy(Policy):
         self.p = params
 
     def _max_needed(self, tasks: int, inp: PolicyInput) -> int:
-        return math.ceil(tasks * self.p.allocation_ratio / max(1, inp.cores_per_executor))
+        return min(inp.max_executors, max(inp.min_executors, max_needed(tasks, self.p.allocation_ratio, inp.cores_per_executor)))
 
     def _ramp(self, view: QueryView, inp: PolicyInput) -> int:
         """Highest target the add rounds reached since the previous decision."""
@@ -88,20 +102,21 @@ class SparkDynamicAllocationPolicy(Policy):
         sustained = self.p.sustained_backlog_timeout.total_seconds()
         best = 0
         now = inp.now
+        running = max(inp.min_executors, inp.current_executors)
         since = now - (inp.interval or timedelta(0))
         for s in reversed(view.samples):
             if s.ended_at <= since:
                 break
             if s.ended_at <= now:
                 rounds = add_rounds(finished_batch_backlog(s), timeout, sustained)
-                best = max(best, ramp_target(rounds, self._max_needed(s.parallelism or 0, inp)))
+                best = max(best, ramp_target(rounds, self._max_needed(s.parallelism or 0, inp), running))
         if view.batch_running and view.batch_tasks is not None:
             done, total = view.batch_tasks
             remaining = total - done
             if remaining > inp.current_cores:
                 started = _running_batch_start(view, now)
                 rounds = add_rounds((now - started).total_seconds(), timeout, sustained)
-                best = max(best, ramp_target(rounds, self._max_needed(remaining, inp)))
+                best = max(best, ramp_target(rounds, self._max_needed(remaining, inp), running))
         return best
 
     def _idle(self, view: QueryView, now: datetime) -> bool:

@@ -13,6 +13,7 @@ gives the same decision.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Mapping
@@ -120,7 +121,7 @@ def decide(inp: TickInput, history: ScalingHistory, policy: Policy, memo: Decisi
             )
         )
     proposal = fitting_partitions(proposal, mode, executors)
-    plan = plan_actions(inp, mode, position, executors, proposal, history)
+    plan = plan_actions(inp, mode, position, executors, proposal, history, loads)
     return Decision(mode, lo, hi, tuple(loads.values()), proposal, executors, plan, history)
 
 
@@ -142,7 +143,7 @@ def evaluate_loads(snap: Snapshot, now: datetime, window: timedelta, memo: Decis
         cache = caches.get(q.name) if fit else None
         if fit and cache is None:
             cache = caches[q.name] = CostModelCache()
-        loads[q.name] = evaluate_query(q, now, window, snap.executors.cores, cache.fit if cache is not None else None)
+        loads[q.name] = evaluate_query(q, now, window, snap.executors.cores, cache.fit if cache is not None else None, snap.executors.alive)
     return loads
 
 
@@ -184,18 +185,25 @@ def plan_actions(
     executors: ExecutorDecision,
     proposal: Proposal,
     history: ScalingHistory,
+    loads: Mapping[str, QueryLoad] | None = None,
 ) -> Plan:
     snap = inp.snapshot
     set_target, remove = plan_executors(executors, snap.executors, mode.mode)
+    cores = planning_cores(snap, mode, executors)
+    k = max(1, snap.executors.cores_per_executor)
+    _, hi = effective_bounds(inp.settings.executors, inp.control)
+    step = max(k, math.ceil(cores * inp.settings.normalize.max_scale_up_factor))
     changes, refusals = plan_queries(
         QueryPlanInput(
             now=inp.now,
             queries=snap.queries,
-            cores=planning_cores(snap, mode, executors),
+            cores=cores,
+            limit_cores=min(hi * k, cores + step),
             executors_settling=position.in_flight,
             wanted=wanted_params(snap, proposal, inp.control),
             history=history,
             settings=inp.settings.normalize,
+            models={name: load.model for name, load in (loads or {}).items() if load.model is not None},
         )
     )
     return Plan(set_target, remove, changes, refusals)

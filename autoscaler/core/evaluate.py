@@ -8,6 +8,7 @@ inside the window.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import operator
 from datetime import datetime, timedelta, timezone
@@ -18,6 +19,7 @@ from autoscaler.core.history import RatePoint, ScalingHistory
 from autoscaler.core.model import (
     BatchCostModel,
     BatchSample,
+    Executor,
     QueryLoad,
     QueryStatus,
     QueryView,
@@ -58,8 +60,44 @@ def batches_since(samples: Sequence[BatchSample], since: datetime | None) -> int
     return sum(1 for s in samples if since is None or s.started_at > since)
 
 
+def arrival_start(previous: BatchSample, sample: BatchSample) -> datetime:
+    """The earliest the rows of ``sample`` can have arrived: the trigger before it.
+
+    Spark reports ``inputRowsPerSecond`` as the rows over the time since the previous trigger,
+    whether that trigger ran a batch or found no new rows; after quiet triggers the rows of a
+    batch arrived within one trigger interval, not since the previous batch. Without a rate
+    (the first batch of a run) the previous batch's start.
+    """
+    if sample.input_rate and sample.input_rows > 0:
+        since = sample.started_at - timedelta(seconds=sample.input_rows / sample.input_rate)
+        if since > previous.started_at:
+            return since
+    return previous.started_at
+
+
+def active_rate(samples: Sequence[BatchSample]) -> float | None:
+    """Rows/s while rows arrived: the rows of the batches after the first over the time they
+    arrived in (:func:`arrival_start`), plus backlog growth. Equal to :func:`arrival_rate` under a
+    steady load; after quiet triggers it is the rate of the rows that came, not their average
+    over the quiet time (a burst after an idle hour is a burst)."""
+    if len(samples) < 2:
+        return samples[0].input_rate if samples else None
+    rows = 0.0
+    span = 0.0
+    for previous, sample in itertools.pairwise(samples):
+        rows += sample.input_rows
+        span += (sample.started_at - arrival_start(previous, sample)).total_seconds()
+    first, last = samples[0], samples[-1]
+    if first.backlog_rows is not None and last.backlog_rows is not None:
+        rows += last.backlog_rows - first.backlog_rows
+    if span <= 0:
+        return last.input_rate
+    return max(0.0, rows / span)
+
+
 def arrival_rate(samples: Sequence[BatchSample]) -> float | None:
-    """Rows/s arriving: rows processed between the first and last batch start plus backlog growth."""
+    """Rows/s arriving on average: rows processed between the first and last batch start plus
+    backlog growth (quiet stretches included: the window's mean rate)."""
     if not samples:
         return None
     if len(samples) == 1:
@@ -110,6 +148,29 @@ def live_rate_bound(view: QueryView, last: BatchSample, cores: int, now: datetim
     return last.input_rows * factor / interval
 
 
+def burst_rate(view: QueryView, model: BatchCostModel | None, cores: int, now: datetime) -> float | None:
+    """Rows/s of the first batch after a quiet stretch, while it runs, from the cost model; None
+    when there is no model or no task count yet.
+
+    Its rows arrived within the trigger before it started (the trigger before found none), and
+    it started after the idle report (at the earliest one trigger after it: the longest it can
+    have run, so the most rows it can hold). Once a quarter of its tasks are done its duration is
+    about ``age / done``; before, at least ``age``: the rows the model says such a batch holds,
+    over one trigger. A burst on the few executors left at the floor shows within one or two
+    triggers instead of when its long first batch ends.
+    """
+    trigger = view.params.trigger_interval
+    if model is None or model.cold or view.idle_at is None or view.batch_tasks is None or cores <= 0 or not trigger:
+        return None
+    interval = trigger.total_seconds()
+    age = (now - (view.idle_at + trigger)).total_seconds()
+    done, total = view.batch_tasks
+    if age <= 0 or total <= 0:
+        return None
+    duration = age if done / total < MIN_DONE_SHARE else max(age, age * total / max(1, done))
+    return model.rows_in(view.params.parallelism, cores, duration) / interval
+
+
 Fitter = Callable[[Sequence[BatchSample]], Optional[BatchCostModel]]
 
 
@@ -123,7 +184,12 @@ def _ended_by(samples: Sequence[BatchSample], now: datetime) -> Sequence[BatchSa
 
 
 def evaluate_query(
-    view: QueryView, now: datetime, window: timedelta, cores: int = 0, fit: Fitter | None = fit_cost_model
+    view: QueryView,
+    now: datetime,
+    window: timedelta,
+    cores: int = 0,
+    fit: Fitter | None = fit_cost_model,
+    executors: Sequence[Executor] = (),
 ) -> QueryLoad:
     """Evaluate a query's recent batches at ``now``.
 
@@ -138,7 +204,10 @@ def evaluate_query(
     if len(samples) < MIN_SAMPLES:
         # batches slower than the window: the latest ones are stale but the best evidence there is
         samples = ordered[-MIN_SAMPLES:]
+    idle = view.idle
     if not samples:
+        if idle:  # a query that never had data: nothing arrives and nothing waits
+            return QueryLoad(name=view.name, samples=0, input_rate=0.0, lag=timedelta(0), parallelism=view.params.parallelism, idle=True)
         return QueryLoad(name=view.name, samples=0, parallelism=view.params.parallelism)
     # Capacity is a property of the job, not of the current load: fit it on the buffered
     # batches, whose sizes vary more than those of one window (needed to separate overheads).
@@ -147,16 +216,58 @@ def evaluate_query(
     # The rate over the latest batches, or the bound from a batch still running when that is
     # higher: a step up is seen within seconds. Smoothing a drop is the job of the delayed
     # scale-down (the largest recommendation over its window), not of this estimate.
-    recent = arrival_rate(samples[-RECENT_BATCHES:]) if len(samples) >= RECENT_BATCHES else arrival_rate(samples)
-    live = live_rate_bound(view, last, cores, now)
-    rate = live if recent is None else recent if live is None else max(recent, live)
     span = (last.ended_at - samples[0].started_at).total_seconds()
     busy = sum(s.duration.total_seconds() for s in samples)
+    processing = [s.processing_rate for s in samples if s.processing_rate is not None]
+    if idle:
+        # Spark found no new rows after the newest batch: nothing arrives now and nothing waits
+        # (the batches before the quiet stretch still tell capacity and the busy share)
+        return QueryLoad(
+            name=view.name,
+            samples=len(samples),
+            input_rate=0.0,
+            processing_rate=sum(processing) / len(processing) if processing else None,
+            model=model,
+            busy_fraction=min(1.0, busy / span) if span > 0 else None,
+            backlog_rows=0.0,
+            lag=timedelta(0),
+            batch_duration=last.duration,
+            parallelism=view.params.parallelism,
+            recent_rate=0.0,
+            idle=True,
+        )
+    if view.quiet and view.idle_at is not None:
+        # the first batch after a quiet stretch is running: its rows arrived after the idle
+        # trigger, at a rate the batches before the quiet stretch do not tell; the cost model
+        # tells it from how far the batch has got (else unknown until it ends), and the oldest
+        # of its rows waits since the idle trigger at most
+        # the cores the batch started on: executors registered since joined it halfway (counting
+        # them would take the batch for a larger one)
+        started = view.idle_at + (view.params.trigger_interval or timedelta(0))
+        start_cores = sum(e.cores for e in executors if e.added_at is None or e.added_at <= started) if executors else cores
+        burst = burst_rate(view, model, start_cores, now)
+        return QueryLoad(
+            name=view.name,
+            samples=len(samples),
+            input_rate=burst,
+            recent_rate=burst,
+            live_rate=burst,
+            processing_rate=sum(processing) / len(processing) if processing else None,
+            model=model,
+            busy_fraction=min(1.0, busy / span) if span > 0 else None,
+            backlog_rows=None,
+            lag=max(timedelta(0), now - view.idle_at),
+            batch_duration=last.duration,
+            parallelism=view.params.parallelism,
+        )
+    recent = active_rate(samples[-RECENT_BATCHES:]) if len(samples) >= RECENT_BATCHES else active_rate(samples)
+    live = live_rate_bound(view, last, cores, now)
+    rate = live if recent is None else recent if live is None else max(recent, live)
     backlog = float(last.backlog_rows) if last.backlog_rows is not None else None
+    # the oldest waiting row arrived after the newest batch started (plus the backlog it left)
     waiting = (now - last.started_at).total_seconds()
     if backlog and rate:
         waiting += backlog / rate
-    processing = [s.processing_rate for s in samples if s.processing_rate is not None]
     return QueryLoad(
         name=view.name,
         samples=len(samples),

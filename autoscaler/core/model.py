@@ -61,6 +61,7 @@ class Reason(StrEnum):
     PARTITIONS_BELOW_CORES = "PartitionsBelowCores"
     UNEVEN_WAVES = "UnevenTaskWaves"
     POLICY_PARALLELISM = "PolicyParallelism"
+    RATE_LIMIT_OUTGROWN = "RateLimitOutgrown"  # a managed rate limit holds back what the cores can do
     OPERATOR_REQUEST = "OperatorRequest"
     STATE_PINS_SHUFFLE_PARTITIONS = "StatePinsShufflePartitions"
     QUERY_NOT_RESCALABLE = "QueryNotRescalable"
@@ -199,6 +200,9 @@ class QueryView:
     max_parallelism: int = 1024
     partitions_per_core: int = 1
     rescalable: bool = True  # hosted by us (we can rebuild it) vs attached
+    # its source honours ``max_rows_per_batch`` and the operator set none: the daemon bounds its
+    # batches when it restarts it (``normalize.max_batch_triggers``)
+    managed_rate_limit: bool = False
     stateful: bool = False
     state_store: str | None = None  # "rocksdb", "hdfs" or None when stateless/unknown
     # oldest first, by start and so by end (a query runs one batch at a time); the evaluation and
@@ -213,6 +217,23 @@ class QueryView:
     # what the query's pipeline declares (trigger, rate limit, shuffle partitions; parallelism:
     # its initial one on one core); None for a query the daemon does not host
     declared: QueryParams | None = None
+    # the latest trigger that found no new rows, as Spark reports it (``QueryIdleEvent``: at most
+    # one every ``spark.sql.streaming.noDataProgressEventInterval``, 10 s, while no batch runs);
+    # kept across a restart (a new run reports its first idle trigger only 10 s after it started,
+    # and the source had no rows then whichever run asked); None: none seen
+    idle_at: datetime | None = None
+
+    @property
+    def quiet(self) -> bool:
+        """A trigger after the newest batch found no new rows: the batches before it tell the
+        load before a quiet stretch, not the load now."""
+        return self.idle_at is not None and (not self.samples or self.idle_at >= self.samples[-1].ended_at)
+
+    @property
+    def idle(self) -> bool:
+        """Spark's latest word on the query is that no new rows arrived: :attr:`quiet`, and no
+        batch running since."""
+        return self.quiet and not self.batch_running
 
 
 class OutcomeKind(StrEnum):
@@ -304,13 +325,15 @@ class QueryLoad:
     model: BatchCostModel | None = None  # how long a batch takes at a given scale
     busy_fraction: float | None = None  # share of wall time spent executing batches
     backlog_rows: float | None = None
-    # freshness: now - generation time of the newest row in the last completed batch,
-    # i.e. time since that batch was planned plus the backlog it left, in seconds of input
+    # the age of the oldest row not yet processed: since the latest trigger that left no row
+    # behind (the newest batch's start, or a trigger that found no rows) plus the backlog that
+    # batch left, in seconds of input; 0 while the query is idle
     lag: timedelta | None = None
     batch_duration: timedelta | None = None
     parallelism: int | None = None
-    recent_rate: float | None = None  # rows/s over the latest completed batches
+    recent_rate: float | None = None  # rows/s over the latest completed batches, while rows arrived
     live_rate: float | None = None  # rows/s implied by a batch running unusually long (an upper bound)
+    idle: bool = False  # Spark reported a trigger that found no rows since the newest batch: rate and lag 0
 
     @property
     def known(self) -> bool:

@@ -5,13 +5,14 @@ Pure functions; the reconciler hands the resulting :class:`Plan` to the actuator
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Mapping, Sequence
 
 from autoscaler.core.capacity import aligned_parallelism, wave_efficiency
 from autoscaler.core.history import ScalingHistory
 from autoscaler.core.model import (
+    BatchCostModel,
     Executor,
     ExecutorDecision,
     ExecutorView,
@@ -103,6 +104,53 @@ class QueryPlanInput:
     wanted: Mapping[str, tuple[QueryParams, Reason]]  # explicit requests: policy or operator
     history: ScalingHistory
     settings: NormalizeSettings
+    models: Mapping[str, BatchCostModel] = field(default_factory=dict)  # each query's batch cost model, where fitted
+    # cores a managed rate limit is sized for: those one scale-up step can reach from ``cores``
+    # (0: ``cores``), so a bound set at the floor does not hold back the executors a burst adds
+    limit_cores: int = 0
+
+
+def managed_rate_limit(view: QueryView, params: QueryParams, cores: int, model: BatchCostModel | None, triggers: float) -> int | None:
+    """The rate limit the daemon gives a query it restarts: the rows ``params``' partitions on
+    ``cores`` process in ``triggers`` trigger intervals, by the cost model; None to leave it (the
+    source takes none, the operator set one, no warm model or no trigger yet). The limit changes
+    only with a restart (a source option), so ``cores`` are those the next scale-up step can reach.
+
+    Spark plans a batch with every row that arrived; behind, a batch grows without bound and
+    progress is reported only when it ends. A bounded batch ends within a few triggers, and the
+    rows it left behind show as the source's backlog.
+    """
+    trigger = params.trigger_interval
+    if not view.managed_rate_limit or triggers <= 0 or model is None or model.cold or not trigger or cores <= 0:
+        return None
+    rows = model.rows_in(params.parallelism, cores, triggers * trigger.total_seconds())
+    return max(1, int(rows)) if rows > 0 else None
+
+
+# a managed rate limit is raised once the cores process this many times more within its bound,
+# and the batches are full: one restart at least doubles it (a few restarts across any growth)
+OUTGROWN_FACTOR = 2.0
+FULL_BATCH = 0.9  # a batch this close to the limit was held back by it
+
+
+def outgrown_rate_limit(view: QueryView, cores: int, model: BatchCostModel | None, triggers: float) -> tuple[QueryParams, Reason] | None:
+    """A restart that raises the rate limit the daemon gave the query, when its batches are full
+    and the ``cores`` now process ``OUTGROWN_FACTOR`` times more within ``triggers`` triggers;
+    None otherwise, and for a limit its pipeline declares.
+
+    The limit is set at a restart for the cores then in reach. The executors can grow past them
+    without a restart (the partitions stay), and a cost model fitted on a slow start can set it
+    low: full batches would then hold the query at the limit while its lag grows for as long as
+    the load stays high."""
+    limit = view.params.max_rows_per_batch
+    if not view.managed_rate_limit or limit is None or (view.declared is not None and view.declared.max_rows_per_batch == limit):
+        return None
+    if not view.samples or view.samples[-1].input_rows < FULL_BATCH * limit:
+        return None
+    raised = managed_rate_limit(view, view.params, cores, model, triggers)
+    if raised is None or raised < OUTGROWN_FACTOR * limit:
+        return None
+    return replace(view.params, max_rows_per_batch=None), Reason.RATE_LIMIT_OUTGROWN
 
 
 def aligned_params(view: QueryView, cores: int, min_efficiency: float) -> tuple[QueryParams, Reason] | None:
@@ -145,7 +193,13 @@ def plan_queries(inp: QueryPlanInput) -> tuple[tuple[QueryChange, ...], tuple[Qu
         if view.status != QueryStatus.RUNNING and view.name not in inp.wanted:
             continue
         explicit = inp.wanted.get(view.name)
-        want = explicit or aligned_params(view, inp.cores, inp.settings.min_wave_efficiency)
+        limit_cores = inp.limit_cores or inp.cores
+        model = inp.models.get(view.name)
+        want = (
+            explicit
+            or aligned_params(view, inp.cores, inp.settings.min_wave_efficiency)
+            or outgrown_rate_limit(view, limit_cores, model, inp.settings.max_batch_triggers)
+        )
         if want is None or want[0] == view.params:
             continue
         params, reason = want
@@ -159,7 +213,14 @@ def plan_queries(inp: QueryPlanInput) -> tuple[tuple[QueryChange, ...], tuple[Qu
         if refused is not None:
             refusals.append(QueryRefusal(view.name, params, refused[0], refused[1]))
             continue
-        msg = f"partitions {view.params.parallelism} -> {params.parallelism} for {inp.cores} core(s)"
+        if reason == Reason.RATE_LIMIT_OUTGROWN:
+            msg = f"rate limit {view.params.max_rows_per_batch} rows a batch outgrown by {inp.cores} core(s)"
+        else:
+            msg = f"partitions {view.params.parallelism} -> {params.parallelism} for {inp.cores} core(s)"
+        limit = managed_rate_limit(view, params, limit_cores, model, inp.settings.max_batch_triggers)
+        if limit is not None and (explicit is None or explicit[1] != Reason.OPERATOR_REQUEST):  # an operator's request says what it wants
+            params = replace(params, max_rows_per_batch=limit)
+            msg += f", at most {limit} rows a batch"
         changes.append(QueryChange(view.name, view.params, params, reason, msg))
     return tuple(changes), tuple(refusals)
 

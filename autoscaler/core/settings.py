@@ -161,6 +161,13 @@ class NormalizeSettings(_Model):
         description="Least time between two automatic re-alignments of a query's partitions to its cores; "
         "partitions a policy proposes and operator requests are not delayed.",
     )
+    max_batch_triggers: float = Field(
+        3.0,
+        ge=0,
+        description="When the daemon restarts a query whose source takes a rate limit it manages, bound each batch to "
+        "the rows its new cores process in this many trigger intervals (the batch cost model's estimate), so a batch "
+        "that catches up a backlog ends and reports progress; 0 leaves the rate limit as it is.",
+    )
     min_wave_efficiency: float = Field(
         0.75,
         gt=0,

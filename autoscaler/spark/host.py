@@ -39,7 +39,7 @@ from autoscaler.core.plan import QueryResume, resumed_params
 from autoscaler.runtime.clock import Clock
 from autoscaler.spark.checkpoint import read_checkpoint, remove_offsets_after
 from autoscaler.spark.pipelines import PipelineContext, PipelineError, PipelineSpec
-from autoscaler.spark.progress import SampleWindow, parse_progress, state_partitions
+from autoscaler.spark.progress import SampleWindow, parse_progress, parse_timestamp, state_partitions
 
 log = structlog.get_logger("autoscaler.spark.host")
 
@@ -117,6 +117,8 @@ class _Run:
     stateful: bool = False
     state_store: str | None = None
     pending: _PendingOutcome | None = None
+    # the latest trigger that found no new rows (Spark's QueryIdleEvent), kept across runs
+    idle_at: datetime | None = None
     cv: threading.Condition = field(default_factory=threading.Condition)
 
 
@@ -318,6 +320,7 @@ class QueryHost:
             max_parallelism=spec.max_parallelism if spec else run.params.parallelism,
             partitions_per_core=spec.partitions_per_core if spec else 1,
             rescalable=spec is not None,
+            managed_rate_limit=spec is not None and spec.manage_rate_limit and spec.max_rows_per_batch is None,
             stateful=run.stateful,
             state_store=run.state_store,
             samples=run.window.snapshot(),
@@ -327,6 +330,7 @@ class QueryHost:
             batch_running=batch_running,
             batch_tasks=batch_tasks,
             warming=warming,
+            idle_at=run.idle_at,
             declared=spec.initial_params(1) if spec else None,
         )
 
@@ -521,6 +525,15 @@ class QueryHost:
             )
             log.info("rescale_done", query=c.name, parallelism=c.to_params.parallelism, pause_seconds=round(pause.total_seconds(), 3))
 
+    def on_idle(self, run_id: str, timestamp: str) -> None:
+        """A trigger of ``run_id`` found no new rows (Spark 3.5+ posts ``QueryIdleEvent`` instead of
+        a progress event, at most every ``spark.sql.streaming.noDataProgressEventInterval``)."""
+        at = parse_timestamp(timestamp)
+        with self._lock:
+            for run in self._runs.values():
+                if run.run_id == run_id and (run.idle_at is None or at > run.idle_at):
+                    run.idle_at = at
+
     def on_terminated(self, run_id: str, exception: str | None) -> None:
         with self._lock:
             for run in self._runs.values():
@@ -625,7 +638,10 @@ def _make_listener(host: QueryHost) -> Any:
                 log.warning("progress_event_failed", error=str(exc))
 
         def onQueryIdle(self, event: Any) -> None:
-            pass
+            try:
+                host.on_idle(str(event.runId), event.timestamp)
+            except Exception as exc:
+                log.warning("idle_event_failed", error=str(exc))
 
         def onQueryTerminated(self, event: Any) -> None:
             try:

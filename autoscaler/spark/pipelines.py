@@ -41,7 +41,7 @@ class PipelineContext:
     name: str
     parallelism: int  # source partitions to read with
     checkpoint_location: str
-    max_rows_per_batch: int | None = None  # the operator's rate limit, if any
+    max_rows_per_batch: int | None = None  # the rate limit (the operator's, or the daemon's with manage_rate_limit), if any
     trigger_interval: timedelta | None = None
     shuffle_partitions: int | None = None
 
@@ -63,6 +63,9 @@ class PipelineSpec:
     max_rows_per_batch: int | None = None
     shuffle_partitions: int | None = None  # for a new checkpoint of a stateful query
     checkpoint: str | None = None  # default: <checkpoint_root>/<name>
+    # the builder passes ctx.max_rows_per_batch to its source (Kafka's maxOffsetsPerTrigger):
+    # without a limit of its own, the daemon bounds each batch when it restarts the query
+    manage_rate_limit: bool = False
 
     def initial_params(self, cores: int) -> QueryParams:
         from autoscaler.core.capacity import aligned_parallelism
@@ -95,6 +98,7 @@ def pipeline(
     max_rows_per_batch: int | None = None,
     shuffle_partitions: int | None = None,
     checkpoint: str | None = None,
+    manage_rate_limit: bool = False,
 ) -> Callable[[Builder], Builder]:
     """Declare a pipeline; the decorated function builds its ``DataStreamWriter``."""
 
@@ -120,6 +124,7 @@ def pipeline(
                 max_rows_per_batch=max_rows_per_batch,
                 shuffle_partitions=shuffle_partitions,
                 checkpoint=checkpoint,
+                manage_rate_limit=manage_rate_limit,
             )
         except ValueError as exc:
             raise PipelineError(f"pipeline {spec_name!r}: trigger: {exc}") from None

@@ -1,4 +1,14 @@
-"""Workload traces (NAB format ``timestamp,value``) and piecewise-constant rate profiles."""
+"""Workload traces (NAB format ``timestamp,value``) and piecewise-constant rate profiles.
+
+**Timestamps that do not increase** (a daylight-saving change in a trace exported in local time,
+a double export, rows out of order) are read by one rule, *merge by order*: in file order, a row
+whose timestamp is not after the previous step's joins that step, and a step's value is the mean
+of the rows it holds. The rest of the trace keeps its timestamps (nothing shifts the hours after
+it), and a trace exported twice reads as once. A warning on stderr says once per trace how many
+rows were merged and where the first was. The two EC2 traces of ``../shared/traces`` were exported
+in local time: at the spring-forward change the twelve rows of the missing hour all say
+``03:00:00``; they become one step, the mean of the twelve.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +16,7 @@ import bisect
 import csv
 import math
 import sys
+import warnings
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
@@ -18,6 +29,10 @@ from autoscaler.runtime.config import file_problem
 
 class TraceError(ValueError):
     """A trace file is unusable; the message names the file, line and problem."""
+
+
+class TraceOrderWarning(UserWarning):
+    """A trace's timestamps did not increase everywhere; they were read by order (module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +75,9 @@ def load_trace(path: str | Path) -> Trace:
 def _read_rows(name: str, reader: Iterator[list[str]]) -> tuple[list[datetime], list[float]]:
     stamps: list[datetime] = []
     values: list[float] = []
+    merged: list[list[float]] = []  # the rows of each step
+    moved = 0
+    first = 0
     header = next(reader, None)
     if header is None:
         raise TraceError(f"trace {name!r} is empty")
@@ -83,9 +101,21 @@ def _read_rows(name: str, reader: Iterator[list[str]]) -> tuple[list[datetime], 
         if stamps and (ts.tzinfo is None) != (stamps[0].tzinfo is None):
             raise TraceError(f"trace {name!r}: line {line}: timestamps mix a time zone and none ({row[0].strip()!r})")
         if stamps and ts <= stamps[-1]:
-            raise TraceError(f"trace {name!r}: line {line}: timestamps must increase")
+            merged[-1].append(value)  # merge by order (module docstring)
+            moved += 1
+            first = first or line
+            continue
         stamps.append(ts)
         values.append(value)
+        merged.append([value])
+    if moved:
+        warnings.warn(
+            f"trace {name!r}: {moved} row(s) with a timestamp not after the previous row's, the first on line {first}; "
+            "merged by order into the step before them (its value the mean of its rows)",
+            TraceOrderWarning,
+            stacklevel=3,
+        )
+        values = [sum(group) / len(group) for group in merged]
     return stamps, values
 
 
@@ -182,17 +212,22 @@ def prefixed(profile: RateProfile, seconds: float, rate: float) -> RateProfile:
 
 
 def compress_trace(
-    trace: Trace, *, seconds_per_day: float, peak_rate: float, duration: float, start_hour: float = 0.0
+    trace: Trace, *, seconds_per_day: float, peak_rate: float, duration: float, start_hour: float = 0.0, start: datetime | None = None
 ) -> RateProfile:
     """Replay ``trace`` so that one day passes in ``seconds_per_day``, scaled so its peak is ``peak_rate``.
 
-    Starts at the first point at or after ``start_hour`` o'clock and covers ``duration``
-    compressed seconds; the rate is 0 afterwards.
+    Starts at the first point at or after ``start`` (else at or after ``start_hour`` o'clock on
+    the first day) and covers ``duration`` compressed seconds; the rate is 0 afterwards.
     """
     if seconds_per_day <= 0 or peak_rate <= 0 or duration <= 0:
         raise ValueError("seconds_per_day, peak_rate and duration must be > 0")
     step = trace.step_seconds * seconds_per_day / 86400.0
-    first = next((i for i, ts in enumerate(trace.timestamps) if ts.hour + ts.minute / 60 >= start_hour), 0)
+    if start is not None:
+        first = bisect.bisect_left(trace.timestamps, start)
+        if first >= len(trace.timestamps):
+            raise ValueError(f"trace {trace.name!r} ends before {start}")
+    else:
+        first = next((i for i, ts in enumerate(trace.timestamps) if ts.hour + ts.minute / 60 >= start_hour), 0)
     count = max(1, math.ceil(duration / step))
     window = [trace.values[(first + k) % len(trace.values)] for k in range(count)]
     peak = max(window) or 1.0  # scale the replayed window, not the whole trace, to peak_rate

@@ -16,7 +16,7 @@ from autoscaler.core.model import (
 from policies import PolicyError, PolicyInput, create_policy
 from policies.amadeus import ewma_usage
 from policies.dstream_dra import interval_due
-from policies.flink_autoscaler import evenly_spread
+from policies.flink_autoscaler import scale
 from policies.spark_dra import add_rounds, finished_batch_backlog, ramp_target
 from tests.fakes import query_view
 
@@ -233,12 +233,14 @@ def test_amadeus_skips_while_the_cluster_resizes():
         pytest.param(5, 4, 64, 8, id="up-to-the-next-divisor"),
         pytest.param(20, 16, 64, 32, id="twenty-becomes-thirty-two"),
         pytest.param(70, 32, 64, 64, id="never-above-the-partitions"),
-        pytest.param(4, 5, 6, 5, id="alignment-would-invert-direction-keeps-current"),  # 4 -> 6 > 5
+        # Flink's phase 2: no divisor in [4, 5], so the fewest subtasks with the same records each
+        # (was pinned at 5, the current value, which is not Flink's result; see test_flink_fidelity)
+        pytest.param(4, 5, 6, 3, id="scale-down-without-a-divisor-falls-back-down"),
         pytest.param(3, 5, 12, 3, id="down-to-a-divisor"),
     ],
 )
 def test_flink_evenly_spread_alignment(new, current, partitions, aligned):
-    assert evenly_spread(new, current, partitions) == aligned
+    assert scale(current, new / current, partitions=partitions, max_parallelism=partitions, lower=1, upper=1000) == aligned
 
 
 def flink_window(seconds: float, rows: int, cores: int, partitions: int = 64):

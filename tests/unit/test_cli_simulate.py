@@ -25,6 +25,7 @@ CONTRACT = {
     "rescales",
     "rescales_per_day",
     "simulated_seconds",
+    "overshoot_fraction",
 }
 
 
@@ -49,6 +50,24 @@ def test_json_output_holds_the_contract_fields(trace, capsys):
     assert out["rescales_per_day"] == pytest.approx(out["rescales"] / (2 / 24))
     assert 0.0 <= out["slo_violation_fraction"] <= 1.0
     assert out["max_lag_seconds"] >= out["p95_lag_seconds"] > 0
+    assert 0.0 <= out["overshoot_fraction"] <= 1.0
+
+
+def test_scale_quantile_sizes_the_trace_by_its_99th_percentile(trace, capsys):
+    # values 10..42: the 0.5 quantile (11) needs 4 executors, so the burst (42) needs 16 of at most 8
+    args = ["simulate", "--trace", str(trace), "--json", "--policy", "static", "--peak-executors", "4", "--scale-quantile", "0.5"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["scale_quantile"], out["max_executors"]) == (0.5, 8)
+    # the oracle stays within the ceiling too: 8 executors during the burst's 10 minutes, not 16
+    assert out["oracle_executor_seconds"] <= 8 * out["simulated_seconds"]
+    assert out["slo_violation_fraction"] > 0  # the burst is beyond what 4 static executors hold
+
+
+def test_scale_quantile_must_be_a_share(trace, capsys):
+    with pytest.raises(SystemExit):
+        main(["simulate", "--trace", str(trace), "--scale-quantile", "1.5"])
+    assert "must be within (0, 1]" in capsys.readouterr().err
 
 
 def test_options_reach_the_simulation(trace, capsys):

@@ -126,6 +126,39 @@ def test_a_late_event_of_the_stopped_run_does_not_end_the_rescale(tmp_path):
         host._stop_supervisor.set()
 
 
+def test_idle_events_reach_the_view_and_outlive_a_restart(tmp_path):
+    starts: list[FakeQuery] = []
+
+    def start() -> FakeQuery:
+        starts.append(FakeQuery(f"run-{len(starts)}"))
+        return starts[-1]
+
+    spec = PipelineSpec("q", lambda spark, ctx: FakeWriter(start), trigger=timedelta(seconds=1), initial_parallelism=2)
+    host = QueryHost(FakeSpark(), [spec], checkpoint_root=tmp_path, clock=SystemClock(), registered_cores=lambda: 2)
+    host.start_all()
+    try:
+        host.on_progress(progress(7, "run-0", "2026-11-23T10:00:10.000Z"), "q", "run-0")
+        host.on_idle("run-0", "2026-11-23T10:00:30.000Z")
+        host.on_idle("someone-else", "2026-11-23T10:00:50.000Z")  # another query's run
+        view = host.views()[0]
+        assert view.idle_at is not None and view.idle_at.isoformat() == "2026-11-23T10:00:30+00:00" and view.idle
+        # the source had no rows then, whichever run asked: a restart keeps it (its first quiet
+        # trigger reports nothing)
+        old = view.params
+        assert host.rescale(QueryChange("q", old, replace(old, parallelism=4), Reason.OPERATOR_REQUEST, "2 -> 4"), SystemClock().now())
+        deadline = time.monotonic() + 10
+        while len(starts) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert host.views()[0].idle_at == view.idle_at
+        host.on_progress(progress(8, "run-1", "2026-11-23T10:00:40.000Z"), "q", "run-1")
+        assert not host.views()[0].idle  # a batch after the idle report
+    finally:
+        for t in list(threading.enumerate()):
+            if t.name.startswith("rescale-"):
+                t.join(5)
+        host._stop_supervisor.set()
+
+
 def test_a_restarted_daemon_starts_each_query_as_it_last_ran(tmp_path):
     from autoscaler.core.model import QueryParams
     from autoscaler.core.plan import QueryResume

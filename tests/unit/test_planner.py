@@ -1,5 +1,6 @@
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -170,6 +171,42 @@ def test_a_request_waits_from_its_last_progress(since, registered, requested, ar
     assert got == expected
 
 
+# --- the managed rate limit -----------------------------------------------------------------------
+
+from autoscaler.core.model import BatchCostModel
+
+MODEL = BatchCostModel(per_slot=900.0, per_task=0.05, fixed=0.2, points=30)
+
+
+@pytest.mark.parametrize(
+    "managed, model, wanted_reason, limit_cores, expected",
+    [
+        # 16 partitions on 8 cores for 3 triggers of 10 s: 2 waves of (15 - 0.2 ... ) per the model:
+        # rows_in(16, 8, 30) = ((30 - 0.2) / 2 - 0.05) x 16 x 900
+        pytest.param(True, MODEL, Reason.POLICY_PARALLELISM, 0, int(((30 - 0.2) / 2 - 0.05) * 16 * 900), id="policy-rescale-bounds-the-batch"),
+        # sized for the cores one scale-up step reaches: 16 cores, one wave
+        pytest.param(True, MODEL, Reason.POLICY_PARALLELISM, 16, int((30 - 0.2 - 0.05) * 16 * 900), id="sized-for-the-next-step"),
+        pytest.param(False, MODEL, Reason.POLICY_PARALLELISM, 0, None, id="source-takes-no-limit"),
+        pytest.param(True, replace(MODEL, cold=True), Reason.POLICY_PARALLELISM, 0, None, id="no-warm-model-yet"),
+        pytest.param(True, MODEL, Reason.OPERATOR_REQUEST, 0, None, id="an-operator-request-is-taken-as-asked"),
+    ],
+)
+def test_a_restart_bounds_the_batches_of_a_query_whose_rate_limit_the_daemon_manages(managed, model, wanted_reason, limit_cores, expected):
+    q = query_view(parallelism=8, trigger=timedelta(seconds=10), managed_rate_limit=managed)
+    wanted = {"q": (replace(q.params, parallelism=16), wanted_reason)}
+    changes, _ = plan_queries(
+        QueryPlanInput(NOW, [q], 8, False, wanted, ScalingHistory(), NormalizeSettings(), models={"q": model}, limit_cores=limit_cores)
+    )
+    [change] = changes
+    assert change.to_params.parallelism == 16 and change.to_params.max_rows_per_batch == expected
+
+
+def test_no_restart_for_the_rate_limit_alone():
+    q = query_view(parallelism=8, trigger=timedelta(seconds=10), managed_rate_limit=True)
+    changes, refusals = plan_queries(QueryPlanInput(NOW, [q], 8, False, {}, ScalingHistory(), NormalizeSettings(), models={"q": MODEL}))
+    assert changes == () and refusals == ()
+
+
 # --- a hosted query after a daemon restart ---------------------------------------------------------
 
 DECLARED = QueryParams(parallelism=4, trigger_interval=timedelta(seconds=2), max_rows_per_batch=None)
@@ -196,3 +233,42 @@ def test_a_restarted_daemon_starts_a_query_as_it_ran_keeping_operator_changes(de
 
     saved = QueryResume(running, declared_then) if running is not None else None
     assert resumed_params(declared_now, saved, 1, 32) == (expected, resumed)
+
+
+# --- a managed rate limit the cores outgrew ---------------------------------------------------------
+
+def limited_view(limit: int, last_batch_rows: int, declared_limit: int | None = None) -> Any:
+    from autoscaler.core.model import BatchSample, QueryParams
+
+    view = query_view(parallelism=16, trigger=timedelta(seconds=10), managed_rate_limit=True)
+    params = replace(view.params, max_rows_per_batch=limit)
+    sample = BatchSample(batch_id=9, started_at=NOW - timedelta(seconds=12), duration=timedelta(seconds=2), input_rows=last_batch_rows,
+                         input_rate=None, processing_rate=None, backlog_rows=None)
+    declared = QueryParams(parallelism=16, trigger_interval=timedelta(seconds=10), max_rows_per_batch=declared_limit)
+    return replace(view, params=params, samples=(sample,), declared=declared)
+
+
+# rows 16 partitions process in 3 triggers of 10 s on 16 cores (one wave), by MODEL
+RAISED = int((30 - 0.2 - 0.05) * 16 * 900)
+
+
+@pytest.mark.parametrize(
+    "limit, last_batch_rows, declared_limit, expected",
+    [
+        # a limit set for 2 cores (two 8-partition waves ... ): the batches are full, 16 cores do 2x and more
+        pytest.param(RAISED // 4, RAISED // 4, None, RAISED, id="full-batches-and-outgrown: raised"),
+        pytest.param(RAISED // 4, RAISED // 8, None, None, id="batches-not-full: the load, not the limit, sets them"),
+        pytest.param(RAISED * 2 // 3, RAISED * 2 // 3, None, None, id="not-outgrown-twice: no restart for a little more"),
+        pytest.param(RAISED // 4, RAISED // 4, RAISED // 4, None, id="the-pipeline's-own-limit: left alone"),
+    ],
+)
+def test_a_managed_rate_limit_the_cores_outgrew_is_raised_with_a_restart(limit, last_batch_rows, declared_limit, expected):
+    q = limited_view(limit, last_batch_rows, declared_limit)
+    changes, refusals = plan_queries(QueryPlanInput(NOW, [q], 16, False, {}, ScalingHistory(), NormalizeSettings(), models={"q": MODEL}))
+    assert refusals == ()
+    if expected is None:
+        assert changes == ()
+    else:
+        [change] = changes
+        assert change.reason == Reason.RATE_LIMIT_OUTGROWN and change.to_params == replace(q.params, max_rows_per_batch=expected)
+        assert change.message == f"rate limit {limit} rows a batch outgrown by 16 core(s), at most {expected} rows a batch"

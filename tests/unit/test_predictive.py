@@ -20,7 +20,7 @@ from autoscaler.core.model import (
 )
 from autoscaler.tools.sim import SimConfig, Workload, simulate
 from policies import PolicyError, PolicyInput, create_policy, resolve_name
-from policies.predictive import fewest_cores, plan_partitions, rescale_price
+from policies.predictive import fewest_cores, plan_partitions
 from policies.target_utilization import utilization
 from tests.fakes import query_view
 
@@ -143,16 +143,15 @@ def events(count: int, hours: float = 6) -> ScalingHistory:
 
 
 @pytest.mark.parametrize(
-    "history, pressure",
+    "history, per_day",
     [
         pytest.param(ScalingHistory(), 0.0, id="no-rescale"),
-        pytest.param(events(5), 1.0, id="at-the-budget"),  # 20 a day = 5 in 6 hours
-        pytest.param(events(10), 2.0, id="twice-the-budget"),
-        pytest.param(events(10, hours=30), 0.4, id="older-ones-do-not-count"),  # 2 within 6 h
+        pytest.param(events(10, hours=24), 10.0, id="ten-in-the-last-day"),
+        pytest.param(events(10, hours=60), 4.0, id="older-ones-do-not-count"),  # 4 within 24 h
     ],
 )
-def test_rescale_pressure_counts_executor_changes_against_the_budget(history, pressure):
-    assert policy().pressure(inp(history=history)) == pytest.approx(pressure)  # each change is 0.2: exact
+def test_changes_per_day_count_executor_changes_over_the_hindsight(history, per_day):
+    assert policy().changes_per_day(inp(history=history)) == pytest.approx(per_day)
 
 
 def rates_before(minutes_ago: float, rate: float) -> tuple[RatePoint, ...]:
@@ -160,9 +159,19 @@ def rates_before(minutes_ago: float, rate: float) -> tuple[RatePoint, ...]:
     return (RatePoint(NOW - timedelta(minutes=minutes_ago + 5), "q", rate),)
 
 
+def bursts_every(minutes: int, high: float, low: float, ended_ago: float = 10) -> tuple[RatePoint, ...]:
+    """A remembered day of 5-minute steps: ``high`` once every ``minutes``, ``low`` between, the
+    last high step ending ``ended_ago`` minutes before now."""
+    steps = 24 * 12
+    return tuple(
+        RatePoint(NOW - timedelta(minutes=ended_ago + 5 * (steps - i)), "q", high if (steps - 1 - i) % (minutes // 5) == 0 else low)
+        for i in range(steps)
+    )
+
+
 # Ski rental. At 5000 rows/s 14 cores want to become 7 (partitions 14). 7 cores carry
 # ((8.5 - 0.2) / 2 - 0.07) x 14 x 900 / 10 = 5141 rows/s at the 0.85 target. The price of a
-# rescale is 3 min of the 14 cores: 2520 core-seconds (x pressure^2 above the budget).
+# rescale is 3 min of the 14 cores: 2520 core-seconds (or the rescale budget's hindsight price).
 @pytest.mark.parametrize(
     "history, executors, reason",
     [
@@ -170,9 +179,13 @@ def rates_before(minutes_ago: float, rate: float) -> tuple[RatePoint, ...]:
         pytest.param(ScalingHistory(rates=rates_before(5, 9000.0)), 14, Reason.WITHIN_TARGET, id="recently-needed-keeps-the-capacity"),
         # 10 min ago: 7 x 600 = 4200 >= 2520
         pytest.param(ScalingHistory(rates=rates_before(10, 9000.0)), 7, Reason.SCALE_DOWN_FOR_LOAD, id="idle-long-enough-releases-it"),
-        # the same at 8 rescales in 6 hours (pressure 1.6): the price is 2520 x 1.6^2 = 6451 > 4200
+        # 7 min ago: 7 x 420 = 2940 >= 2520, released; but after a remembered day of such bursts
+        # every 10 minutes (14 cores for a step, about 2 between: 288 changes of the need, the
+        # budget 20) hindsight within the budget holds every 5-minute gap (12 x 300 = 3600
+        # core-s) and prices a change near that: 2940 has not paid it
+        pytest.param(ScalingHistory(rates=rates_before(7, 9000.0)), 7, Reason.SCALE_DOWN_FOR_LOAD, id="a-single-burst-is-released-at-the-base-price"),
         pytest.param(
-            ScalingHistory(events=events(8).events, rates=rates_before(10, 9000.0)), 14, Reason.WITHIN_TARGET, id="over-the-budget-rescales-cost-more"
+            ScalingHistory(rates=bursts_every(10, 9000.0, 500.0, ended_ago=7)), 14, Reason.WITHIN_TARGET, id="bursts-more-often-than-the-budget-are-held"
         ),
         # a burst 3 min ago needed 6000 rows/s: 7 and 8 cores (5141 and 5875 rows/s) have not
         # idled long enough (7 x 180 s < 2520), 9 cores (6610 rows/s) never were too few within
@@ -187,28 +200,21 @@ def test_scale_down_waits_until_idle_capacity_has_cost_a_rescale(history, execut
     assert (proposal.executors, proposal.reason) == (executors, reason)
 
 
-@pytest.mark.parametrize(
-    "params, history",
-    [
-        # 8 rescales in 6 hours (pressure 1.6) to the power 2000: the price overflows a float
-        pytest.param({"price_exponent": 2000}, events(8), id="price-overflows"),
-        # 1.6^60 x 2520 core-seconds = 5e15 s: beyond any date, the look-back stops at a year
-        pytest.param({"price_exponent": 60}, events(8), id="look-back-beyond-any-date"),
-        pytest.param({"rescale_budget": 1e-300}, events(8), id="pressure-near-infinite"),
-    ],
-)
-def test_a_price_beyond_any_idle_time_holds_the_capacity(params, history):
-    history = ScalingHistory(events=history.events, rates=rates_before(10, 9000.0))
-    proposal = policy(**params).propose(inp(cores=14, rate=5000, history=history))
-    assert (proposal.executors, proposal.reason) == (14, Reason.WITHIN_TARGET)
+def test_the_hindsight_price_is_what_holding_the_remembered_gaps_costs():
+    from policies.predictive import PredictiveMemo
 
-
-@pytest.mark.parametrize(
-    "pressure, exponent, price",
-    [(0.5, 2, 100.0), (1.0, 2, 100.0), (2.0, 2, 400.0), (2.0, 0, 100.0), (10.0, 400, math.inf), (math.inf, 2, math.inf)],
-)
-def test_rescale_price_grows_with_the_pressure_above_the_budget(pressure, exponent, price):
-    assert rescale_price(100.0, pressure, exponent) == price
+    # bursts every 10 minutes: dropping to about 2 cores through a 5-minute gap saves 12 x 300 =
+    # 3600 core-s for two changes; within a budget of 20 a day hindsight holds them all, so a
+    # change is worth about that (within the bisection's 5 %), however small the budget
+    for budget in (20.0, 1e-300):
+        i = inp(cores=14, rate=5000, history=ScalingHistory(rates=bursts_every(10, 9000.0, 500.0)))
+        view, load = i.modelled_queries()[0]
+        price = policy(rescale_budget=budget)._hindsight_price(view, load.model, i, PredictiveMemo())
+        assert 1800 < price <= 3600 * 1.06
+    # a day that changes within the budget prices nothing
+    i = inp(cores=14, rate=5000, history=ScalingHistory(rates=bursts_every(720, 9000.0, 500.0)))
+    view, load = i.modelled_queries()[0]
+    assert policy()._hindsight_price(view, load.model, i, PredictiveMemo()) == 0.0
 
 
 def up(minutes_ago: float, reason: Reason, to: int = 14) -> ScalingEvent:

@@ -18,6 +18,7 @@ from autoscaler.tools.sim.metrics import (
     limited_oracle_executor_seconds,
     max_lag,
     oracle_executor_seconds,
+    overshoot_fraction,
     time_above,
 )
 from autoscaler.tools.sim.workload import workload_from_trace
@@ -419,3 +420,121 @@ def test_a_trigger_longer_than_the_slo_allows_is_judged_against_its_schedule(pol
     assert short_slo.mean_executors <= 1.1 * reachable.mean_executors
     [told] = [e for e in logs if e["event"] == "slo_below_schedule"]  # once, not every tick
     assert (told["target_lag_seconds"], told["judged_against_seconds"]) == (60.0, 240.0)
+
+
+# --- overshoot -----------------------------------------------------------------------------------
+
+
+CAPACITY = SimConfig().executor_capacity()
+
+
+@pytest.mark.parametrize(
+    "allocation, expected",
+    [
+        # 30 min at 2 executors then 30 min at 1 (need 1 then 0.5 -> 1): never above twice the need
+        pytest.param([(0.0, 2)], 0.0, id="within-twice-the-need"),
+        # 10 executors for the whole hour: the windowed need is 1 (2 within 5 min of the step: at
+        # most 1), so 8 of every 10 executor-seconds are above 2 x 1 ... except near the step where
+        # the window still sees the need 1 of the first half; both halves need 1: 8 / 10
+        pytest.param([(0.0, 10)], 0.8, id="the-ceiling-through-the-whole-hour"),
+        # 10 executors for the first 30 minutes only, 1 after: (10 - 2) x 1800 / (10 x 1800 + 1 x 1800)
+        pytest.param([(0.0, 10), (1800.0, 1)], 8 * 1800 / (11 * 1800), id="a-burst-size-kept-for-half-an-hour"),
+    ],
+)
+def test_overshoot_counts_executor_seconds_above_twice_the_windowed_need(allocation, expected):
+    w = Workload.from_steps("w", START, [0.0, 1800.0], [CAPACITY, 0.5 * CAPACITY], 3600.0)
+    assert overshoot_fraction(allocation, 3600.0, w, CAPACITY, 1) == pytest.approx(expected)
+
+
+def test_overshoot_looks_five_minutes_either_way():
+    # need 1, then 8 from minute 30 to 35, then 1: 16 executors from minute 26 to 39 are within
+    # twice the largest need of the surrounding 10 minutes (8 x 2) only from 25 to 40
+    w = Workload.from_steps("w", START, [0.0, 1800.0, 2100.0], [CAPACITY, 8 * CAPACITY, CAPACITY], 3600.0)
+    inside = [(0.0, 1), (1560.0, 16), (2340.0, 1)]
+    assert overshoot_fraction(inside, 3600.0, w, CAPACITY, 1) == 0.0
+    # from minute 20 instead: 5 minutes (300 s) of 16 - 2 = 14 above the band
+    early = [(0.0, 1), (1200.0, 16), (2340.0, 1)]
+    total = 1200 + 16 * 1140 + (3600 - 2340)
+    assert overshoot_fraction(early, 3600.0, w, CAPACITY, 1) == pytest.approx(14 * 300 / total)
+
+
+@given(
+    st.lists(st.floats(0, 20), min_size=1, max_size=6),
+    st.lists(st.tuples(st.floats(0, 3600), st.integers(1, 40)), min_size=1, max_size=8),
+)
+@settings(max_examples=60, deadline=None)
+def test_overshoot_is_a_share_and_zero_at_twice_the_need(rates, changes):
+    starts = [600.0 * i for i in range(len(rates))]
+    w = Workload.from_steps("w", START, starts, [r * CAPACITY for r in rates], 600.0 * len(rates))
+    allocation = [(0.0, changes[0][1])] + sorted((t, n) for t, n in changes[1:] if t > 0)
+    share = overshoot_fraction(allocation, w.duration, w, CAPACITY, 1)
+    assert 0.0 <= share < 1.0
+    # the oracle's own schedule, doubled, is never above the band
+    need = [(s, max(1, math.ceil(r - 1e-9))) for s, r in zip(starts, rates)]
+    assert overshoot_fraction([(s, 2 * n) for s, n in need], w.duration, w, CAPACITY, 1) == 0.0
+
+
+def test_the_cluster_records_every_change_of_its_allocated_executors():
+    c = cluster(rate=2000.0, executors=4, partitions=8)
+    c.set_target(6, at(60))
+    c.observe(at(200))
+    c.remove(["0", "1"], at(200))
+    c.observe(at(300))
+    # +2 requested at 60 s; two removed at 200 s are gone after the 5 s removal delay
+    assert c.allocation == [(0.0, 4), (60.0, 6), (205.0, 4)]
+
+
+# --- idle and on/off streams -------------------------------------------------------------------
+
+
+def test_an_idle_query_is_reported_as_spark_4_reports_it():
+    # 2 minutes of rows, 3 quiet minutes, rows again. Spark reports the query idle at a trigger
+    # that finds nothing once 10 s passed since the last batch ended (or the last idle report):
+    # the 10 s trigger right after the last batch is too early, the next one reports
+    c = SimCluster(config=QUIET, workload=steps((2, 1000.0), (3, 0.0), (1, 1000.0)), executors=2, partitions=4)
+    view = c.observe(at(129)).queries[0]
+    last = c.samples[-1]
+    # the last batch took the rows up to 120 s and ended at 125.9 s
+    assert last.started_at == at(120) and last.ended_at < at(126) and view.idle_at is None
+    assert c.observe(at(135)).queries[0].idle_at is None  # the trigger at 130 s: < 10 s after the batch ended
+    assert c.observe(at(145)).queries[0].idle_at == at(140)
+    assert c.observe(at(295)).queries[0].idle_at == at(290)  # one report every trigger of 10 s
+    # the first batch after the quiet stretch: inputRowsPerSecond over the time since the
+    # previous (quiet) trigger, 10 s, not since the batch 3 minutes before
+    c.observe(at(320))
+    first = next(s for s in c.samples if s.started_at > at(300))
+    assert first.started_at == at(310) and first.input_rate == pytest.approx(1000.0)
+
+
+def test_a_new_run_that_finds_no_rows_reports_idle_only_from_its_second_quiet_trigger():
+    c = cluster(rate=0.0, executors=2, partitions=4)
+    assert c.observe(at(5)).queries[0].idle_at is None  # never ran a batch: its first quiet trigger reports nothing
+    assert c.observe(at(15)).queries[0].idle_at == at(10)  # ... and so the first report is a trigger later
+    assert c.observe(at(65)).queries[0].idle_at == at(60)
+
+
+ON_OFF = steps((10, 3000.0), (20, 0.0), (10, 3000.0), (20, 0.0), (10, 6000.0), (20, 0.0))
+
+
+def test_on_off_load_releases_executors_to_the_floor_while_idle_and_sizes_each_burst_by_its_rows():
+    # 10 minutes of 4, 4 and 7 executors' worth, each followed by 20 quiet minutes
+    result, records = run(ON_OFF, max_executors=16)
+    for r, _, t in records:
+        if t % 1800 >= 660:  # from a minute into each quiet stretch
+            load = r.loads[0]
+            assert load.idle and load.input_rate == 0.0 and load.lag == timedelta(0), (t, load)
+            assert r.decision.target is None or r.decision.target <= r.decision.current, (t, r.decision)
+    # at the floor within the scale-down delay plus the ski rental's price of a rescale after each
+    # burst (at most 10 minutes into the quiet stretch), and there for the rest of it
+    for end in (600, 2400, 4200):
+        late = [r for r, _, t in records if end + 600 <= t < end + 1200]
+        assert late and all(r.executors_alive + r.executors_pending == 1 for r in late), end
+    # each burst after the quiet: seen within two triggers of its first rows, sized by what its
+    # rows need (at most a third over the oracle's 4 and 7 executors), not the ceiling of 16
+    for start, need in ((1800, 4), (3600, 7)):
+        ups = [(t, r.decision.target) for r, _, t in records if start <= t < start + 600 and r.decision.changes]
+        assert ups and ups[0][0] - start <= 30, (start, ups)
+        assert max(target for _, target in ups) <= math.ceil(need * 4 / 3) < 16, (start, ups)
+    # the price of the floor: each burst waits for executors to start (30 s) behind a first batch on
+    # one executor; the lag peaks under two minutes and is back to a trigger within the burst
+    assert result.max_lag_seconds < 120 and result.slo_violation_fraction < 0.03

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from autoscaler.tools.traces import (
     RateProfile,
     TraceError,
+    TraceOrderWarning,
     compress_trace,
     load_trace,
     scale_to_peak,
@@ -34,15 +35,66 @@ def test_loads_nab_format(tmp_path):
         pytest.param("timestamp,value\nyesterday,1\n", "line 2: 'yesterday' is not a timestamp", id="bad-timestamp"),
         pytest.param("timestamp,value\n2014-07-01 00:00:00,-3\n", "must be a finite number >= 0", id="negative"),
         pytest.param("timestamp,value\n2014-07-01 00:00:00\n", "line 2 needs two columns", id="one-column"),
-        pytest.param(
-            "timestamp,value\n2014-07-01 00:30:00,1\n2014-07-01 00:00:00,1\n", "timestamps must increase", id="not-increasing"
-        ),
         pytest.param("timestamp,value\n2014-07-01 00:00:00,0\n", "every value is zero", id="all-zero"),
     ],
 )
 def test_bad_traces_name_file_line_and_problem(tmp_path, text, message):
     with pytest.raises(TraceError, match=message):
         load_trace(write(tmp_path, text))
+
+
+def stamps(trace):
+    return [ts.strftime("%H:%M") for ts in trace.timestamps]
+
+
+@pytest.mark.parametrize(
+    "rows, expected, merged, line",
+    [
+        # a local-time export across the spring-forward change: the missing hour's rows all say
+        # 03:00 (here 20-minute steps: 01:40, then three rows at 03:00, then 03:20)
+        pytest.param(
+            ["01:00,1", "01:20,2", "01:40,3", "03:00,4", "03:00,5", "03:00,9", "03:20,7"],
+            [("01:00", 1), ("01:20", 2), ("01:40", 3), ("03:00", 6), ("03:20", 7)],
+            2,
+            6,
+            id="dst-spring-forward-clamped",
+        ),
+        # autumn: 01:00 and 01:20 come twice; they join the step before them, the rest keeps its time
+        pytest.param(
+            ["00:40,1", "01:00,2", "01:20,3", "01:00,4", "01:20,5", "01:40,6"],
+            [("00:40", 1), ("01:00", 2), ("01:20", 4), ("01:40", 6)],
+            2,
+            5,
+            id="dst-fall-back-repeated-hour",
+        ),
+        pytest.param(["00:00,1", "00:30,2", "00:10,4", "01:00,4"], [("00:00", 1), ("00:30", 3), ("01:00", 4)], 1, 4, id="out-of-order"),
+        pytest.param(["00:00,1", "00:00,1", "00:30,2", "00:30,2"], [("00:00", 1), ("00:30", 2)], 2, 3, id="exported-twice"),
+    ],
+)
+def test_timestamps_that_do_not_increase_merge_by_order_with_one_warning(tmp_path, rows, expected, merged, line):
+    text = "timestamp,value\n" + "".join(f"2014-03-09 {r}\n" for r in rows)
+    with pytest.warns(TraceOrderWarning) as caught:
+        trace = load_trace(write(tmp_path, text))
+    assert len(caught) == 1
+    assert f"{merged} row(s) with a timestamp not after the previous row's, the first on line {line}" in str(caught[0].message)
+    assert list(zip(stamps(trace), trace.values)) == [(t, float(v)) for t, v in expected]
+
+
+def test_both_ec2_traces_with_a_daylight_saving_change_load():
+    import warnings
+    from pathlib import Path
+
+    for name in ("ec2_network_in_5abac7", "ec2_disk_write_bytes_1ef3de"):
+        path = Path(__file__).parents[3] / "shared" / "traces" / f"{name}.csv"
+        if not path.is_file():
+            pytest.skip("the shared traces are not on this machine")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            trace = load_trace(path)
+        assert len(caught) == 1 and "11 row(s)" in str(caught[0].message)
+        assert len(trace.values) == 4730 - 11
+        assert all(b > a for a, b in zip(trace.timestamps, trace.timestamps[1:]))
+        assert trace.step_seconds == 300
 
 
 def test_missing_trace(tmp_path):

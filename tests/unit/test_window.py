@@ -2,7 +2,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from autoscaler.core.evaluate import arrival_rate, evaluate_query
+from autoscaler.core.evaluate import active_rate, arrival_rate, arrival_start, evaluate_query
 from autoscaler.core.model import BatchSample
 from autoscaler.spark.progress import SampleWindow
 from tests.fakes import query_view, steady_batches
@@ -112,3 +112,55 @@ def test_batches_stamped_ahead_of_the_clock_are_not_evaluated_yet():
     now = samples[-3].ended_at  # the last two ended after now (clock skew)
     load = evaluate_query(view, now, timedelta(minutes=5))
     assert load.samples == 8 and load.batch_duration == samples[-3].duration
+
+
+# --- idle and on/off streams ---------------------------------------------------------------------
+
+
+BURST = steady_batches(start=T0, count=10, rate=1600, per_slot=900, cores=4)  # 2 s trigger, last starts at 18 s
+END = BURST[-1].ended_at
+
+
+@pytest.mark.parametrize(
+    "idle_after, running, now_after, rate, lag",
+    [
+        # Spark reported an idle trigger 10 s after the last batch: nothing arrives, nothing waits,
+        # however long ago the last batch was (the lag was the time since it: 2 s more a tick)
+        pytest.param(10, False, 11, 0.0, 0.0, id="idle-trigger-after-the-last-batch"),
+        pytest.param(10, False, 3600, 0.0, 0.0, id="idle-for-an-hour-still-no-lag"),
+        # no idle report yet: the last batch's rate, and the time since it started
+        pytest.param(None, False, 5, 1600.0, 5 + (END - BURST[-1].started_at).total_seconds(), id="no-idle-report-yet"),
+        # the idle report predates the last batch: it says nothing about now
+        pytest.param(-30, False, 5, 1600.0, 5 + (END - BURST[-1].started_at).total_seconds(), id="stale-idle-report"),
+        # the first batch after the quiet stretch runs: its rows came after the idle trigger, at a
+        # rate unknown until it ends; the oldest of them waits since the idle trigger at most
+        pytest.param(600, True, 604, None, 4.0, id="first-batch-after-idle-running"),
+    ],
+)
+def test_an_idle_query_has_no_input_rate_and_no_lag(idle_after, running, now_after, rate, lag):
+    idle_at = None if idle_after is None else END + timedelta(seconds=idle_after)
+    view = query_view(samples=tuple(BURST), idle_at=idle_at, batch_running=running)
+    load = evaluate_query(view, END + timedelta(seconds=now_after), timedelta(seconds=60), cores=4)
+    assert (load.input_rate is None) == (rate is None)
+    if rate is not None:
+        assert load.input_rate == pytest.approx(rate) and load.known
+    assert load.lag.total_seconds() == pytest.approx(lag)
+    assert load.idle == (idle_after is not None and idle_after > 0 and not running)
+
+
+def test_a_query_that_never_had_data_is_idle_with_nothing_waiting():
+    load = evaluate_query(query_view(idle_at=T0), T0 + timedelta(minutes=5), timedelta(seconds=60))
+    assert (load.input_rate, load.lag, load.idle, load.known) == (0.0, timedelta(0), True, False)
+
+
+def test_a_burst_after_quiet_triggers_is_a_burst_not_its_average_over_the_quiet_time():
+    # one batch at 18 s, then quiet triggers, then a batch at 618 s holding 10 s of 5000 rows/s:
+    # Spark reports its inputRowsPerSecond over the time since the previous (quiet) trigger
+    quiet = batch(10, 18, 1.0, 3200, backlog=0)
+    burst = BatchSample(11, T0 + timedelta(seconds=618), timedelta(seconds=3), 10_000, 5000.0, None, 0, cores=4, parallelism=8)
+    after = BatchSample(12, T0 + timedelta(seconds=621), timedelta(seconds=3), 15_000, 5000.0, None, 0, cores=4, parallelism=8)
+    assert active_rate([quiet, burst, after]) == pytest.approx(5000.0)
+    assert arrival_rate([quiet, burst, after]) == pytest.approx(25_000 / 603)  # the mean over the quiet time
+    # without a rate (the first batch of a run) the previous batch's start bounds the arrival
+    first = BatchSample(11, T0 + timedelta(seconds=28), timedelta(seconds=1), 5000, None, None, 0)
+    assert arrival_start(quiet, first) == quiet.started_at

@@ -1,10 +1,18 @@
 """Head-to-head on real Spark: our daemon vs Spark's dynamic allocation vs static maximum.
 
-Replays the step profile of ``docs/benchmarks.md`` (after the baseline measured in the
-team notes): 400 -> 2500 -> 400 rows/s for 120 / 180 / 180 s, 1 ms of work per row,
-8 partitions, 2 s trigger, up to 6 executors on ``local-cluster[6,1,512]``. Each run gets the
-same 30 s warm-up at the low rate before T0; executor-seconds and lag are measured over
-[T0, T3] only.
+Replays a load profile on ``local-cluster[6,1,512]`` (1 ms of work per row, 8 partitions, 2 s
+trigger, up to 6 executors), each run after the same 30 s warm-up, measured over the profile's
+windows only:
+
+* ``step-load``: the step of ``docs/benchmarks.md`` (after the baseline measured in the team
+  notes): 400 -> 2500 -> 400 rows/s for 120 / 180 / 180 s;
+* ``on-off`` (:class:`OnOffProfile`): a compressed stretch of a bursty shared trace (Twitter
+  CVS: bursts of one trace step, then nothing for an hour or more), in which a daemon must
+  release executors during the quiet stretches.
+
+Runs: ``autoscaler`` (the default policy, with the demo's compressed time constants),
+``spark-dra`` (Spark's dynamic allocation), ``static-max``, and, as an extra,
+``autoscaler-target-utilization`` (the simpler policy the step load ran before).
 
 * executor-seconds: the number of registered executors, sampled every second, integrated;
 * lag of a batch: commit time minus the generation time of its oldest row (the longest any
@@ -15,25 +23,37 @@ same 30 s warm-up at the low rate before T0; executor-seconds and lag are measur
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import tempfile
 import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from itertools import pairwise
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from autoscaler.app.compose import configure
 from autoscaler.core.settings import SparkSettings
 from autoscaler.spark.pipelines import PipelineContext, PipelineSpec
 from autoscaler.spark.session import build_session, stop_session
+from autoscaler.tools.demo.params import ACTIVE_PARAMS
 from autoscaler.tools.demo.workload import trace_pipeline, verify_output
-from autoscaler.tools.traces import RateProfile
+from autoscaler.tools.traces import RateProfile, compress_trace, load_trace, prefixed
+
+
+class LoadProfile(Protocol):
+    def rate_profile(self) -> RateProfile: ...
+    def bounds(self) -> list[tuple[str, float, float]]: ...
+    @property
+    def need_executor_seconds(self) -> float: ...
+    def to_json(self) -> dict[str, Any]: ...
 
 RUNS = ("autoscaler", "spark-dra", "static-max")
+EXTRA_RUNS = ("autoscaler-target-utilization",)
+ALL_RUNS = RUNS + EXTRA_RUNS
 MASTER = "local-cluster[6,1,512]"
 PARTITIONS = 8
 TRIGGER = timedelta(seconds=2)
@@ -62,6 +82,60 @@ class StepProfile:
     def need_executor_seconds(self) -> float:
         return sum(n * p for n, p in zip(NEED, self.phases, strict=True))
 
+    def to_json(self) -> dict[str, Any]:
+        return {"low": self.low, "high": self.high, "phases_seconds": list(self.phases), "warmup_seconds": WARMUP}
+
+
+EXECUTOR_RATE = 850.0  # rows/s one executor sustains here with 8 partitions (team notes: 820-900)
+CVS_TRACE = "Twitter_volume_CVS.csv"
+
+
+@dataclass(frozen=True)
+class OnOffProfile:
+    """A compressed stretch of a bursty shared trace, each of its steps one window.
+
+    By default four hours of Twitter CVS from 2015-02-28 08:42 at 20x (a 5-minute step lasts
+    15 s, the stretch 12 minutes): six bursts of one to three steps, the longest quiet stretch
+    an hour of the trace (3 minutes here), its peak scaled to 2500 rows/s (3 executors' worth).
+    The warm-up runs at 100 rows/s (the daemon's cost model needs batches).
+    """
+
+    trace: Path
+    start: datetime = datetime(2015, 2, 28, 8, 42)
+    seconds_per_day: float = 4320.0
+    duration: float = 720.0
+    peak_rate: float = 2500.0
+    warmup_rate: float = 100.0
+
+    def _trace_profile(self) -> RateProfile:
+        trace = load_trace(self.trace)
+        return compress_trace(trace, seconds_per_day=self.seconds_per_day, peak_rate=self.peak_rate, duration=self.duration, start=self.start)
+
+    def rate_profile(self) -> RateProfile:
+        return prefixed(self._trace_profile(), WARMUP, self.warmup_rate)
+
+    def bounds(self) -> list[tuple[str, float, float]]:
+        p = self._trace_profile()
+        out = []
+        for k, (a, b) in enumerate(pairwise(p.starts)):
+            out.append((f"{'quiet' if p.rates[k] == 0 else 'burst'}-{k}", WARMUP + a, WARMUP + b))
+        return out
+
+    @property
+    def need_executor_seconds(self) -> float:
+        p = self._trace_profile()
+        return sum(max(1, math.ceil(r / EXECUTOR_RATE)) * (b - a) for (a, b), r in zip(pairwise(p.starts), p.rates, strict=False))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "trace": self.trace.name,
+            "start": self.start.isoformat(),
+            "seconds_per_day": self.seconds_per_day,
+            "duration_seconds": self.duration,
+            "peak_rate": self.peak_rate,
+            "warmup_seconds": WARMUP,
+        }
+
 
 @dataclass
 class RunResult:
@@ -74,6 +148,7 @@ class RunResult:
     lost_rows: int
     duplicate_rows: int
     notes: list[str] = field(default_factory=list)
+    started_at: float = 0.0  # wall-clock seconds of the profile's start (T0 is WARMUP later)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -140,7 +215,7 @@ def _session(kind: str) -> Any:
     return build_session(SparkSettings(master=MASTER, app_name=f"step-load-{kind}", conf=conf))
 
 
-def run_one(kind: str, profile: StepProfile, workdir: Path, log: Callable[[str], None]) -> RunResult:
+def run_one(kind: str, profile: LoadProfile, workdir: Path, log: Callable[[str], None]) -> RunResult:
     spark = _session(kind)
     out = workdir / kind / "out"
     ckpt = workdir / kind / "checkpoint"
@@ -152,33 +227,19 @@ def run_one(kind: str, profile: StepProfile, workdir: Path, log: Callable[[str],
         sampler.start()
         start = time.time() + 5.0
         build = trace_pipeline(profile=rates, start=start, cost_seconds=COST_SECONDS, out_dir=out)
-        if kind == "autoscaler":
+        if kind.startswith("autoscaler"):
             from autoscaler.app.driver import DriverDaemon
 
             spec = PipelineSpec(
-                "step", build, trigger=TRIGGER, initial_parallelism=PARTITIONS, min_parallelism=PARTITIONS, max_parallelism=PARTITIONS
+                "step",
+                build,
+                trigger=TRIGGER,
+                initial_parallelism=PARTITIONS,
+                min_parallelism=PARTITIONS,
+                max_parallelism=PARTITIONS,
+                manage_rate_limit=True,  # the trace source takes maxRowsPerBatch
             )
-            settings = configure(
-                None,
-                {
-                    "mode": "active",
-                    "executors.min": 1,
-                    "executors.max": 6,
-                    "executors.initial": 1,
-                    "reconcile_interval": "2s",
-                    "resource_wait_timeout": "20s",
-                    "window.metrics_window": "30s",
-                    "normalize.scale_down_delay": "30s",
-                    "normalize.stabilization": "10s",
-                    # minute-scale load steps: the policy that turns within a minute (the default,
-                    # predictive, keeps capacity it bought for ten minutes and more; see docs/policies.md)
-                    "policy.name": "target-utilization",
-                    "policy.params": {"target_utilization": 0.8, "utilization_band": 0.15},
-                    "pipelines.checkpoint_root": str(workdir / kind),
-                    "http.enabled": False,  # a benchmark needs no API, and must not collide with a running demo
-                },
-                environ={},
-            )
+            settings = configure(None, daemon_settings(kind, workdir / kind), environ={})
             ticks = open(workdir / kind / "ticks.jsonl", "w")
             daemon = DriverDaemon(settings, specs=[spec], spark=spark, on_tick=lambda r: print(tick_line(r, start), file=ticks))
             daemon.start()
@@ -205,6 +266,30 @@ def run_one(kind: str, profile: StepProfile, workdir: Path, log: Callable[[str],
             query.stop()
         stop_session(spark)
     return _evaluate(kind, profile, start, sampler, out, rates)
+
+
+def daemon_settings(kind: str, checkpoints: Path) -> dict[str, Any]:
+    """The daemon's settings for a run: ``autoscaler`` is the default policy with the demo's
+    compressed time constants (a day of a trace lasts minutes here); ``autoscaler-target-utilization``
+    the simpler policy at a target utilization of 0.8 and a band of 0.15."""
+    if kind == "autoscaler":
+        policy: dict[str, Any] = {"policy.name": "default", "policy.params": ACTIVE_PARAMS}
+    else:
+        policy = {"policy.name": "target-utilization", "policy.params": {"target_utilization": 0.8, "utilization_band": 0.15}}
+    return {
+        "mode": "active",
+        "executors.min": 1,
+        "executors.max": 6,
+        "executors.initial": 1,
+        "reconcile_interval": "2s",
+        "resource_wait_timeout": "20s",
+        "window.metrics_window": "30s",
+        "normalize.scale_down_delay": "30s",
+        "normalize.stabilization": "10s",
+        **policy,
+        "pipelines.checkpoint_root": str(checkpoints),
+        "http.enabled": False,  # a benchmark needs no API, and must not collide with a running demo
+    }
 
 
 def _start_plain(spark: Any, build: Callable[[Any, PipelineContext], Any], ckpt: Path) -> Any:
@@ -234,12 +319,13 @@ def tick_line(r: Any, start: float) -> str:
             "mu": None if not model else round(model.per_slot),
             "w": None if not model else round(model.per_task, 3),
             "o": None if not model else round(model.fixed, 3),
+            "k": None if not model else round(model.contention, 3),
             "msg": r.proposal.message[:80],
         }
     )
 
 
-def _evaluate(kind: str, profile: StepProfile, start: float, sampler: ExecutorSampler, out: Path, rates: RateProfile) -> RunResult:
+def _evaluate(kind: str, profile: LoadProfile, start: float, sampler: ExecutorSampler, out: Path, rates: RateProfile) -> RunResult:
     per_phase: dict[str, float] = {}
     lags: dict[str, float | None] = {}
     total = 0.0
@@ -254,11 +340,11 @@ def _evaluate(kind: str, profile: StepProfile, start: float, sampler: ExecutorSa
         lags[name] = max(phase_lags) if phase_lags else None
     committed_max = max((r["max"] for r in records if r["max"] is not None), default=-1)
     check = verify_output(out, committed_max + 1)
-    return RunResult(kind, total, per_phase, lags, lo, hi, check.lost_rows, check.duplicate_rows)
+    return RunResult(kind, total, per_phase, lags, lo, hi, check.lost_rows, check.duplicate_rows, started_at=start)
 
 
 def run_benchmark(
-    runs: tuple[str, ...] = RUNS, profile: StepProfile = StepProfile(), workdir: Path | None = None, log: Callable[[str], None] = print
+    runs: tuple[str, ...] = RUNS, profile: LoadProfile = StepProfile(), workdir: Path | None = None, log: Callable[[str], None] = print
 ) -> dict[str, Any]:
     own = workdir is None
     root = Path(workdir or tempfile.mkdtemp(prefix="step-load-"))
@@ -270,15 +356,47 @@ def run_benchmark(
     finally:
         if own:
             shutil.rmtree(root, ignore_errors=True)
-    return {
-        "profile": {"low": profile.low, "high": profile.high, "phases_seconds": list(profile.phases), "warmup_seconds": WARMUP},
-        "need_executor_seconds": profile.need_executor_seconds,
-        "runs": results,
-    }
+    out = {"profile": profile.to_json(), "need_executor_seconds": profile.need_executor_seconds, "runs": results}
+    if isinstance(profile, OnOffProfile):
+        out["summary"] = on_off_summary(results)
+    return out
+
+
+def on_off_summary(results: dict[str, Any]) -> dict[str, Any]:
+    """Per run: executor-seconds, the mean executors in the quiet and the burst windows, the
+    share of quiet time spent at one executor, the peak lag of any window; and our run's
+    executor-seconds over Spark dynamic allocation's."""
+    out: dict[str, Any] = {}
+    for name, r in results.items():
+        quiet = {k: v for k, v in r["executors_per_phase"].items() if k.startswith("quiet")}
+        burst = {k: v for k, v in r["executors_per_phase"].items() if k.startswith("burst")}
+        lags = [v for v in r["peak_lag_seconds_per_phase"].values() if v is not None]
+        out[name] = {
+            "executor_seconds": r["executor_seconds"],
+            "mean_executors_quiet": round(sum(quiet.values()) / len(quiet), 2) if quiet else None,
+            "mean_executors_burst": round(sum(burst.values()) / len(burst), 2) if burst else None,
+            "peak_lag_seconds": max(lags) if lags else None,
+        }
+    if "autoscaler" in results and "spark-dra" in results and results["spark-dra"]["executor_seconds"] > 0:
+        out["autoscaler_over_spark_dra"] = round(results["autoscaler"]["executor_seconds"] / results["spark-dra"]["executor_seconds"], 3)
+    return out
 
 
 def format_table(result: dict[str, Any]) -> str:
     need = result["need_executor_seconds"]
+    if "summary" in result:  # on-off: quiet and burst windows instead of three phases
+        lines = [f"need: {need:.0f} executor-seconds", f"{'run':<30} {'exec-s':>8} {'x need':>7} {'quiet':>6} {'burst':>6} {'peak lag s':>10}"]
+        for name, r in result["summary"].items():
+            if not isinstance(r, dict):
+                continue
+            lag = "-" if r["peak_lag_seconds"] is None else f"{r['peak_lag_seconds']:.1f}"
+            lines.append(
+                f"{name:<30} {r['executor_seconds']:>8.0f} {r['executor_seconds'] / need:>7.2f} "
+                f"{r['mean_executors_quiet'] or 0:>6.2f} {r['mean_executors_burst'] or 0:>6.2f} {lag:>10}"
+            )
+        if "autoscaler_over_spark_dra" in result["summary"]:
+            lines.append(f"autoscaler / spark-dra executor-seconds: {result['summary']['autoscaler_over_spark_dra']:.2f}")
+        return "\n".join(lines)
     lines = [
         f"need (1/4/1 executors): {need:.0f} executor-seconds",
         f"{'run':<12} {'exec-s':>8} {'x need':>7}  {'executors P1/P2/P3':<20} {'peak lag s P1/P2/P3':<22} lost dup",

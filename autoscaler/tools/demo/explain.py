@@ -16,6 +16,7 @@ CHANGE_WHY = {
     Reason.PARTITIONS_BELOW_CORES: "fewer partitions than cores left cores idle",
     Reason.UNEVEN_WAVES: "partitions now fill every task wave",
     Reason.POLICY_PARALLELISM: "sized for the load",
+    Reason.RATE_LIMIT_OUTGROWN: "its batches were held at a rate limit the executors had outgrown",
     Reason.OPERATOR_REQUEST: "an operator asked for it",
 }
 ALIGN = (Reason.PARTITIONS_BELOW_CORES, Reason.UNEVEN_WAVES)  # partitions follow the cores

@@ -12,6 +12,10 @@ exactly as it drives Spark. Between two observations it advances a discrete-even
   ``o + ceil(P / C) x (w + k x min(P, C) + R / (P x mu))`` on ``C`` free task slots, with
   lognormal noise and occasional slow batches. Batches grow when behind. Executors that
   register during a batch pick up its remaining tasks; new executors pay a warm-up once;
+* **idle triggers**: a trigger that finds no new rows runs no batch; as Spark 4 does, the query
+  is reported idle (``QueryIdleEvent``) at such a trigger once ``no_data_progress_interval`` has
+  passed since the last batch ended or the last idle report, and a batch's
+  ``inputRowsPerSecond`` counts its rows over the time since the previous trigger, batch or not;
 * **executors**: a request registers after the start-up latency (or never, beyond
   ``max_grantable_executors``); lowering the target cancels pending requests; a removed
   executor takes no new task and is gone after the removal delay; executors can be lost;
@@ -73,6 +77,7 @@ class _Batch:
     seg_start: float
     slots: int
     end: float
+    since_trigger: float | None = None  # seconds since the run's previous trigger (Spark's inputTimeSec)
 
 
 @dataclass(slots=True)
@@ -141,7 +146,9 @@ class SimCluster:
         self._batch_id = 0
         self.next_trigger: float | None = 0.0
         self.consumed = 0
-        self.prev_trigger: float | None = None
+        self.last_trigger: float | None = None  # the run's latest trigger, with or without a batch
+        self._last_report: float | None = None  # the run's latest progress or idle event (Spark's rule for the next)
+        self.idle_at: float | None = None  # the latest idle event (of any run: a fact about the source)
         self.stop: _Stop | None = None
         self.restart_at: float | None = None
         self._first_batch_outcome: _Stop | None = None
@@ -151,6 +158,7 @@ class SimCluster:
         # not the start: a trace that begins quiet has no lag until rows arrive (inf: none ever)
         self.completions: list[tuple[float, float]] = [(0.0, workload.time_of(0))]
         self.executor_seconds = 0.0  # allocated: registered + starting
+        self.allocation: list[tuple[float, int]] = [(0.0, self.allocated())]  # (t, allocated from t on), at each change
         self.registered_seconds = 0.0
         self._acct_t = 0.0
         self.batches = 0
@@ -215,6 +223,17 @@ class SimCluster:
         self._cold.discard(eid)
         self._view_alive = None
         self._schedule_loss()
+        self._allocation_changed()
+
+    def _allocation_changed(self) -> None:
+        count = len(self.alive) + len(self.starting)
+        last_t, last_count = self.allocation[-1]
+        if count == last_count:
+            return
+        if last_t == self.t:
+            self.allocation[-1] = (self.t, count)  # several changes at one instant: the last counts
+        else:
+            self.allocation.append((self.t, count))
 
     def _account(self, t: float) -> None:
         dt = t - self._acct_t
@@ -263,6 +282,7 @@ class SimCluster:
             self._view_alive = None
             self.executors_lost += 1
             self._slots_changed()
+            self._allocation_changed()
         self._schedule_loss()
 
     def _grantable(self) -> float:
@@ -293,6 +313,7 @@ class SimCluster:
             # Spark deletes pending executor pods beyond the target: the latest first
             drop = min(-missing, len(self.starting))
             del self.starting[len(self.starting) - drop :]
+        self._allocation_changed()
         return True
 
     def remove(self, ids: Sequence[str], now: datetime) -> bool:
@@ -337,7 +358,8 @@ class SimCluster:
         self.run_started = self.t
         self._run_started_at = self.at(self.t)
         self.batches_in_run = 0
-        self.prev_trigger = None
+        self.last_trigger = None
+        self._last_report = None  # (idle_at stays: the source had no rows then, whichever run asked)
         self.next_trigger = self.t  # a new run triggers at once
         self.restarts += 1
 
@@ -373,8 +395,11 @@ class SimCluster:
             # no new data: Spark skips the batch and waits for the next trigger; the first
             # trigger of a new run still posts a progress event, which ends a rescale's pause
             self._report_first_batch(t)
+            self._idle_trigger(t)
             self.next_trigger = (math.floor(t / interval + _EPS) + 1) * interval
             return
+        since_trigger = None if self.last_trigger is None else t - self.last_trigger
+        self.last_trigger = t
         p = self.params.parallelism
         slots = self.free_slots()
         noise = self._noise()
@@ -397,11 +422,23 @@ class SimCluster:
             seg_start=work_start,
             slots=slots,
             end=math.inf,
+            since_trigger=since_trigger,
         )
         self._batch_id += 1
         b.end = self._task_end(b, work_start, slots)
         self.batch = b
         self.next_trigger = None
+
+    def _idle_trigger(self, t: float) -> None:
+        """Spark's ``ProgressReporter.updateIdleness``: a trigger that found no rows reports the
+        query idle once ``no_data_progress_interval`` has passed since the last batch ended or the
+        last idle report (the first such trigger of a run that has run no batch reports nothing)."""
+        self.last_trigger = t
+        if self._last_report is None:
+            self._last_report = t
+        elif t - self._last_report >= self.cfg.no_data_progress_interval - _EPS:
+            self._last_report = t
+            self.idle_at = t
 
     def _task_end(self, b: _Batch, t: float, slots: int) -> float:
         if slots <= 0:
@@ -449,7 +486,7 @@ class SimCluster:
         self.cores_changed_recently = cores != self.last_cores
         self.last_cores = cores
         self.batches_in_run += 1
-        since = None if self.prev_trigger is None else b.start - self.prev_trigger
+        since = b.since_trigger  # Spark's inputRowsPerSecond: over the time since the previous trigger
         duration = t - b.start
         sample = BatchSample(
             batch_id=b.batch_id,
@@ -466,7 +503,7 @@ class SimCluster:
         )
         samples = self.samples + (sample,)
         self.samples = samples[-self.max_samples :] if len(samples) > self.max_samples else samples
-        self.prev_trigger = b.start
+        self._last_report = t
         if self._first_batch_outcome is not None:
             self._report_first_batch(t)
         if self.stop is not None:
@@ -562,11 +599,13 @@ class SimCluster:
             max_parallelism=self.max_parallelism,
             partitions_per_core=self.partitions_per_core,
             rescalable=True,
+            managed_rate_limit=self.cfg.max_rows_per_batch is None,  # a Kafka-like source (maxOffsetsPerTrigger)
             samples=self.samples,
             run_started_at=self._run_started_at,
             batch_running=running,
             batch_tasks=tasks,
             warming=self.batches_in_run < WARMUP_BATCHES or self.cores_changed_recently or cores != self.last_cores,
+            idle_at=None if self.idle_at is None else self.at(self.idle_at),
         )
 
     # --- truth ---------------------------------------------------------------------------------

@@ -56,6 +56,7 @@ COLUMNS = (
     ("p95_lag_seconds", "p95 lag s", "{:.1f}"),
     ("max_lag_seconds", "max lag s", "{:.0f}"),
     ("rescales_per_day", "rescales/day", "{:.1f}"),
+    ("overshoot_fraction", "overshoot", "{:.1%}"),
     ("mean_executors", "mean executors", "{:.1f}"),
 )
 

@@ -58,6 +58,11 @@ class SimConfig:
     max_rows_per_batch: int | None = _p(
         None, "cap on rows per batch (maxOffsetsPerTrigger); None: take everything available", "Spark's default"
     )
+    no_data_progress_interval: float = _p(
+        10.0,
+        "seconds between two reports of a query idle (a trigger that found no new rows)",
+        "Spark's spark.sql.streaming.noDataProgressEventInterval (10 s): a QueryIdleEvent at most this often, the first this long after the last batch ended",
+    )
     # --- actions ---
     executor_startup: float = _p(
         30.0,

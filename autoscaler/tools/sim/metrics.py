@@ -13,6 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
+from autoscaler.core.budget import limited_schedule_cost
 from autoscaler.tools.sim.workload import Workload
 
 
@@ -56,26 +57,30 @@ def lag_percentile(completions: Sequence[tuple[float, float]], end: float, q: fl
     return hi
 
 
-def oracle_executors(rates: np.ndarray, capacity: float, min_executors: int) -> np.ndarray:
-    """Executors needed at each rate with perfect foresight and no start-up or restart cost."""
-    need = np.ceil(rates / capacity - 1e-9)
-    return np.maximum(float(min_executors), need)
+def oracle_executors(rates: np.ndarray, capacity: float, min_executors: int, max_executors: int | None = None) -> np.ndarray:
+    """Executors needed at each rate with perfect foresight and no start-up or restart cost, within
+    the bounds: no schedule has more than ``max_executors`` (a spike beyond the ceiling then
+    violates the SLO for every policy and costs the oracle no more than them)."""
+    need = np.maximum(float(min_executors), np.ceil(rates / capacity - 1e-9))
+    return need if max_executors is None else np.minimum(float(max(max_executors, min_executors)), need)
 
 
-def oracle_executor_seconds(workload: Workload, capacity: float, min_executors: int) -> float:
+def oracle_executor_seconds(workload: Workload, capacity: float, min_executors: int, max_executors: int | None = None) -> float:
     lengths, rates = workload.step_arrays()
-    return float((oracle_executors(rates, capacity, min_executors) * lengths).sum())
+    return float((oracle_executors(rates, capacity, min_executors, max_executors) * lengths).sum())
 
 
 BUDGET_RESCALES_PER_DAY = 24.0  # the benchmark's target: fewer than 24 rescales a day
 
 
-def budget_oracle_executor_seconds(workload: Workload, capacity: float, min_executors: int, per_day: float) -> float:
+def budget_oracle_executor_seconds(
+    workload: Workload, capacity: float, min_executors: int, per_day: float, max_executors: int | None = None
+) -> float:
     """Lower bound of the executor-seconds of any schedule that always has the executors the
     oracle needs and changes their count at most ``per_day`` times a day (on average)."""
     lengths, rates = workload.step_arrays()
     budget = math.floor(per_day * float(lengths.sum()) / 86400.0)
-    lower, _ = limited_oracle_executor_seconds(lengths, oracle_executors(rates, capacity, min_executors), budget)
+    lower, _ = limited_oracle_executor_seconds(lengths, oracle_executors(rates, capacity, min_executors, max_executors), budget)
     return lower
 
 
@@ -89,57 +94,76 @@ def limited_oracle_executor_seconds(lengths: np.ndarray, need: np.ndarray, max_c
 
     The oracle changes the count whenever the need changes; a policy held to a rescale budget
     cannot, and on a spiky trace even perfect foresight then pays for holding each spike's
-    size. Minimising ``cost + lambda x changes`` is a dynamic programme over (step, count):
-    hold the count, or change from the cheapest count so far and pay ``lambda``. For every
-    ``lambda`` no schedule with at most ``max_changes`` changes costs less than
-    ``min(cost + lambda x changes) - lambda x max_changes`` (the lower bound, maximised over the
-    ``lambda`` of a bisection); the schedule found at the smallest ``lambda`` that keeps within
-    the budget is one a clairvoyant policy could run (achieved). On the benchmark traces the two are
-    within 2 % (first weeks: ELB 0 %, Twitter 0.8 %, NYC taxi 1.5 %); on a handful of steps the gap of
-    this Lagrangian bound can be tens of percent.
+    size. The dynamic programme is :mod:`autoscaler.core.budget` (the default policy prices its
+    rescales with the same one). On the benchmark traces the lower bound and the achieved
+    schedule are within 2 % (first weeks: ELB 0 %, Twitter 0.8 %, NYC taxi 1.5 %); on a handful
+    of steps the gap of this Lagrangian bound can be tens of percent.
     """
-    lengths, need = _merge_equal_steps(np.asarray(lengths, float), np.asarray(need, float))
-    if len(need) == 0:
-        return 0.0, 0.0
-    levels = np.arange(int(need.max()) + 1, dtype=float)
-
-    def solve(lam: float) -> tuple[float, int]:
-        f = np.where(levels >= need[0], levels * lengths[0], np.inf)
-        changes = np.zeros(len(levels))
-        for length, n in zip(lengths[1:], need[1:], strict=True):
-            best = int(np.argmin(f))
-            switch = f[best] + lam
-            moved = switch < f
-            f = np.where(moved, switch, f) + levels * length
-            changes = np.where(moved, changes[best] + 1, changes)
-            f[levels < n] = np.inf
-        best = int(np.argmin(f))
-        return float(f[best]), int(changes[best])
-
-    total, changes = solve(0.0)
-    if changes <= max_changes:
-        return total, total
-    lo, hi = 0.0, float(levels[-1] * lengths.sum())
-    lower, achieved = total, math.inf
-    for _ in range(40):
-        lam = (lo + hi) / 2
-        value, changes = solve(lam)
-        lower = max(lower, value - lam * max_changes)
-        if changes <= max_changes:
-            hi, achieved = lam, min(achieved, value - lam * changes)
-        else:
-            lo = lam
-        if achieved < math.inf and achieved - lower <= 1e-3 * achieved:
-            break
-    if achieved == math.inf:
-        value, changes = solve(hi)
-        achieved = value - hi * changes
-    return lower, achieved
+    return limited_schedule_cost(lengths, need, max_changes)
 
 
-def _merge_equal_steps(lengths: np.ndarray, need: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Join consecutive steps with the same need (a schedule never changes inside such a run)."""
-    if len(need) == 0:
-        return lengths, need
-    starts = np.flatnonzero(np.concatenate(([True], need[1:] != need[:-1])))
-    return np.add.reduceat(lengths, starts), need[starts]
+OVERSHOOT_WINDOW = 600.0  # seconds: the oracle's largest need is taken over the surrounding 10 minutes
+
+
+def overshoot_fraction(
+    allocation: Sequence[tuple[float, int]],
+    end: float,
+    workload: Workload,
+    capacity: float,
+    min_executors: int,
+    max_executors: int | None = None,
+    window: float = OVERSHOOT_WINDOW,
+) -> float:
+    """Share of the executor-seconds above twice the oracle's largest need within the surrounding
+    ``window`` (centred: ``t - window / 2`` to ``t + window / 2``).
+
+    ``allocation`` is the executor count as a step function, ``(t, executors from t on)`` in time
+    order from 0 on; the oracle's need is :func:`oracle_executors` step by step. A policy that
+    answers a short burst with its ceiling, or keeps the executors of a burst through hours of
+    idle input, spends those executor-seconds above the band; holding the size of a burst for a
+    few minutes (the ski rental, a scale-down delay) stays within it.
+    """
+    if end <= 0 or not allocation:
+        return 0.0
+    lengths, rates = workload.step_arrays()
+    starts = np.asarray(workload.starts[:-1], dtype=float)
+    need = oracle_executors(rates, capacity, min_executors, max_executors)
+    times = np.asarray([t for t, _ in allocation], dtype=float)
+    counts = np.asarray([n for _, n in allocation], dtype=float)
+    half = window / 2.0
+    # every point where the allocation or the windowed need can change, within [0, end]
+    grid = np.unique(np.clip(np.concatenate(([0.0, end], times, starts - half, starts + half)), 0.0, end))
+    lo, hi = grid[:-1], grid[1:]
+    keep = hi > lo
+    lo, hi = lo[keep], hi[keep]
+    mid = (lo + hi) / 2.0
+    held = counts[np.maximum(0, np.searchsorted(times, mid, side="right") - 1)]
+    # the steps overlapping [mid - half, mid + half]: from the one holding its start to the last
+    # starting before its end
+    first = np.maximum(0, np.searchsorted(starts, mid - half, side="right") - 1)
+    last = np.maximum(first, np.searchsorted(starts, mid + half, side="left") - 1)
+    largest = _range_max(need, first, np.minimum(last, len(need) - 1))
+    span = hi - lo
+    total = float((held * span).sum())
+    if total <= 0:
+        return 0.0
+    excess = np.maximum(0.0, held - 2.0 * largest)
+    return float((excess * span).sum()) / total
+
+
+def _range_max(values: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """``max(values[first[i] : last[i] + 1])`` for every ``i`` (a sparse table: doubling ranges)."""
+    table = [np.asarray(values, dtype=float)]
+    width = 1
+    while 2 * width <= len(values):
+        prev = table[-1]
+        table.append(np.maximum(prev[:-width], prev[width:]))
+        width *= 2
+    size = last - first + 1
+    level = np.floor(np.log2(np.maximum(1, size))).astype(int)
+    out = np.empty(len(first))
+    for k in np.unique(level):
+        sel = level == k
+        row = table[k]
+        out[sel] = np.maximum(row[first[sel]], row[last[sel] - (1 << k) + 1])
+    return out

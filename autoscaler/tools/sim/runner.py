@@ -35,6 +35,7 @@ from autoscaler.tools.sim.metrics import (
     lag_percentile,
     max_lag,
     oracle_executor_seconds,
+    overshoot_fraction,
     time_above,
 )
 from autoscaler.tools.sim.workload import Workload, workload_from_trace
@@ -75,14 +76,14 @@ class _Tally:
             self.executor_changes += 1
 
 
-def _record_series(out: Series, cluster: SimCluster, capacity: float) -> None:
+def _record_series(out: Series, cluster: SimCluster, capacity: float, max_executors: int) -> None:
     t = cluster.t
     rate = cluster.workload.rate_at(t)
     out.t.append(t)
     out.input_rate.append(rate)
     out.capacity.append(cluster.capacity_now())
     out.executors.append(cluster.allocated())
-    out.oracle.append(executors_for_rate(rate, capacity))
+    out.oracle.append(min(max_executors, executors_for_rate(rate, capacity)))
     out.lag.append(cluster.lag_now())
     out.partitions.append(cluster.params.parallelism)
 
@@ -99,6 +100,8 @@ class SimResult:
     budget_oracle_cost_ratio: float
     budget_rescales_per_day: float
     slo_violation_fraction: float
+    # share of executor-seconds above twice the oracle's largest need in the surrounding 10 minutes
+    overshoot_fraction: float
     p95_lag_seconds: float
     max_lag_seconds: float
     rescales: int
@@ -109,7 +112,8 @@ class SimResult:
     query_restarts: int
     mean_executors: float
     oracle_mean_executors: float
-    peak_executors: int
+    peak_executors: int  # executors the trace's scale_quantile needs (1: its peak)
+    scale_quantile: float
     max_executors: int
     partitions: int
     slo_lag_seconds: float
@@ -139,8 +143,8 @@ def quiet_logs() -> None:
         )
 
 
-def build_workload(trace: Trace, *, config: SimConfig, peak_executors: int, days: float | None) -> Workload:
-    return workload_from_trace(trace, peak_rate=peak_executors * config.executor_capacity(), days=days)
+def build_workload(trace: Trace, *, config: SimConfig, peak_executors: int, days: float | None, scale_quantile: float = 1.0) -> Workload:
+    return workload_from_trace(trace, peak_rate=peak_executors * config.executor_capacity(), days=days, quantile=scale_quantile)
 
 
 @contextlib.contextmanager
@@ -167,6 +171,7 @@ def simulate(
     policy: str = "default",
     params: Mapping[str, Any] | None = None,
     peak_executors: int = 32,
+    scale_quantile: float = 1.0,
     max_executors: int | None = None,
     slo_lag_seconds: float = 60.0,
     days: float | None = None,
@@ -178,7 +183,8 @@ def simulate(
     on_tick: Callable[[TickRecord, SimCluster], None] | None = None,
     progress: Callable[[float], None] | None = None,
 ) -> SimResult:
-    """Simulate ``policy`` on a trace (scaled to ``peak_executors`` at its peak) or a workload.
+    """Simulate ``policy`` on a trace (scaled so that its ``scale_quantile``, by default its peak,
+    needs ``peak_executors``) or a workload.
 
     ``on_tick`` sees every tick's record and the cluster (scenario tests, tracing);
     ``progress`` is told the share of the ticks done, about every percent and once at the end.
@@ -199,7 +205,11 @@ def simulate(
     capacity = cfg.executor_capacity()
     if capacity <= 0:
         raise ValueError("the configured executors cannot process anything within one trigger interval")
-    workload = source if isinstance(source, Workload) else build_workload(source, config=cfg, peak_executors=peak_executors, days=days)
+    workload = (
+        source
+        if isinstance(source, Workload)
+        else build_workload(source, config=cfg, peak_executors=peak_executors, days=days, scale_quantile=scale_quantile)
+    )
     ticks = int(math.floor(workload.duration / tick + 1e-9))
     if ticks < 1:
         raise ValueError(f"the simulated span ({workload.duration:g} s) is shorter than one tick ({tick:g} s): nothing would be decided")
@@ -261,15 +271,16 @@ def simulate(
             if on_tick is not None:
                 on_tick(record, cluster)
             if out is not None:
-                _record_series(out, cluster, capacity)
+                _record_series(out, cluster, capacity, max_exec)
     cluster.advance_to(workload.duration)
     wall = time.perf_counter() - started
     if progress is not None:
         progress(1.0)
 
     duration = workload.duration
-    oracle = oracle_executor_seconds(workload, capacity, s.executors.min)
-    budget_oracle = budget_oracle_executor_seconds(workload, capacity, s.executors.min, BUDGET_RESCALES_PER_DAY)
+    # the oracles within the same bounds as the policies: a spike beyond the ceiling costs them no more
+    oracle = oracle_executor_seconds(workload, capacity, s.executors.min, max_exec)
+    budget_oracle = budget_oracle_executor_seconds(workload, capacity, s.executors.min, BUDGET_RESCALES_PER_DAY, max_exec)
     completions = cluster.completions
     days_simulated = duration / 86400.0
     return SimResult(
@@ -282,6 +293,7 @@ def simulate(
         budget_oracle_cost_ratio=budget_oracle / oracle if oracle > 0 else math.inf,
         budget_rescales_per_day=BUDGET_RESCALES_PER_DAY,
         slo_violation_fraction=time_above(completions, duration, slo_lag_seconds) / duration,
+        overshoot_fraction=overshoot_fraction(cluster.allocation, duration, workload, capacity, s.executors.min, max_exec),
         p95_lag_seconds=lag_percentile(completions, duration, 0.95),
         max_lag_seconds=max_lag(completions, duration),
         rescales=tally.rescales,
@@ -292,6 +304,7 @@ def simulate(
         mean_executors=cluster.executor_seconds / duration,
         oracle_mean_executors=oracle / duration,
         peak_executors=peak_executors,
+        scale_quantile=scale_quantile,
         max_executors=max_exec,
         partitions=partitions,
         slo_lag_seconds=slo_lag_seconds,

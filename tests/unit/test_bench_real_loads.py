@@ -1,0 +1,72 @@
+"""The real-Spark benchmarks' arithmetic, without Spark: the on/off profile, its summary, and what
+sim-to-real reads from a run (the executor start-up the daemon measured, its fitted cost model)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autoscaler.tools.bench.sim_to_real import fitted_model, measured_startup
+from autoscaler.tools.bench.step_load import WARMUP, OnOffProfile, daemon_settings, on_off_summary
+
+CVS = Path(__file__).parents[3] / "shared" / "traces" / "Twitter_volume_CVS.csv"
+
+
+def test_the_on_off_profile_is_a_compressed_stretch_of_bursts_and_quiet_steps():
+    if not CVS.is_file():
+        pytest.skip("the shared traces are not on this machine")
+    profile = OnOffProfile(trace=CVS)
+    windows = profile.bounds()
+    assert windows[0][1] == WARMUP and len(windows) == 48  # 4 hours of 5-minute steps, 15 s each
+    bursts = [w for w in windows if w[0].startswith("burst")]
+    assert len(bursts) == 6 and all(b - a == 15 for _, a, b in windows)
+    rates = profile.rate_profile()
+    assert rates.rate_at(1.0) == 100.0 and max(rates.rates) == 2500.0  # warm-up, then the peak scaled
+    # the longest quiet stretch outlasts Spark's 60 s idle timeout and our scale-down delay
+    quiet_runs, run = [], 0
+    for name, _, _ in windows:
+        run = run + 1 if name.startswith("quiet") else 0
+        quiet_runs.append(run)
+    assert max(quiet_runs) * 15 >= 120
+
+
+def test_the_on_off_summary_compares_quiet_and_burst_windows_and_dynamic_allocation():
+    runs = {
+        "autoscaler": {"executor_seconds": 400.0, "executors_per_phase": {"quiet-0": 1.0, "burst-1": 3.0, "quiet-2": 1.5}, "peak_lag_seconds_per_phase": {"quiet-0": None, "burst-1": 12.0, "quiet-2": 4.0}},
+        "spark-dra": {"executor_seconds": 1000.0, "executors_per_phase": {"quiet-0": 4.0, "burst-1": 5.0, "quiet-2": 4.0}, "peak_lag_seconds_per_phase": {"quiet-0": None, "burst-1": 8.0, "quiet-2": 3.0}},
+    }
+    summary = on_off_summary(runs)
+    assert summary["autoscaler"] == {"executor_seconds": 400.0, "mean_executors_quiet": 1.25, "mean_executors_burst": 3.0, "peak_lag_seconds": 12.0}
+    assert summary["autoscaler_over_spark_dra"] == 0.4
+
+
+def test_the_benchmark_runs_the_default_policy_as_autoscaler(tmp_path):
+    assert daemon_settings("autoscaler", tmp_path)["policy.name"] == "default"
+    assert daemon_settings("autoscaler-target-utilization", tmp_path)["policy.name"] == "target-utilization"
+
+
+def test_sim_to_real_reads_the_start_up_and_the_cost_model_of_the_run():
+    ticks = [
+        {"t": 0.0, "alive": 1, "requested": 1, "mu": None},
+        {"t": 2.0, "alive": 1, "requested": 3, "mu": 850.0, "w": 0.07, "o": 0.2, "k": 0.1},
+        {"t": 4.0, "alive": 2, "requested": 3, "mu": 860.0, "w": 0.06, "o": 0.2, "k": 0.1},
+        {"t": 14.0, "alive": 3, "requested": 3, "mu": 870.0, "w": 0.05, "o": 0.21, "k": 0.12},
+        {"t": 40.0, "alive": 3, "requested": 4, "mu": None},
+        {"t": 46.0, "alive": 4, "requested": 4, "mu": None},
+    ]
+    # from the raised target to the registration of all it asked for: 12 s and 6 s
+    assert measured_startup(ticks) == 9.0
+    assert measured_startup(ticks[:1]) == 3.7  # never scaled up: the latencies benchmark's figure
+    assert fitted_model(ticks) == {"mu": 870.0, "w": 0.05, "o": 0.21, "k": 0.12}
+
+
+def test_sim_to_real_simulates_the_same_profile_with_the_daemons_settings(tmp_path):
+    from autoscaler.tools.bench.sim_to_real import simulate_profile
+    from autoscaler.tools.bench.step_load import StepProfile
+    from autoscaler.tools.sim.config import SimConfig
+
+    profile = StepProfile(phases=(30.0, 30.0, 30.0))
+    config = SimConfig(trigger_interval=2.0, partitions=8, min_partitions=8, executor_startup=8.0, duration_noise=0.0, slow_batch_probability=0.0)
+    out = simulate_profile(profile, config, daemon_settings("autoscaler", tmp_path), (WARMUP, profile.bounds()[-1][2]))
+    assert out["batches"] > 30 and 90 <= out["executor_seconds"] <= 6 * 90 and out["p95_lag_seconds"] > 0
