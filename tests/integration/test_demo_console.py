@@ -25,6 +25,8 @@ STACK_FRAME = re.compile(r"^\s+at ")
 # Spark's own format (its default log4j2 profile) and Spark's records at INFO/WARN through ours
 SPARK_CHATTER = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (INFO|WARN) |\[(info|warning)\s*\].*\[spark\.|NativeCodeLoader|incubator modules|log4j")
 
+REAL_FAILURE = "a Python process of the Spark driver failed: "  # autoscaler/spark/jvm_output.py
+
 
 @pytest.mark.parametrize("mode", ["active", "reactive"])
 def test_the_demo_prints_our_lines_and_no_spark_noise(tmp_path, mode):
@@ -40,7 +42,10 @@ def test_the_demo_prints_our_lines_and_no_spark_noise(tmp_path, mode):
     assert result.returncode == 0, result.stderr[-3000:]
     lines = out + err
     assert [line for line in lines if STACK_FRAME.match(line)] == []
-    assert [line for line in lines if SPARK_CHATTER.search(line)] == []
+    # a real failure of one of Spark's Python processes is reported, in one line: on a loaded
+    # 2-core box the streaming source's runner can time out connecting back to the JVM
+    # (CANNOT_OPEN_SOCKET), and the query restarts from its checkpoint (seen in a CI run)
+    assert [line for line in lines if SPARK_CHATTER.search(line) and REAL_FAILURE not in line] == []
     assert [line for line in lines if line.startswith("Traceback") or "StackOverflowError" in line] == []
     # the live view and the summary, each rescale line naming its change once
     assert any(line.startswith("summary: executor-seconds") for line in out)
