@@ -75,7 +75,9 @@ def test_active_mode_scales_executors_up_and_down_with_the_load(spark_session_fa
         assert max(during_high) >= 3, f"executors during the high phase: {during_high}\n{trail(records)}"
         peak = max(during_high)
         try:
-            wait_until(lambda: records[-1].executors_alive < peak, 90, "executors to be released after the load drops", interval=2)
+            # on a loaded 2-core box the batches' busy share stays high for a while after the
+            # drop (seen in a CI run: 0.56 of 4 cores at 300 rows/s), so give it two minutes
+            wait_until(lambda: records[-1].executors_alive < peak, 150, "executors to be released after the load drops", interval=2)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{trail(records)}") from None
     finally:
