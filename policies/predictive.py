@@ -361,9 +361,12 @@ class PredictivePolicy(Policy):
         a change is worth."""
         bucket = math.floor(inp.now.timestamp() / inp.rate_step.total_seconds())
         rates = inp.history.rates
+        # the inputs by value: the rate step, the newest remembered rate (points are appended in
+        # time order), the cost model that sizes them, and the bounds the sizes stay within
+        key = (bucket, rates[-1] if rates else None, model, inp.max_executors, inp.cores_per_executor)
         kept = memo.hindsight.get(view.name)
-        if kept is not None and kept[0] is rates and kept[1] == bucket and kept[2] is model:
-            return kept[3]
+        if kept is not None and kept[0] == key:
+            return kept[1]
         p = self.p
         series = inp.history.rate_series(view.name, since=inp.now - p.hindsight)
         price = 0.0
@@ -379,7 +382,7 @@ class PredictivePolicy(Policy):
             # young history prices nothing until it holds more changes than a day allows
             budget = p.rescale_budget * p.hindsight.total_seconds() / 86400.0
             price = budget_price(np.full(len(need), step), np.asarray(need, float), budget)
-        memo.hindsight[view.name] = (rates, bucket, model, price)
+        memo.hindsight[view.name] = (key, price)
         return price
 
     def _demand(self, view: QueryView, load: QueryLoad, inp: PolicyInput, have: int, memo: PredictiveMemo) -> Demand:
@@ -496,8 +499,8 @@ class PredictiveMemo:
         self.records: dict[str, LoadRecords] = {}  # each query's batch records
         # each query's seasonal peaks of the current rate step: (rates, step, lead time's, horizon's, method)
         self.peaks: dict[str, tuple[object, int, float | None, float | None, str]] = {}
-        # each query's hindsight price for the rate step and cost model: (rates, step, model, price)
-        self.hindsight: dict[str, tuple[object, int, BatchCostModel, float]] = {}
+        # each query's hindsight price and the inputs it was computed from (PredictivePolicy._hindsight_price)
+        self.hindsight: dict[str, tuple[tuple[object, ...], float]] = {}
 
 
 class LoadRecords:
