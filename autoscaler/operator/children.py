@@ -95,12 +95,7 @@ def executor_pod_template(ref: AppRef, spec: SparkStreamingAppSpec, settings: Op
         ],
         "volumes": [{"name": "tmp", "emptyDir": {}}, {"name": "work-dir", "emptyDir": {}}],
     }
-    if spec.executor.node_selector:
-        pod_spec["nodeSelector"] = dict(spec.executor.node_selector)
-    if spec.executor.tolerations:
-        pod_spec["tolerations"] = list(spec.executor.tolerations)
-    if spec.executor.priority_class_name:
-        pod_spec["priorityClassName"] = spec.executor.priority_class_name
+    _place(pod_spec, spec.executor.node_selector, spec.executor.tolerations, None, spec.executor.priority_class_name)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -214,14 +209,7 @@ def statefulset(ref: AppRef, spec: SparkStreamingAppSpec, settings: OperatorSett
     }
     if spec.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": n} for n in spec.image_pull_secrets]
-    if spec.driver.node_selector:
-        pod_spec["nodeSelector"] = dict(spec.driver.node_selector)
-    if spec.driver.tolerations:
-        pod_spec["tolerations"] = list(spec.driver.tolerations)
-    if spec.driver.affinity:
-        pod_spec["affinity"] = dict(spec.driver.affinity)
-    if settings.app_defaults.driver_priority_class_name:
-        pod_spec["priorityClassName"] = settings.app_defaults.driver_priority_class_name
+    _place(pod_spec, spec.driver.node_selector, spec.driver.tolerations, spec.driver.affinity, settings.app_defaults.driver_priority_class_name)
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -246,3 +234,15 @@ def statefulset(ref: AppRef, spec: SparkStreamingAppSpec, settings: OperatorSett
 def desired_children(ref: AppRef, spec: SparkStreamingAppSpec, settings: OperatorSettings, restart_hash: str) -> list[dict[str, Any]]:
     """In the order they are applied: what the pod mounts comes before the pod."""
     return [config_map(ref, spec, settings), state_config_map(ref), service(ref, settings), statefulset(ref, spec, settings, restart_hash)]
+
+
+def _place(pod_spec: dict[str, Any], node_selector: Any, tolerations: Any, affinity: Any, priority_class_name: str | None) -> None:
+    """Where the pod may run, each field set only when the app asks for it."""
+    if node_selector:
+        pod_spec["nodeSelector"] = dict(node_selector)
+    if tolerations:
+        pod_spec["tolerations"] = list(tolerations)
+    if affinity:
+        pod_spec["affinity"] = dict(affinity)
+    if priority_class_name:
+        pod_spec["priorityClassName"] = priority_class_name
