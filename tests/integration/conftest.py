@@ -6,6 +6,7 @@ stops its queries. Marked ``spark``; run only these with ``pytest -m spark``.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -72,3 +73,15 @@ def spark_session_factory() -> Iterator[Callable[..., Any]]:
 
     for spark in created:
         stop_session(spark)
+
+
+def json_lines(text: str) -> list[dict]:
+    """The JSON log lines of a daemon's output (other lines, Spark's or a traceback's, left out)."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+    return out

@@ -14,7 +14,7 @@ import pytest
 
 from autoscaler.spark.checkpoint import read_checkpoint
 from autoscaler.spark.pipelines import PipelineContext, load_pipelines
-from tests.integration.conftest import assert_every_row_once, wait_until
+from tests.integration.conftest import assert_every_row_once, json_lines, wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -29,17 +29,6 @@ def daemon(args, env=None, **kw):
         env={**os.environ, **(env or {})},
         **kw,
     )
-
-
-def events(output: str) -> list[dict]:
-    out = []
-    for line in output.splitlines():
-        if line.startswith("{"):
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                pass
-    return out
 
 
 def test_sigterm_stops_every_query_at_a_batch_boundary_and_bounded_pipelines_finish(spark_session_factory, tmp_path):
@@ -66,7 +55,7 @@ def test_sigterm_stops_every_query_at_a_batch_boundary_and_bounded_pipelines_fin
             proc.kill()
     text = output.decode()
     assert proc.returncode == 0, text[-3000:]
-    logged = events(text)
+    logged = json_lines(text)
     assert any(e.get("event") == "query_finished" and e.get("query") == "bounded" for e in logged)
     assert any(e.get("event") == "signal_received" and e.get("signal") == "SIGTERM" for e in logged)
     # the bounded pipeline committed everything it read

@@ -23,23 +23,12 @@ from pathlib import Path
 import pytest
 
 from autoscaler.spark.checkpoint import read_checkpoint
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import json_lines, wait_until
 
 pytestmark = pytest.mark.spark
 
 HERE = Path(__file__).parent
 STACK_FRAME = re.compile(r"^\s+at ")
-
-
-def json_lines(text: str) -> list[dict]:
-    out = []
-    for line in text.splitlines():
-        if line.startswith("{"):
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                pass
-    return out
 
 
 def test_sigterm_to_the_process_group_stops_every_query_at_a_batch_boundary_and_real_errors_still_show(tmp_path):
