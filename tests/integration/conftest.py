@@ -85,3 +85,16 @@ def json_lines(text: str) -> list[dict]:
             except ValueError:
                 pass
     return out
+
+
+def trail(records: list[Any], last: int = 40) -> str:
+    """The latest ticks, one line each, for a failure message that explains itself."""
+    lines = []
+    for r in records[-last:]:
+        load = r.loads[0] if r.loads else None
+        lines.append(
+            f"{r.at.time()} alive={r.executors_alive} req={r.executors_requested} proposed={r.decision.proposed} "
+            f"target={r.decision.target} {r.decision.reason.value} idle={load and load.idle} rate={load and load.input_rate} "
+            f"lag={load and load.lag} | {r.proposal.message[:160]}"
+        )
+    return "\n".join(lines)

@@ -14,22 +14,11 @@ from autoscaler.runtime.config import load_settings
 from autoscaler.spark.pipelines import PipelineSpec
 from autoscaler.tools.demo.workload import drain, trace_pipeline
 from autoscaler.tools.traces import RateProfile
-from tests.integration.conftest import assert_every_row_once, wait_until
+from tests.integration.conftest import assert_every_row_once, trail, wait_until
 
 pytestmark = pytest.mark.spark
 
 
-def trail(records, last=40):
-    """The latest ticks, for a failure message that explains itself."""
-    lines = []
-    for r in records[-last:]:
-        load = r.loads[0] if r.loads else None
-        lines.append(
-            f"{r.at.time()} alive={r.executors_alive} req={r.executors_requested} proposed={r.decision.proposed} "
-            f"target={r.decision.target} {r.decision.reason.value} rate={load and load.input_rate} lag={load and load.lag} "
-            f"{r.proposal.message[:60]}"
-        )
-    return "\n".join(lines)
 
 
 def test_active_mode_scales_executors_up_and_down_with_the_load(spark_session_factory, tmp_path):

@@ -16,21 +16,11 @@ from autoscaler.spark.pipelines import PipelineSpec
 from autoscaler.tools.demo.run import ACTIVE_PARAMS
 from autoscaler.tools.demo.workload import drain, trace_pipeline
 from autoscaler.tools.traces import RateProfile
-from tests.integration.conftest import assert_every_row_once, wait_until
+from tests.integration.conftest import assert_every_row_once, trail, wait_until
 
 pytestmark = pytest.mark.spark
 
 
-def trail(records, last=40):
-    """The latest ticks, for a failure message that explains itself."""
-    lines = []
-    for r in records[-last:]:
-        load = r.loads[0] if r.loads else None
-        lines.append(
-            f"{r.at.time()} alive={r.executors_alive} target={r.decision.target} {r.decision.reason.value} "
-            f"idle={load and load.idle} rate={load and load.input_rate} lag={load and load.lag} | {r.proposal.message[:160]}"
-        )
-    return "\n".join(lines)
 
 TRIGGER = 2.0
 SCALE_DOWN_DELAY = 10.0
