@@ -20,8 +20,6 @@ from tests.integration.conftest import assert_every_row_once, trail, wait_until
 
 pytestmark = pytest.mark.spark
 
-
-
 TRIGGER = 2.0
 SCALE_DOWN_DELAY = 10.0
 
