@@ -325,6 +325,15 @@ def _demo_parser(sub: Any) -> None:
     _add_http_flags(demo, defaults=True)
 
 
+def _real_spark_flags(parser: argparse.ArgumentParser, runs: bool) -> None:
+    """The flags every real-Spark comparison takes: --json, --runs (when it has several runs), --output, --workdir."""
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout instead of a summary")
+    if runs:
+        parser.add_argument("--runs", default="autoscaler,spark-dra,static-max", metavar="LIST", help="comma-separated subset of the runs")
+    parser.add_argument("--output", type=_output_file(), metavar="FILE", help="also write the JSON result to FILE")
+    parser.add_argument("--workdir", type=Path, metavar="DIR", help="keep checkpoints, sink records and tick logs in DIR (default: a temporary directory, removed)")
+
+
 def _benchmark_parser(sub: Any) -> None:
     bench = _command(sub, "benchmark", "benchmarks on real Spark, and of the simulator's speed",
                      "Measure the daemon: against Spark's dynamic allocation on a real local cluster (step-load, on-off), "
@@ -340,11 +349,8 @@ def _benchmark_parser(sub: Any) -> None:
         "of each phase. Progress goes to stderr.",
         "examples:\n  spark-autoscaler benchmark step-load\n  spark-autoscaler benchmark step-load --runs autoscaler --phases 60,60,60 --json | jq .runs",
     )
-    step.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout instead of a table")
-    step.add_argument("--runs", default="autoscaler,spark-dra,static-max", metavar="LIST", help="comma-separated subset of the runs")
+    _real_spark_flags(step, runs=True)
     step.add_argument("--phases", default="120,180,180", metavar="S1,S2,S3", help="seconds of the low, high and low phases")
-    step.add_argument("--output", type=_output_file(), metavar="FILE", help="also write the JSON result to FILE")
-    step.add_argument("--workdir", type=Path, metavar="DIR", help="keep checkpoints, sink records and tick logs in DIR (default: a temporary directory, removed)")
 
     onoff = _command(
         bench_sub, "on-off", "a compressed bursty trace: our daemon vs Spark dynamic allocation vs static maximum",
@@ -353,11 +359,8 @@ def _benchmark_parser(sub: Any) -> None:
         "input was quiet. Progress goes to stderr.",
         "example:\n  spark-autoscaler benchmark on-off --json --output on-off.json",
     )
-    onoff.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout instead of a table")
-    onoff.add_argument("--runs", default="autoscaler,spark-dra,static-max", metavar="LIST", help="comma-separated subset of the runs")
+    _real_spark_flags(onoff, runs=True)
     onoff.add_argument("--trace", type=Path, metavar="CSV", help="trace to compress (default: ../shared/traces/Twitter_volume_CVS.csv)")
-    onoff.add_argument("--output", type=_output_file(), metavar="FILE", help="also write the JSON result to FILE")
-    onoff.add_argument("--workdir", type=Path, metavar="DIR", help="keep checkpoints, sink records and tick logs in DIR (default: a temporary directory, removed)")
 
     s2r = _command(
         bench_sub, "sim-to-real", "the step load on the local cluster and in the simulator set up with what that run measured",
@@ -365,9 +368,7 @@ def _benchmark_parser(sub: Any) -> None:
         "the latencies and batch costs that run measured, and print both with the simulator's error.",
         "example:\n  spark-autoscaler benchmark sim-to-real --json",
     )
-    s2r.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout")
-    s2r.add_argument("--output", type=_output_file(), metavar="FILE", help="also write the JSON result to FILE")
-    s2r.add_argument("--workdir", type=Path, metavar="DIR", help="keep checkpoints, sink records and tick logs in DIR (default: a temporary directory, removed)")
+    _real_spark_flags(s2r, runs=False)
 
     speed = _command(
         bench_sub, "sim-speed", "the simulator's time and instructions per tick, and a fingerprint of its decisions",
