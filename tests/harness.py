@@ -103,8 +103,9 @@ def build(
     return Daemon(settings, clock, cluster, wired.reconciler, wired.loop, metrics.registry, metrics, feeder, records)
 
 
-def serve(daemon: Daemon, auth: ApiAuth | None = None) -> Iterator[Daemon]:
-    """Serve the daemon's API on an ephemeral loopback port (use as a generator fixture)."""
+def serve(daemon: Daemon, auth: ApiAuth | None = None, live_status: Any = None) -> Iterator[Daemon]:
+    """Serve the daemon's API on an ephemeral loopback port (use as a generator fixture);
+    ``live_status`` stands for the query host's ``statuses``."""
     auth = auth if auth is not None else ApiAuth({TOKEN: "alice"})
     app = create_app(
         reconciler=daemon.reconciler,
@@ -114,6 +115,7 @@ def serve(daemon: Daemon, auth: ApiAuth | None = None) -> Iterator[Daemon]:
         metrics=daemon.metrics,
         clock=daemon.clock,
         application=APP,
+        live_status=live_status,
     )
     server = HttpServer(app, "127.0.0.1", 0).start()
     daemon.server = server

@@ -114,6 +114,6 @@ def attach(
     http = None
     if serve_http:
         http = serve_daemon(settings, reconciler=daemon.reconciler, loop=daemon.loop, registry=metrics.registry, metrics=metrics,
-                            clock=clock, application=application)
+                            clock=clock, application=application, live_status=host.statuses)
     thread = daemon.loop.start_thread()
     return AttachedDaemon(daemon.reconciler, daemon.loop, host, thread, metrics.registry, http)

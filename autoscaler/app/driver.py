@@ -177,6 +177,7 @@ class DriverDaemon:
             application=self.application,
             stopping=self._stopped.is_set,
             auth=self.auth,
+            live_status=lambda: self.host.statuses() if self.host is not None else {},
         )
         return self.http
 

@@ -17,7 +17,7 @@ whole and applied atomically (:mod:`autoscaler.runtime.commands`); it takes effe
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Annotated, Any, Callable, Literal, TypeAlias, TypeVar
+from typing import Annotated, Any, Callable, Literal, Mapping, TypeAlias, TypeVar
 
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -32,7 +32,7 @@ from starlette.routing import Match
 
 from autoscaler._version import __version__
 from autoscaler.core.evaluate import judged_lag
-from autoscaler.core.model import JAVA_LONG_MAX, QueryView
+from autoscaler.core.model import JAVA_LONG_MAX, QueryStatus, QueryView
 from autoscaler.ops.auth import ApiAuth
 from autoscaler.runtime.audit import KINDS, AuditEntry
 from autoscaler.runtime.clock import Clock, SystemClock
@@ -167,7 +167,10 @@ class HistoryEvent(BaseModel):
 
 class QueryInfo(BaseModel):
     name: str
-    status: str
+    status: str = Field(
+        description="Now, for a query the daemon hosts (a restart quicker than a tick shows as `rescaling`); "
+        "as seen at the last tick otherwise."
+    )
     params: Params
     min_parallelism: int
     max_parallelism: int
@@ -350,9 +353,11 @@ def create_app(
     clock: Clock | None = None,
     application: str = "spark-autoscaler",
     stopping: Callable[[], bool] = lambda: False,
+    live_status: Callable[[], Mapping[str, QueryStatus]] | None = None,
 ) -> FastAPI:
     """``reconciler`` and ``loop`` may be callables: the daemon serves health and metrics while
-    it is still starting Spark, before they exist."""
+    it is still starting Spark, before they exist. ``live_status`` gives the hosted queries'
+    status now; the rest of a query's view is the last tick's."""
     clock = clock or SystemClock()
     app = FastAPI(
         title="spark-autoscaler",
@@ -370,6 +375,9 @@ def create_app(
 
     def get_loop() -> ReconcileLoop | None:
         return _resolve(loop)
+
+    def statuses_now() -> Mapping[str, QueryStatus]:
+        return live_status() if live_status is not None else {}
 
     def operator(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> str:
         if (problem := auth.check()) is not None:
@@ -455,7 +463,7 @@ def create_app(
              summary="Mode and why, policy, bounds, executors, queries with their metrics, last decision")
     def status() -> Status:
         rec = get_reconciler()
-        return _status(rec, get_loop(), application, auth.enabled)
+        return _status(rec, get_loop(), application, auth.enabled, statuses_now())
 
     @app.get("/api/v1/control", response_model=ControlStatus, tags=["read"], responses={503: {"model": ErrorBody}},
              summary="Operator overrides and the effective values")
@@ -480,13 +488,13 @@ def create_app(
     @app.get("/api/v1/queries", response_model=list[QueryInfo], tags=["read"], responses={503: {"model": ErrorBody}},
              summary="Every query with its metrics")
     def queries() -> list[QueryInfo]:
-        return _queries(get_reconciler())
+        return _queries(get_reconciler(), statuses_now())
 
     @app.get("/api/v1/queries/{name}", response_model=QueryDetail, tags=["read"],
              responses={404: {"model": ErrorBody}, 503: {"model": ErrorBody}}, summary="One query: settings, metrics, held changes, rescales")
     def query(name: Annotated[str, Path(description="Query (pipeline) name.")]) -> QueryDetail:
         rec = get_reconciler()
-        info = next((q for q in _queries(rec) if q.name == name), None)
+        info = next((q for q in _queries(rec, statuses_now()) if q.name == name), None)
         if info is None:
             raise _Refused(_error(404, ["path", "name"], f"unknown query {name!r}", "not_found"))
         last = rec.last
@@ -587,7 +595,7 @@ def _control_view(rec: Reconciler) -> ControlView:
     )
 
 
-def _queries(rec: Reconciler) -> list[QueryInfo]:
+def _queries(rec: Reconciler, statuses_now: Mapping[str, QueryStatus]) -> list[QueryInfo]:
     last = rec.last
     snap = rec.last_snapshot
     views: list[QueryView] = list(last.queries) if last else list(snap.queries if snap else ())
@@ -599,7 +607,7 @@ def _queries(rec: Reconciler) -> list[QueryInfo]:
         pending = rec.control.query_requests.get(v.name)
         out.append(
             QueryInfo(
-                **query_view_json(v),
+                **{**query_view_json(v), "status": statuses_now.get(v.name, v.status).value},
                 target_lag_seconds=judged_lag(rec.settings.slo.target_lag, v.params.trigger_interval).total_seconds(),
                 metrics=LoadView(**load_json(load, cores)) if load else None,
                 pending_request=Params.model_validate(pending.to_json()) if pending else None,
@@ -608,7 +616,9 @@ def _queries(rec: Reconciler) -> list[QueryInfo]:
     return out
 
 
-def _status(rec: Reconciler, loop: ReconcileLoop | None, application: str, control_enabled: bool) -> Status:
+def _status(
+    rec: Reconciler, loop: ReconcileLoop | None, application: str, control_enabled: bool, statuses_now: Mapping[str, QueryStatus]
+) -> Status:
     last = rec.last
     lo, hi = rec.bounds()
     e = rec.settings.executors
@@ -640,7 +650,7 @@ def _status(rec: Reconciler, loop: ReconcileLoop | None, application: str, contr
         ),
         paused=rec.control.paused,
         dry_run=rec.dry_run(),
-        queries=_queries(rec),
+        queries=_queries(rec, statuses_now),
         last_tick=LastTick(
             at=iso(last.at) or "",
             duration_seconds=seconds(last.duration),

@@ -109,10 +109,12 @@ def serve_daemon(
     application: str,
     stopping: Any = lambda: False,
     auth: Any = None,
+    live_status: Any = None,
 ) -> HttpServer:
     """Start the HTTP server of a daemon (driver mode, attach mode) on ``http.host:http.port``.
 
-    ``reconciler`` and ``loop`` may be callables returning ``None`` while the daemon starts.
+    ``reconciler`` and ``loop`` may be callables returning ``None`` while the daemon starts;
+    ``live_status`` returns each hosted query's status now (the query host's ``statuses``).
     """
     from autoscaler.ops.api import create_app
     from autoscaler.ops.auth import ApiAuth
@@ -132,6 +134,7 @@ def serve_daemon(
         clock=clock,
         application=application,
         stopping=stopping,
+        live_status=live_status,
     )
     server = HttpServer(app, h.host, h.port).start()
     if not auth.enabled:

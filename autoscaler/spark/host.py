@@ -281,6 +281,12 @@ class QueryHost:
             cores = 0
         return tuple(self._view(r, *self._running_batch(r), warming=self._warming(r, cores)) for r in runs)
 
+    def statuses(self) -> dict[str, QueryStatus]:
+        """Each hosted query's status now (the views are a tick old: a restart quicker than the
+        reconcile interval never shows in them)."""
+        with self._lock:
+            return {run.name: run.status for run in self._runs.values()}
+
     @staticmethod
     def _warming(run: _Run, cores: int) -> bool:
         return run.batches_in_run < WARMUP_BATCHES or run.cores_changed_recently or cores != run.last_cores

@@ -197,8 +197,8 @@ def test_the_daemon_killed_mid_rescale_comes_back_on_its_state_with_the_operator
         assert status == 200, body
 
         def rescale_started() -> bool:
-            # the status API shows the last tick's view: a restart quicker than a tick (a quiet
-            # machine) may never show "rescaling" there, but the tick that starts it records it
+            # the query's status is the query host's, read at the request: "rescaling" while it
+            # restarts; the tick that starts the restart also records it (either will do)
             query = _api(port, "GET", "/api/v1/queries/stream")[1]
             return query.get("status") == "rescaling" or any(e.get("reason") == "OperatorRequest" for e in query.get("recent_rescales", []))
 

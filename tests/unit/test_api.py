@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.core.model import Mode, Reason
+from autoscaler.core.model import Mode, QueryStatus, Reason
 from autoscaler.ops.auth import ApiAuth, TokenFileError, parse_tokens
 from tests.harness import APP, TOKEN, build, serve
 
@@ -107,6 +107,20 @@ def test_query_detail_and_unknown_query(d):
     r = d.client.get("/api/v1/queries/nope")
     assert r.status_code == 404 and loc(r) == [("path", "name")]
     assert [x["name"] for x in d.client.get("/api/v1/queries").json()] == ["q"]
+
+
+def test_a_hosted_query_shows_its_status_now_not_the_last_ticks():
+    # a restart from the checkpoint can begin and end between two ticks: the query host's
+    # status, read at the request, shows it; the rest of the view stays the last tick's
+    now: dict[str, QueryStatus] = {}
+    for d in serve(build(), live_status=lambda: dict(now)):
+        d.run_for(30, rate=400)
+        assert d.client.get("/api/v1/queries/q").json()["status"] == "running"
+        now["q"] = QueryStatus.RESCALING
+        assert d.client.get("/api/v1/queries/q").json()["status"] == "rescaling"
+        assert [q["status"] for q in d.client.get("/api/v1/queries").json()] == ["rescaling"]
+        assert [q["status"] for q in d.client.get("/api/v1/status").json()["queries"]] == ["rescaling"]
+        assert d.client.get("/api/v1/queries/q").json()["metrics"]["samples"] > 0
 
 
 # --- auth ------------------------------------------------------------------------------------------
