@@ -388,6 +388,26 @@ def _benchmark_parser(sub: Any) -> None:
                        help="also print a hash of every decision of a --days run (equal before and after a change: no decision moved)")
     speed.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout")
 
+    traces = _command(
+        bench_sub, "traces", "every policy on every trace, whole, at two scales; the default policy judged against the targets",
+        "Simulate each policy on each trace, whole, at each scale (peak: the peak needs 32 executors; p99: the 99th "
+        "percentile needs 16), one result file per run in --results (a run whose file is there is not run again: stop "
+        "and resume at will), then print the default policy's figures against the targets of docs/benchmarks.md: at "
+        "most 1.2x the rescale-budget bound, SLO violations at most 0.5 %, fewer than 24 rescales a day, overshoot at "
+        "most 5 %, no baseline both cheaper and with fewer SLO violations.",
+        "examples:\n  spark-autoscaler benchmark traces --results docs/results/traces --jobs 2\n"
+        "  spark-autoscaler benchmark traces --results docs/results/traces --policies default --scales p99\n"
+        "  spark-autoscaler benchmark traces --results docs/results/traces --report-only --json",
+    )
+    traces.add_argument("--traces", type=Path, nargs="+", metavar="CSV|DIR",
+                        help="trace files, or directories of *.csv traces (default: ../shared/traces)")
+    traces.add_argument("--results", type=Path, required=True, metavar="DIR", help="one JSON result per run: DIR/SCALE/POLICY-TRACE.json")
+    traces.add_argument("--policies", metavar="LIST", help="comma-separated policies (default: every registered policy; 'default' is always judged)")
+    traces.add_argument("--scales", default="peak,p99", metavar="LIST", help="comma-separated scales: peak, p99 (default: both)")
+    traces.add_argument("--jobs", type=_positive_int, default=1, metavar="N", help="runs simulated in parallel, one process each")
+    traces.add_argument("--report-only", action="store_true", help="run nothing; report the results there are")
+    traces.add_argument("--json", action="store_true", help="print the report as one JSON document on stdout (progress goes to stderr)")
+
     load = _command(
         bench_sub, "load", "the reconcile tick with many queries, and the REST API under concurrent clients (no Spark)",
         "CPU time a reconcile tick takes with N queries (an application simulated in memory, the real reconciler, the "
@@ -687,6 +707,8 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         return _cmd_load(args)
     if args.benchmark == "soak":
         return _cmd_soak(args)
+    if args.benchmark == "traces":
+        return _cmd_traces(args)
     from autoscaler.tools.bench.step_load import (
         ALL_RUNS,
         OnOffProfile,
@@ -724,12 +746,17 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     return 0
 
 
-def _shared_trace(name: str) -> Path | None:
+def _shared_traces() -> Path | None:
+    """``../shared/traces`` beside the working directory or beside the checkout, if there."""
     for base in (Path.cwd().parent, Path(__file__).resolve().parents[2].parent):
-        path = base / "shared" / "traces" / name
-        if path.is_file():
-            return path
+        if (base / "shared" / "traces").is_dir():
+            return base / "shared" / "traces"
     return None
+
+
+def _shared_trace(name: str) -> Path | None:
+    shared = _shared_traces()
+    return shared / name if shared is not None and (shared / name).is_file() else None
 
 
 def _cmd_sim_to_real(args: argparse.Namespace) -> int:
@@ -785,6 +812,66 @@ def _cmd_load(args: argparse.Namespace) -> int:
     result = run(sorted(counts), ticks=args.ticks, clients=args.clients, requests_per_client=args.requests_per_client)
     print(json.dumps(result, indent=2) if args.json else format_table(result))
     return 0
+
+
+def _cmd_traces(args: argparse.Namespace) -> int:
+    from autoscaler.tools.bench.traces import SCALES, format_report, plan_runs, report, run_all
+    from autoscaler.tools.sim.compare import compared_policies
+    from autoscaler.tools.sim.runner import SimulationError
+    from autoscaler.tools.traces import TraceError, load_trace
+    from policies import PolicyError, policy_class
+
+    scales = [s.strip() for s in args.scales.split(",") if s.strip()]
+    if not scales or any(s not in SCALES for s in scales):
+        return _fail(f"--scales: {args.scales!r}: choose from {', '.join(SCALES)}")
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()] if args.policies else compared_policies()
+    if "default" not in policies:
+        policies.insert(0, "default")
+    traces, problem = _trace_files(args.traces)
+    if problem:
+        return _fail(problem)
+    if not args.report_only and (problem := _writable_dir(args.results, "--results")):
+        return _fail(problem)
+    log = lambda m: print(m, file=sys.stderr)
+    try:
+        for name in policies:
+            policy_class(name)
+        runs = plan_runs(traces, list(dict.fromkeys(scales)), list(dict.fromkeys(policies)))
+        if not args.report_only:
+            for trace in traces:
+                load_trace(trace)  # every trace is read before hours of runs begin
+            _exit_on_sigterm()
+            run_all(runs, args.results, jobs=args.jobs, log=log)
+        rep = report(runs, args.results)
+    except (PolicyError, TraceError, SimulationError, ValueError) as exc:
+        return _fail(str(exc))
+    print(json.dumps(rep, indent=2) if args.json else format_report(rep), end="\n" if args.json else "")
+    return 0
+
+
+def _trace_files(given: list[Path] | None) -> tuple[list[Path], str | None]:
+    """The trace files named (a directory stands for its *.csv), or the problem with them."""
+    if not given:
+        shared = _shared_traces()
+        if shared is None:
+            return [], "--traces: ../shared/traces not found; name trace files or directories"
+        given = [shared]
+    files: list[Path] = []
+    for path in given:
+        if path.is_dir():
+            found = sorted(path.glob("*.csv"))
+            if not found:
+                return [], f"--traces: {str(path)!r} holds no *.csv trace"
+            files += found
+        elif path.is_file():
+            files.append(path)
+        else:
+            return [], f"--traces: {str(path)!r} does not exist"
+    files = list(dict.fromkeys(f.resolve() for f in files))
+    stems = [f.stem for f in files]
+    if twice := sorted({s for s in stems if stems.count(s) > 1}):
+        return [], f"--traces: two traces named {', '.join(twice)}; their results would share a file"
+    return files, None
 
 
 def _cmd_sim_speed(args: argparse.Namespace) -> int:

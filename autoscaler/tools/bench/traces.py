@@ -1,0 +1,185 @@
+"""``spark-autoscaler benchmark traces``: every policy on every trace, whole, at two scales, and
+the default policy judged against the targets of ``docs/benchmarks.md``.
+
+A policy is judged on every shared trace, not on the few it was tuned on, and at two scales: the
+peak needs 32 executors, and the 99th percentile needs 16 (the spikes above the ceiling then
+count against every policy). One run is one ``simulate --json`` result, written to
+``RESULTS/{scale}/{policy}-{trace}.json`` as it finishes; a run whose file exists is not run
+again, so a long comparison can be stopped and resumed, and the report reads whatever results
+are there (a run not there yet is "not run").
+
+The report checks, for the default policy on each trace and scale, the targets: cost at most
+``1.2`` x the rescale-budget bound (``budget_oracle_cost_ratio``), SLO violations at most 0.5 %,
+fewer than 24 rescales a day, ``overshoot_fraction`` at most 5 %, and no baseline both cheaper
+and with fewer SLO violations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from autoscaler.tools.sim.runner import simulate
+from autoscaler.tools.traces import load_trace
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How a trace is scaled: its ``quantile`` needs ``peak_executors`` (the ceiling is twice that)."""
+
+    name: str
+    peak_executors: int
+    quantile: float
+    title: str
+
+
+SCALES = {
+    "peak": Scale("peak", 32, 1.0, "the peak needs 32 executors"),
+    "p99": Scale("p99", 16, 0.99, "the 99th percentile needs 16 executors (--peak-executors 16 --scale-quantile 0.99)"),
+}
+
+# the targets (docs/benchmarks.md, "Every shared trace, whole, at two scales")
+MAX_X_BOUND = 1.2
+MAX_SLO_VIOLATION = 0.005
+MAX_RESCALES_PER_DAY = 24.0
+MAX_OVERSHOOT = 0.05
+
+
+@dataclass(frozen=True)
+class Run:
+    trace: Path
+    scale: Scale
+    policy: str
+
+    def result_file(self, results: Path) -> Path:
+        return results / self.scale.name / f"{self.policy}-{self.trace.stem}.json"
+
+
+def plan_runs(traces: Sequence[Path], scales: Sequence[str], policies: Sequence[str]) -> list[Run]:
+    """Every (trace, scale, policy), the shortest traces first (the first answers come soonest)."""
+    by_size = sorted(traces, key=lambda p: (p.stat().st_size, p.name))
+    return [Run(t, SCALES[s], p) for t in by_size for s in scales for p in policies]
+
+
+def _simulate(run: Run) -> dict[str, Any]:
+    result = simulate(load_trace(run.trace), policy=run.policy, peak_executors=run.scale.peak_executors, scale_quantile=run.scale.quantile)
+    return result.to_json()
+
+
+def _write(path: Path, result: Mapping[str, Any]) -> None:
+    # whole or not at all: a run stopped mid-write leaves no file, and is run again
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def run_all(runs: Sequence[Run], results: Path, *, jobs: int = 1, log: Callable[[str], None] = lambda _: None) -> int:
+    """Run every run whose result file is missing, ``jobs`` at a time; the number run."""
+    todo = [r for r in runs if not r.result_file(results).is_file()]
+    log(f"{len(runs) - len(todo)} of {len(runs)} runs already in {results}; {len(todo)} to run")
+    if jobs <= 1:
+        for done, run in enumerate(todo, start=1):
+            _write(run.result_file(results), _simulate(run))
+            log(f"[{done}/{len(todo)}] {run.scale.name} {run.policy} {run.trace.stem}")
+        return len(todo)
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(_simulate, run): run for run in todo}
+        for done, future in enumerate(as_completed(futures), start=1):
+            run = futures[future]
+            _write(run.result_file(results), future.result())
+            log(f"[{done}/{len(todo)}] {run.scale.name} {run.policy} {run.trace.stem}")
+    return len(todo)
+
+
+def read_results(runs: Iterable[Run], results: Path) -> dict[Run, dict[str, Any]]:
+    """The results there are, by run."""
+    found = {}
+    for run in runs:
+        path = run.result_file(results)
+        if path.is_file():
+            try:
+                found[run] = json.loads(path.read_text())
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}: not a simulate --json result ({exc}); remove it to run it again") from exc
+    return found
+
+
+def judge(default: Mapping[str, Any], baselines: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The default policy's result against the targets: each figure, each target met or not, and the
+    baselines both cheaper and with fewer SLO violations."""
+    bound = default["budget_oracle_cost_ratio"]
+    x_bound = default["cost_ratio"] / bound if bound > 0 else float("inf")
+    dominated_by = sorted(
+        name
+        for name, b in baselines.items()
+        if b["cost_ratio"] < default["cost_ratio"] and b["slo_violation_fraction"] < default["slo_violation_fraction"]
+    )
+    met = {
+        "x_bound": x_bound <= MAX_X_BOUND,
+        "slo": default["slo_violation_fraction"] <= MAX_SLO_VIOLATION,
+        "rescales": default["rescales_per_day"] < MAX_RESCALES_PER_DAY,
+        "overshoot": default["overshoot_fraction"] <= MAX_OVERSHOOT,
+        "no_dominating_baseline": not dominated_by,
+    }
+    return {
+        "bound": bound,
+        "cost_ratio": default["cost_ratio"],
+        "x_bound": x_bound,
+        "slo_violation_fraction": default["slo_violation_fraction"],
+        "rescales_per_day": default["rescales_per_day"],
+        "overshoot_fraction": default["overshoot_fraction"],
+        "baselines_run": sorted(baselines),
+        "dominated_by": dominated_by,
+        "met": met,
+    }
+
+
+def report(runs: Sequence[Run], results: Path) -> dict[str, Any]:
+    """Per scale and trace: the default policy judged (None when it has not run), and every result."""
+    found = read_results(runs, results)
+    out: dict[str, Any] = {"scales": {}}
+    for scale in dict.fromkeys(r.scale for r in runs):
+        traces: dict[str, Any] = {}
+        for trace in dict.fromkeys(r.trace for r in runs if r.scale == scale):
+            mine = {r.policy: found[r] for r in runs if r.scale == scale and r.trace == trace and r in found}
+            default = mine.pop("default", None)
+            traces[trace.stem] = {
+                "judged": judge(default, mine) if default is not None else None,
+                "results": {name: _kpis(r) for name, r in (({"default": default} if default else {}) | mine).items()},
+            }
+        out["scales"][scale.name] = {"title": scale.title, "traces": traces}
+    return out
+
+
+def _kpis(result: Mapping[str, Any]) -> dict[str, Any]:
+    keys = ("cost_ratio", "budget_oracle_cost_ratio", "slo_violation_fraction", "rescales_per_day", "overshoot_fraction", "wall_seconds")
+    return {k: result[k] for k in keys}
+
+
+def format_report(rep: Mapping[str, Any]) -> str:
+    """Markdown tables, one per scale: the default policy's figures with a mark on each target
+    missed (``!``) and the baselines that beat it on both cost and SLO violations."""
+    out = []
+    for scale in rep["scales"].values():
+        out += [f"**{scale['title']}** (`!`: target missed)", ""]
+        out.append("| trace | bound | cost | x bound | SLO % | rescales/day | overshoot % | baselines run | both cheaper and fewer SLO violations |")
+        out.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        for trace, entry in scale["traces"].items():
+            j = entry["judged"]
+            if j is None:
+                out.append(f"| {trace} | not run | | | | | | {len(entry['results'])} | |")
+                continue
+            miss = {k: "" if ok else " !" for k, ok in j["met"].items()}
+            out.append(
+                f"| {trace} | {j['bound']:.2f} | {j['cost_ratio']:.2f} | {j['x_bound']:.2f}{miss['x_bound']} "
+                f"| {100 * j['slo_violation_fraction']:.2f}{miss['slo']} | {j['rescales_per_day']:.1f}{miss['rescales']} "
+                f"| {100 * j['overshoot_fraction']:.1f}{miss['overshoot']} | {len(j['baselines_run'])} "
+                f"| {', '.join(j['dominated_by']) or 'none'} |"
+            )
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"

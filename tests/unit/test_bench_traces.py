@@ -1,0 +1,143 @@
+"""``spark-autoscaler benchmark traces``: every policy on every trace at two scales, resumable, and
+the default policy judged against the targets (and against the baselines)."""
+
+import json
+from datetime import datetime, timedelta
+
+import pytest
+
+from autoscaler.cli import main
+from autoscaler.tools.bench.traces import judge
+
+
+def write_trace(path, values):
+    t0 = datetime(2024, 3, 1)
+    rows = [f"{(t0 + timedelta(minutes=5 * i)).isoformat(sep=' ')},{v}" for i, v in enumerate(values)]
+    path.write_text("timestamp,value\n" + "\n".join(rows) + "\n")
+    return path
+
+
+@pytest.fixture
+def traces(tmp_path):
+    """Two two-hour traces in one directory: a burst, and a step."""
+    d = tmp_path / "traces"
+    d.mkdir()
+    write_trace(d / "burst.csv", [10, 12, 11, 10, 40, 42, 12, 10, 11, 10, 12, 11] * 2)
+    write_trace(d / "step.csv", [10] * 12 + [30] * 12)
+    return d
+
+
+def result(cost, slo, bound=1.0, rescales=10.0, overshoot=0.01):
+    return {"cost_ratio": cost, "slo_violation_fraction": slo, "budget_oracle_cost_ratio": bound,
+            "rescales_per_day": rescales, "overshoot_fraction": overshoot}
+
+
+def test_a_baseline_beats_the_default_only_when_both_cheaper_and_with_fewer_slo_violations():
+    default = result(1.5, 0.002)
+    baselines = {"cheaper-and-better": result(1.4, 0.001), "cheaper-only": result(1.2, 0.003),
+                 "better-only": result(1.6, 0.0), "equal": result(1.5, 0.002)}
+    assert judge(default, baselines)["dominated_by"] == ["cheaper-and-better"]
+    assert judge(default, baselines)["met"]["no_dominating_baseline"] is False
+    assert judge(default, {"cheaper-only": result(1.2, 0.003)})["met"]["no_dominating_baseline"] is True
+
+
+@pytest.mark.parametrize(
+    ("figures", "missed"),
+    [
+        (result(1.2, 0.005, bound=1.0, rescales=23.9, overshoot=0.05), set()),  # every target just met
+        (result(1.46, 0.0, bound=1.2), {"x_bound"}),  # 1.46 / 1.2 = 1.217
+        (result(1.0, 0.0051), {"slo"}),
+        (result(1.0, 0.0, rescales=24.0), {"rescales"}),
+        (result(1.0, 0.0, overshoot=0.051), {"overshoot"}),
+    ],
+)
+def test_each_target_is_judged_at_its_threshold(figures, missed):
+    met = judge(figures, {})["met"]
+    assert {k for k, ok in met.items() if not ok} == missed
+
+
+def test_every_run_is_written_resumed_and_reported(traces, tmp_path, capsys):
+    results = tmp_path / "results"
+    args = ["benchmark", "traces", "--traces", str(traces), "--results", str(results), "--policies", "static", "--scales", "peak,p99"]
+    assert main([*args, "--json"]) == 0
+    out = capsys.readouterr()
+    files = sorted(p.relative_to(results).as_posix() for p in results.rglob("*.json"))
+    # 'default' is always judged, so always run
+    assert files == [f"{s}/{p}-{t}.json" for s in ("p99", "peak") for p in ("default", "static") for t in ("burst", "step")]
+    assert "0 of 8 runs already" in out.err
+    rep = json.loads(out.out)
+    for scale in ("peak", "p99"):
+        for trace in ("burst", "step"):
+            entry = rep["scales"][scale]["traces"][trace]
+            kept = json.loads((results / scale / f"default-{trace}.json").read_text())
+            assert entry["judged"]["cost_ratio"] == kept["cost_ratio"] and entry["judged"]["baselines_run"] == ["static"]
+            assert set(entry["results"]) == {"default", "static"}
+    # the scales are what they say: p99 scales the 99th percentile to 16 executors
+    p99 = json.loads((results / "p99" / "static-step.json").read_text())
+    assert (p99["peak_executors"], p99["scale_quantile"]) == (16, 0.99)
+
+    # a second call runs nothing and reports the same
+    before = {p: p.stat().st_mtime_ns for p in results.rglob("*.json")}
+    assert main([*args, "--json"]) == 0
+    again = capsys.readouterr()
+    assert "8 of 8 runs already" in again.err and json.loads(again.out) == rep
+    assert {p: p.stat().st_mtime_ns for p in results.rglob("*.json")} == before
+
+
+def test_a_run_not_there_is_reported_as_not_run(traces, tmp_path, capsys):
+    results = tmp_path / "results"
+    assert main(["benchmark", "traces", "--traces", str(traces / "step.csv"), "--results", str(results),
+                 "--policies", "default", "--scales", "peak"]) == 0
+    capsys.readouterr()
+    assert main(["benchmark", "traces", "--traces", str(traces), "--results", str(results), "--policies", "default",
+                 "--scales", "peak", "--report-only"]) == 0
+    table = capsys.readouterr().out
+    assert "| burst | not run |" in table
+    assert "| step | " in table and "| step | not run" not in table
+    assert not (results / "peak" / "default-burst.json").exists()
+
+
+def test_a_damaged_result_file_is_named(traces, tmp_path, capsys):
+    (tmp_path / "r" / "peak").mkdir(parents=True)
+    (tmp_path / "r" / "peak" / "default-step.json").write_text("{half")
+    assert main(["benchmark", "traces", "--traces", str(traces / "step.csv"), "--results", str(tmp_path / "r"),
+                 "--policies", "default", "--scales", "peak", "--report-only"]) == 2
+    err = capsys.readouterr().err
+    assert "default-step.json" in err and "remove it to run it again" in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["--scales", "peak,p95"], "--scales"),
+        (["--policies", "no-such-policy"], "no-such-policy"),
+        (["--traces", "missing.csv"], "missing.csv"),
+    ],
+)
+def test_bad_arguments_are_named_before_anything_runs(tmp_path, extra, named, capsys):
+    write_trace(tmp_path / "t.csv", [10] * 24)
+    base = {"--traces": [str(tmp_path / "t.csv")], "--scales": ["peak"], "--policies": ["default"]}
+    for i in range(0, len(extra), 2):
+        base[extra[i]] = [str(tmp_path / extra[i + 1])] if extra[i] == "--traces" else [extra[i + 1]]
+    args = ["benchmark", "traces", "--results", str(tmp_path / "r")] + [x for k, v in base.items() for x in (k, *v)]
+    assert main(args) == 2
+    assert named in capsys.readouterr().err
+    assert not list((tmp_path / "r").rglob("*.json"))
+
+
+def test_a_bad_trace_is_named_before_any_run(tmp_path, capsys):
+    write_trace(tmp_path / "good.csv", [10] * 24)
+    (tmp_path / "bad.csv").write_text("timestamp,value\n2024-03-01 00:00:00,ten\n")
+    assert main(["benchmark", "traces", "--traces", str(tmp_path), "--results", str(tmp_path / "r"),
+                 "--policies", "default", "--scales", "peak"]) == 2
+    assert "bad.csv" in capsys.readouterr().err
+    assert not list((tmp_path / "r").rglob("*.json"))
+
+
+def test_two_traces_with_one_name_are_refused(tmp_path, capsys):
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        write_trace(tmp_path / d / "same.csv", [10] * 24)
+    assert main(["benchmark", "traces", "--traces", str(tmp_path / "a"), str(tmp_path / "b"), "--results",
+                 str(tmp_path / "r"), "--report-only"]) == 2
+    assert "two traces named same" in capsys.readouterr().err
