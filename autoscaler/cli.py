@@ -402,7 +402,7 @@ def _benchmark_parser(sub: Any) -> None:
     traces.add_argument("--traces", type=Path, nargs="+", metavar="CSV|DIR",
                         help="trace files, or directories of *.csv traces (default: ../shared/traces)")
     traces.add_argument("--results", type=Path, required=True, metavar="DIR", help="one JSON result per run: DIR/SCALE/POLICY-TRACE.json")
-    traces.add_argument("--policies", metavar="LIST", help="comma-separated policies (default: every registered policy; 'default' is always judged)")
+    traces.add_argument("--policies", metavar="LIST", help="comma-separated policies to run (default: every registered policy); the report judges 'default' from its results, run now or before")
     traces.add_argument("--scales", default="peak,p99", metavar="LIST", help="comma-separated scales: peak, p99 (default: both)")
     traces.add_argument("--jobs", type=_positive_int, default=1, metavar="N", help="runs simulated in parallel, one process each")
     traces.add_argument("--report-only", action="store_true", help="run nothing; report the results there are")
@@ -824,9 +824,7 @@ def _cmd_traces(args: argparse.Namespace) -> int:
     scales = [s.strip() for s in args.scales.split(",") if s.strip()]
     if not scales or any(s not in SCALES for s in scales):
         return _fail(f"--scales: {args.scales!r}: choose from {', '.join(SCALES)}")
-    policies = [p.strip() for p in args.policies.split(",") if p.strip()] if args.policies else compared_policies()
-    if "default" not in policies:
-        policies.insert(0, "default")
+    policies = list(dict.fromkeys(p.strip() for p in args.policies.split(",") if p.strip())) if args.policies else compared_policies()
     traces, problem = _trace_files(args.traces)
     if problem:
         return _fail(problem)
@@ -836,13 +834,14 @@ def _cmd_traces(args: argparse.Namespace) -> int:
     try:
         for name in policies:
             policy_class(name)
-        runs = plan_runs(traces, list(dict.fromkeys(scales)), list(dict.fromkeys(policies)))
+        scales = list(dict.fromkeys(scales))
         if not args.report_only:
             for trace in traces:
                 load_trace(trace)  # every trace is read before hours of runs begin
             _exit_on_sigterm()
-            run_all(runs, args.results, jobs=args.jobs, log=log)
-        rep = report(runs, args.results)
+            run_all(plan_runs(traces, scales, policies), args.results, jobs=args.jobs, log=log)
+        # the default policy is judged from its results, run now or before
+        rep = report(plan_runs(traces, scales, ["default", *(p for p in policies if p != "default")]), args.results)
     except (PolicyError, TraceError, SimulationError, ValueError) as exc:
         return _fail(str(exc))
     print(json.dumps(rep, indent=2) if args.json else format_report(rep), end="\n" if args.json else "")

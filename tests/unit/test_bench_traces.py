@@ -62,9 +62,13 @@ def test_every_run_is_written_resumed_and_reported(traces, tmp_path, capsys):
     assert main([*args, "--json"]) == 0
     out = capsys.readouterr()
     files = sorted(p.relative_to(results).as_posix() for p in results.rglob("*.json"))
-    # 'default' is always judged, so always run
-    assert files == [f"{s}/{p}-{t}.json" for s in ("p99", "peak") for p in ("default", "static") for t in ("burst", "step")]
-    assert "0 of 8 runs already" in out.err
+    assert files == [f"{s}/static-{t}.json" for s in ("p99", "peak") for t in ("burst", "step")]
+    assert "0 of 4 runs already" in out.err
+    rep = json.loads(out.out)
+    assert all(t["judged"] is None for s in rep["scales"].values() for t in s["traces"].values())  # no default run yet
+    assert main([*args[:-4], "--policies", "default,static", "--json"]) == 0
+    out = capsys.readouterr()
+    assert "4 of 8 runs already" in out.err
     rep = json.loads(out.out)
     for scale in ("peak", "p99"):
         for trace in ("burst", "step"):
@@ -80,7 +84,7 @@ def test_every_run_is_written_resumed_and_reported(traces, tmp_path, capsys):
     before = {p: p.stat().st_mtime_ns for p in results.rglob("*.json")}
     assert main([*args, "--json"]) == 0
     again = capsys.readouterr()
-    assert "8 of 8 runs already" in again.err and json.loads(again.out) == rep
+    assert "4 of 4 runs already" in again.err and json.loads(again.out) == rep
     assert {p: p.stat().st_mtime_ns for p in results.rglob("*.json")} == before
 
 
