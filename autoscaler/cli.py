@@ -546,7 +546,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command != "run":  # `run` logs to stdout, as JSON by default; every other command's stdout is its result
         _log_to_stderr()
     try:
-        return handler(args)
+        with _plain_trace_warnings():
+            return handler(args)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM where a command handles it so (_exit_on_sigterm)
         print("spark-autoscaler: interrupted", file=sys.stderr)
         return INTERRUPTED
@@ -586,6 +587,29 @@ def _missing_extra(args: argparse.Namespace) -> str | None:
         if importlib.util.find_spec(_EXTRAS[extra]) is None:
             return f"`{args.command}` needs the {extra} extra ({_EXTRAS[extra]} is not installed): pip install 'spark-autoscaler[{extra}]'"
     return None
+
+
+@contextlib.contextmanager
+def _plain_trace_warnings() -> Iterator[None]:
+    """While a command runs, a trace read by the merge rule is told in one plain line
+    (``spark-autoscaler: warning: ...``), not in Python's warning format with a line of our source."""
+    import warnings
+
+    from autoscaler.tools.traces import TraceOrderWarning
+
+    shown = warnings.showwarning
+
+    def show(message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None, line: str | None = None) -> None:
+        if issubclass(category, TraceOrderWarning):
+            print(f"spark-autoscaler: warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
 
 
 def _fail(message: str, code: int = 2) -> int:

@@ -311,3 +311,13 @@ def test_a_command_whose_extra_is_missing_says_which_to_install(monkeypatch, cap
     assert "`demo` needs the demo extra (pyarrow is not installed): pip install 'spark-autoscaler[demo]'" in capsys.readouterr().err
     assert main(["dashboard", "render", "--recording", "r.jsonl", "--output", str(tmp_path / "d.png")]) == 2
     assert "pip install 'spark-autoscaler[plots]'" in capsys.readouterr().err
+
+
+def test_a_trace_read_by_the_merge_rule_is_told_in_one_plain_line(trace, capsys):
+    rows = trace.read_text().splitlines()
+    trace.write_text("\n".join([*rows[:5], rows[4], *rows[5:]]) + "\n")  # one timestamp twice (an export repeated a row)
+    assert main(["simulate", "--trace", str(trace), "--json", "--peak-executors", "8"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    told = [line for line in err if "merged by order" in line]
+    assert len(told) == 1 and told[0].startswith("spark-autoscaler: warning: trace ") and "1 row(s)" in told[0]
+    assert not any("TraceOrderWarning" in line or "load_trace(" in line for line in err)  # not Python's format
