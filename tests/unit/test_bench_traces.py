@@ -101,9 +101,10 @@ def test_a_run_not_there_is_reported_as_not_run(traces, tmp_path, capsys):
     assert not (results / "peak" / "default-burst.json").exists()
 
 
-def test_a_damaged_result_file_is_named(traces, tmp_path, capsys):
+@pytest.mark.parametrize("text", ["{half", '{"cost_ratio": 1.2}', "[]"])
+def test_a_damaged_result_file_is_named(traces, tmp_path, capsys, text):
     (tmp_path / "r" / "peak").mkdir(parents=True)
-    (tmp_path / "r" / "peak" / "default-step.json").write_text("{half")
+    (tmp_path / "r" / "peak" / "default-step.json").write_text(text)
     assert main(["benchmark", "traces", "--traces", str(traces / "step.csv"), "--results", str(tmp_path / "r"),
                  "--policies", "default", "--scales", "peak", "--report-only"]) == 2
     err = capsys.readouterr().err

@@ -49,6 +49,10 @@ MAX_RESCALES_PER_DAY = 24.0
 MAX_OVERSHOOT = 0.05
 
 
+# the figures of a simulate --json result the report reads
+KPIS = ("cost_ratio", "budget_oracle_cost_ratio", "slo_violation_fraction", "rescales_per_day", "overshoot_fraction", "wall_seconds")
+
+
 @dataclass(frozen=True)
 class Run:
     trace: Path
@@ -103,9 +107,13 @@ def read_results(runs: Iterable[Run], results: Path) -> dict[Run, dict[str, Any]
         path = run.result_file(results)
         if path.is_file():
             try:
-                found[run] = json.loads(path.read_text())
+                result = json.loads(path.read_text())
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}: not a simulate --json result ({exc}); remove it to run it again") from exc
+            missing = [k for k in KPIS if not isinstance(result, dict) or not isinstance(result.get(k), (int, float))]
+            if missing:
+                raise ValueError(f"{path}: not a simulate --json result (no number for {', '.join(missing)}); remove it to run it again")
+            found[run] = result
     return found
 
 
@@ -157,8 +165,7 @@ def report(runs: Sequence[Run], results: Path) -> dict[str, Any]:
 
 
 def _kpis(result: Mapping[str, Any]) -> dict[str, Any]:
-    keys = ("cost_ratio", "budget_oracle_cost_ratio", "slo_violation_fraction", "rescales_per_day", "overshoot_fraction", "wall_seconds")
-    return {k: result[k] for k in keys}
+    return {k: result[k] for k in KPIS}
 
 
 def format_report(rep: Mapping[str, Any]) -> str:
