@@ -66,9 +66,9 @@ def test_every_run_is_written_resumed_and_reported(traces, tmp_path, capsys):
     assert "0 of 4 runs already" in out.err
     rep = json.loads(out.out)
     assert all(t["judged"] is None for s in rep["scales"].values() for t in s["traces"].values())  # no default run yet
-    assert main([*args[:-4], "--policies", "default,static", "--json"]) == 0
+    assert main([*args[:-4], "--policies", "default,static", "--jobs", "2", "--json"]) == 0  # in two processes
     out = capsys.readouterr()
-    assert "4 of 8 runs already" in out.err
+    assert "4 of 8 runs already" in out.err and "[4/4]" in out.err
     rep = json.loads(out.out)
     for scale in ("peak", "p99"):
         for trace in ("burst", "step"):
