@@ -595,11 +595,11 @@ def _plain_trace_warnings() -> Iterator[None]:
     (``spark-autoscaler: warning: ...``), not in Python's warning format with a line of our source."""
     import warnings
 
-    from autoscaler.tools.traces import TraceOrderWarning
-
     shown = warnings.showwarning
 
     def show(message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None, line: str | None = None) -> None:
+        from autoscaler.tools.traces import TraceOrderWarning  # only once a warning comes, not at every start-up
+
         if issubclass(category, TraceOrderWarning):
             print(f"spark-autoscaler: warning: {message}", file=sys.stderr)
         else:
@@ -845,7 +845,7 @@ def _cmd_traces(args: argparse.Namespace) -> int:
     from autoscaler.tools.traces import TraceError, load_trace
     from policies import PolicyError, policy_class
 
-    scales = [s.strip() for s in args.scales.split(",") if s.strip()]
+    scales = list(dict.fromkeys(s.strip() for s in args.scales.split(",") if s.strip()))
     if not scales or any(s not in SCALES for s in scales):
         return _fail(f"--scales: {args.scales!r}: choose from {', '.join(SCALES)}")
     policies = list(dict.fromkeys(p.strip() for p in args.policies.split(",") if p.strip())) if args.policies else compared_policies()
@@ -858,7 +858,6 @@ def _cmd_traces(args: argparse.Namespace) -> int:
     try:
         for name in policies:
             policy_class(name)
-        scales = list(dict.fromkeys(scales))
         if not args.report_only:
             for trace in traces:
                 load_trace(trace)  # every trace is read before hours of runs begin

@@ -21,7 +21,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from autoscaler.tools.sim.runner import simulate
 from autoscaler.tools.traces import load_trace
@@ -86,18 +86,21 @@ def run_all(runs: Sequence[Run], results: Path, *, jobs: int = 1, log: Callable[
     """Run every run whose result file is missing, ``jobs`` at a time; the number run."""
     todo = [r for r in runs if not r.result_file(results).is_file()]
     log(f"{len(runs) - len(todo)} of {len(runs)} runs already in {results}; {len(todo)} to run")
+    for done, (run, result) in enumerate(_finished(todo, jobs), start=1):
+        _write(run.result_file(results), result)
+        log(f"[{done}/{len(todo)}] {run.scale.name} {run.policy} {run.trace.stem}")
+    return len(todo)
+
+
+def _finished(todo: Sequence[Run], jobs: int) -> Iterator[tuple[Run, dict[str, Any]]]:
+    """Each run with its result as it finishes: in this process, or in ``jobs`` processes."""
     if jobs <= 1:
-        for done, run in enumerate(todo, start=1):
-            _write(run.result_file(results), _simulate(run))
-            log(f"[{done}/{len(todo)}] {run.scale.name} {run.policy} {run.trace.stem}")
-        return len(todo)
+        yield from ((run, _simulate(run)) for run in todo)
+        return
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         futures = {pool.submit(_simulate, run): run for run in todo}
-        for done, future in enumerate(as_completed(futures), start=1):
-            run = futures[future]
-            _write(run.result_file(results), future.result())
-            log(f"[{done}/{len(todo)}] {run.scale.name} {run.policy} {run.trace.stem}")
-    return len(todo)
+        for future in as_completed(futures):
+            yield futures[future], future.result()
 
 
 def read_results(runs: Iterable[Run], results: Path) -> dict[Run, dict[str, Any]]:
@@ -155,10 +158,10 @@ def report(runs: Sequence[Run], results: Path) -> dict[str, Any]:
         traces: dict[str, Any] = {}
         for trace in dict.fromkeys(r.trace for r in runs if r.scale == scale):
             mine = {r.policy: found[r] for r in runs if r.scale == scale and r.trace == trace and r in found}
-            default = mine.pop("default", None)
+            baselines = {name: r for name, r in mine.items() if name != "default"}
             traces[trace.stem] = {
-                "judged": judge(default, mine) if default is not None else None,
-                "results": {name: _kpis(r) for name, r in (({"default": default} if default else {}) | mine).items()},
+                "judged": judge(mine["default"], baselines) if "default" in mine else None,
+                "results": {name: _kpis(r) for name, r in mine.items()},
             }
         out["scales"][scale.name] = {"title": scale.title, "traces": traces}
     return out
