@@ -108,9 +108,13 @@ class _PythonTrace:
         return JvmRecord(level, JVM_LOGGER, f"a Python process of the Spark driver failed: {error}{where}")
 
 
+# the lines that chain one Python exception to the next (they follow the first one's exception line)
+PYTHON_CHAINED = ("During handling", "The above exception")
+
+
 def _python_continues(line: str) -> bool:
     """A line inside a Python traceback: frames and code are indented; chained exceptions say so."""
-    return not line.strip() or line[0].isspace() or line.startswith((PYTHON_TRACEBACK, "During handling", "The above exception"))
+    return not line.strip() or line[0].isspace() or line.startswith((PYTHON_TRACEBACK, *PYTHON_CHAINED))
 
 
 class JvmLines:
@@ -160,7 +164,8 @@ class JvmLines:
             event = _json(line)
             if event is not None and event.get("jvm_log"):
                 return [self._event(event)]
-        if line.startswith(PYTHON_TRACEBACK):
+        if line.startswith((PYTHON_TRACEBACK, *PYTHON_CHAINED)):
+            # a chained exception's traceback comes after the first one's exception line ended it
             self._python = _PythonTrace()
             return []
         if uncaught := _UNCAUGHT.match(line):

@@ -91,6 +91,15 @@ def feed_all(lines, **kw):
             id="python-helper-failure-is-a-warning",
         ),
         pytest.param(
+            [PY_TRACEBACK, "ConnectionRefusedError: [Errno 111] Connection refused", "",
+             "During handling of the above exception, another exception occurred:", "", PY_TRACEBACK, "RuntimeError: gave up"],
+            [(logging.DEBUG, JVM_LOGGER, "a Python process of the Spark driver failed: ConnectionRefusedError: [Errno 111] Connection refused "
+              "(python_streaming_source_runner.py, 2 frame(s) not shown)"),
+             (logging.WARNING, JVM_LOGGER, "a Python process of the Spark driver failed: RuntimeError: gave up "
+              "(python_streaming_source_runner.py, 2 frame(s) not shown)")],
+            id="python-chained-exceptions-are-one-line-each",
+        ),
+        pytest.param(
             [PY_TRACEBACK, event(message="next")],
             [(logging.DEBUG, JVM_LOGGER, "a Python process of the Spark driver was ended mid-traceback (python_streaming_source_runner.py, 2 frame(s) not shown)"),
              (logging.ERROR, "spark.MicroBatchExecution", "next")],
