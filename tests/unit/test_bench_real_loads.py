@@ -70,3 +70,32 @@ def test_sim_to_real_simulates_the_same_profile_with_the_daemons_settings(tmp_pa
     config = SimConfig(trigger_interval=2.0, partitions=8, min_partitions=8, executor_startup=8.0, duration_noise=0.0, slow_batch_probability=0.0)
     out = simulate_profile(profile, config, daemon_settings("autoscaler", tmp_path), (WARMUP, profile.bounds()[-1][2]))
     assert out["batches"] > 30 and 90 <= out["executor_seconds"] <= 6 * 90 and out["p95_lag_seconds"] > 0
+
+
+def test_each_quiet_stretch_reports_when_the_backlog_drained_and_when_the_executors_stood_at_the_floor():
+    from autoscaler.tools.bench.step_load import quiet_stretches, timeline
+
+    bounds = [("burst-0", 30.0, 45.0), ("quiet-1", 45.0, 60.0), ("quiet-2", 60.0, 75.0), ("burst-3", 75.0, 90.0), ("quiet-4", 90.0, 105.0)]
+    samples = [(1000.0 + t, n) for t, n in [(0, 1), (1, 1), (40, 3), (41, 3), (52, 4), (80, 2), (81, 1), (95, 2), (99, 1)]]
+    changes = timeline(samples, 1000.0)
+    assert changes == [(0.0, 1), (40.0, 3), (52.0, 4), (80.0, 2), (81.0, 1), (95.0, 2), (99.0, 1)]
+    commits = [(44.0, 500), (50.0, 900), (58.0, 300), (62.0, 0), (92.0, 200)]
+    first, second = quiet_stretches(bounds, changes, commits, floor=1)
+    # the two quiet windows are one stretch; the backlog drained at 58 s; 4 executors to its end
+    assert (first.start, first.end, first.drained, first.at_floor) == (45.0, 75.0, 58.0, None)
+    # at the floor from 81 s, then an executor that came for the backlog and left again: the
+    # floor counts from when the count stayed there (99 s)
+    assert (second.start, second.drained, second.at_floor) == (90.0, 92.0, 99.0)
+    assert second.to_json()["floor_after_quiet_seconds"] == 9.0 and second.to_json()["floor_after_idle_seconds"] == 7.0
+    assert first.to_json()["floor_after_idle_seconds"] is None
+
+
+def test_the_on_off_summary_lists_the_seconds_to_the_floor_of_each_quiet_stretch():
+    stretch = {"floor_after_quiet_seconds": 40.0, "floor_after_idle_seconds": 31.5}
+    runs = {
+        "autoscaler": {"executor_seconds": 400.0, "executors_per_phase": {"quiet-0": 1.0}, "peak_lag_seconds_per_phase": {"quiet-0": None}, "quiet_stretches": [stretch]},
+        "spark-dra": {"executor_seconds": 1000.0, "executors_per_phase": {"quiet-0": 4.0}, "peak_lag_seconds_per_phase": {"quiet-0": None}},
+    }
+    summary = on_off_summary(runs)
+    assert summary["autoscaler"]["floor_after_idle_seconds"] == [31.5] and summary["autoscaler"]["floor_after_quiet_seconds"] == [40.0]
+    assert "floor_after_idle_seconds" not in summary["spark-dra"]  # a result from before the stretches were kept

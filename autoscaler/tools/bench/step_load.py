@@ -149,6 +149,8 @@ class RunResult:
     duplicate_rows: int
     notes: list[str] = field(default_factory=list)
     started_at: float = 0.0  # wall-clock seconds of the profile's start (T0 is WARMUP later)
+    executor_timeline: list[tuple[float, int]] = field(default_factory=list)  # (s from start, executors) at each change
+    quiet_stretches: list[QuietStretch] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -160,7 +162,72 @@ class RunResult:
             "lost_rows": self.lost_rows,
             "duplicate_rows": self.duplicate_rows,
             "notes": self.notes,
+            "executor_timeline": [[round(t, 1), n] for t, n in self.executor_timeline],
+            "quiet_stretches": [q.to_json() for q in self.quiet_stretches],
         }
+
+
+@dataclass(frozen=True)
+class QuietStretch:
+    """Consecutive windows without input, seconds from the profile's start: when the stretch
+    began, when the query committed its last batch with rows (the backlog of the burst before
+    it drained, and Spark's idle reports began), and when the executors first stood at the
+    floor (None: not within the stretch)."""
+
+    start: float
+    end: float
+    drained: float
+    at_floor: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        after = None if self.at_floor is None else round(self.at_floor - self.start, 1)
+        after_idle = None if self.at_floor is None else round(max(0.0, self.at_floor - self.drained), 1)
+        return {
+            "start": round(self.start, 1),
+            "end": round(self.end, 1),
+            "drained": round(self.drained, 1),
+            "at_floor": None if self.at_floor is None else round(self.at_floor, 1),
+            "floor_after_quiet_seconds": after,
+            "floor_after_idle_seconds": after_idle,
+        }
+
+
+def timeline(samples: list[tuple[float, int]], start: float) -> list[tuple[float, int]]:
+    """The executor count at each change (and the first sample), seconds from ``start``."""
+    out: list[tuple[float, int]] = []
+    for t, n in samples:
+        if not out or out[-1][1] != n:
+            out.append((t - start, n))
+    return out
+
+
+def quiet_stretches(
+    bounds: list[tuple[str, float, float]], changes: list[tuple[float, int]], commits: list[tuple[float, int]], floor: int
+) -> list[QuietStretch]:
+    """Each stretch of consecutive ``quiet-*`` windows of ``bounds``, read from the executor
+    count's ``changes`` and the batch ``commits`` (done, rows), all in seconds from the start."""
+    spans: list[tuple[float, float]] = []
+    for name, a, b in bounds:
+        if not name.startswith("quiet"):
+            continue
+        if spans and spans[-1][1] == a:
+            spans[-1] = (spans[-1][0], b)
+        else:
+            spans.append((a, b))
+    out = []
+    for a, b in spans:
+        drained = max((done for done, rows in commits if a <= done < b and rows > 0), default=a)
+        # from when on the count stays at the floor to the stretch's end (executors that
+        # arrive for the burst's backlog after the stretch began count against it)
+        before = [(a, n) for t, n in changes if t <= a][-1:]
+        at_floor: float | None = None
+        for t, n in before + [(t, n) for t, n in changes if a < t < b]:
+            if n > floor:
+                at_floor = None
+            elif at_floor is None:
+                at_floor = t
+        out.append(QuietStretch(a, b, drained, at_floor))
+    return out
 
 
 class ExecutorSampler:
@@ -340,7 +407,13 @@ def _evaluate(kind: str, profile: LoadProfile, start: float, sampler: ExecutorSa
         lags[name] = max(phase_lags) if phase_lags else None
     committed_max = max((r["max"] for r in records if r["max"] is not None), default=-1)
     check = verify_output(out, committed_max + 1)
-    return RunResult(kind, total, per_phase, lags, lo, hi, check.lost_rows, check.duplicate_rows, started_at=start)
+    changes = timeline(sampler.samples, start)
+    commits = [(r["done"] - start, r["rows"]) for r in records]
+    floor = 6 if kind == "static-max" else 1
+    return RunResult(
+        kind, total, per_phase, lags, lo, hi, check.lost_rows, check.duplicate_rows, started_at=start,
+        executor_timeline=changes, quiet_stretches=quiet_stretches(profile.bounds(), changes, commits, floor),
+    )
 
 
 def run_benchmark(
@@ -364,7 +437,8 @@ def run_benchmark(
 
 def on_off_summary(results: dict[str, Any]) -> dict[str, Any]:
     """Per run: executor-seconds, the mean executors in the quiet and the burst windows, the
-    share of quiet time spent at one executor, the peak lag of any window; and our run's
+    peak lag of any window, and for each quiet stretch the seconds until the executors stood at
+    the floor for good, from its start and from the query's last batch with rows; and our run's
     executor-seconds over Spark dynamic allocation's."""
     out: dict[str, Any] = {}
     for name, r in results.items():
@@ -377,6 +451,10 @@ def on_off_summary(results: dict[str, Any]) -> dict[str, Any]:
             "mean_executors_burst": round(sum(burst.values()) / len(burst), 2) if burst else None,
             "peak_lag_seconds": max(lags) if lags else None,
         }
+        stretches = r.get("quiet_stretches")
+        if stretches:  # (results written before the stretches were kept have none)
+            out[name]["floor_after_quiet_seconds"] = [q["floor_after_quiet_seconds"] for q in stretches]
+            out[name]["floor_after_idle_seconds"] = [q["floor_after_idle_seconds"] for q in stretches]
     if "autoscaler" in results and "spark-dra" in results and results["spark-dra"]["executor_seconds"] > 0:
         out["autoscaler_over_spark_dra"] = round(results["autoscaler"]["executor_seconds"] / results["spark-dra"]["executor_seconds"], 3)
     return out
@@ -394,6 +472,10 @@ def format_table(result: dict[str, Any]) -> str:
                 f"{name:<30} {r['executor_seconds']:>8.0f} {r['executor_seconds'] / need:>7.2f} "
                 f"{r['mean_executors_quiet'] or 0:>6.2f} {r['mean_executors_burst'] or 0:>6.2f} {lag:>10}"
             )
+        for name, r in result["summary"].items():
+            if isinstance(r, dict) and r.get("floor_after_idle_seconds"):
+                after = ", ".join("not reached" if v is None else f"{v:.0f} s" for v in r["floor_after_idle_seconds"])
+                lines.append(f"{name}, at the floor after each quiet stretch's last batch with rows: {after}")
         if "autoscaler_over_spark_dra" in result["summary"]:
             lines.append(f"autoscaler / spark-dra executor-seconds: {result['summary']['autoscaler_over_spark_dra']:.2f}")
         return "\n".join(lines)
