@@ -146,3 +146,54 @@ def test_two_traces_with_one_name_are_refused(tmp_path, capsys):
     assert main(["benchmark", "traces", "--traces", str(tmp_path / "a"), str(tmp_path / "b"), "--results",
                  str(tmp_path / "r"), "--report-only"]) == 2
     assert "two traces named same" in capsys.readouterr().err
+
+
+def _children(pid):
+    """The processes whose parent is ``pid`` (from /proc: field 4 of stat, after the name in parentheses)."""
+    from pathlib import Path
+
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_sigterm_stops_the_runs_at_once_and_leaves_no_partial_result(tmp_path):
+    """kill (or Ctrl-C) ends the command and its worker processes, and writes no result: before,
+    the pool it ran in waited for every run still queued (hours on the shared traces)."""
+    import math
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    # 60 days of a daily cycle: the default policy takes minutes on it
+    trace = write_trace(tmp_path / "long.csv", [1000 + 900 * math.sin(i * math.pi / 144) for i in range(288 * 60)])
+    results = tmp_path / "results"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autoscaler", "benchmark", "traces", "--traces", str(trace), "--results", str(results), "--policies", "default", "--jobs", "2"],
+        stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert "2 to run" in proc.stderr.readline()
+        deadline = time.monotonic() + 60
+        while len(workers := _children(proc.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(workers) == 2
+        time.sleep(1.0)  # both simulating
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 130
+        assert "interrupted" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    for pid in workers:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert not list(results.rglob("*.json"))

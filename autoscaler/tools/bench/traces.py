@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import json
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
+from autoscaler.tools.parallel import as_finished
 from autoscaler.tools.sim.runner import simulate
 from autoscaler.tools.traces import load_trace
 
@@ -97,10 +97,7 @@ def _finished(todo: Sequence[Run], jobs: int) -> Iterator[tuple[Run, dict[str, A
     if jobs <= 1:
         yield from ((run, _simulate(run)) for run in todo)
         return
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(_simulate, run): run for run in todo}
-        for future in as_completed(futures):
-            yield futures[future], future.result()
+    yield from as_finished(_simulate, todo, jobs)
 
 
 def read_results(runs: Iterable[Run], results: Path) -> dict[Run, dict[str, Any]]:

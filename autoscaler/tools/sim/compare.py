@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Callable, Sequence
 
+from autoscaler.tools.parallel import as_finished
 from autoscaler.tools.sim.runner import SimResult, simulate
 from autoscaler.tools.traces import Trace
 from policies import policy_names, resolve_name
@@ -36,12 +36,11 @@ def compare_policies(
     names = list(policies or compared_policies())
     if jobs <= 1:
         return [simulate(trace, policy=name, progress=_for(progress, name), **options) for name in names]
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(_run, (trace, name, options)): name for name in names}
-        for done, _ in enumerate(as_completed(futures), start=1):
-            if progress is not None:
-                progress("every policy", done / len(names))
-        by_name = {futures[f]: f.result() for f in futures}  # raises the first failure, as map did
+    by_name: dict[str, SimResult] = {}
+    for done, ((_, name, _), result) in enumerate(as_finished(_run, [(trace, n, options) for n in names], jobs), start=1):
+        by_name[name] = result
+        if progress is not None:
+            progress("every policy", done / len(names))
     return [by_name[name] for name in names]
 
 
