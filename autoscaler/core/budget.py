@@ -12,6 +12,7 @@ default policy prices a rescale with the multiplier of its remembered load (``po
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,9 +25,12 @@ def merge_equal_steps(lengths: np.ndarray, need: np.ndarray) -> tuple[np.ndarray
     return np.add.reduceat(lengths, starts), need[starts]
 
 
-def cheapest_schedule(lengths: np.ndarray, need: np.ndarray, price: float) -> tuple[float, int]:
-    """(executor-seconds + ``price`` x changes, changes) of the schedule that minimises the former
-    and always has at least ``need`` executors (``need`` per step of ``lengths`` seconds)."""
+def _programme(
+    lengths: np.ndarray, need: np.ndarray, price: float, moves: list[tuple[np.ndarray, int]] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The dynamic programme: per count, the cheapest ``executor-seconds + price x changes`` of a
+    schedule ending at that count, and its changes. With ``moves``, each step's counts reached by
+    a change and the count they changed from (to read the schedule back)."""
     levels = np.arange(int(need.max()) + 1, dtype=float)
     f = np.where(levels >= need[0], levels * lengths[0], np.inf)
     changes = np.zeros(len(levels))
@@ -34,16 +38,59 @@ def cheapest_schedule(lengths: np.ndarray, need: np.ndarray, price: float) -> tu
         best = int(np.argmin(f))
         switch = f[best] + price
         moved = switch < f
+        if moves is not None:
+            moves.append((moved, best))
         f = np.where(moved, switch, f) + levels * length
         changes = np.where(moved, changes[best] + 1, changes)
         f[levels < n] = np.inf
+    return f, changes
+
+
+def cheapest_schedule(lengths: np.ndarray, need: np.ndarray, price: float) -> tuple[float, int]:
+    """(executor-seconds + ``price`` x changes, changes) of the schedule that minimises the former
+    and always has at least ``need`` executors (``need`` per step of ``lengths`` seconds)."""
+    f, changes = _programme(lengths, need, price)
     best = int(np.argmin(f))
     return float(f[best]), int(changes[best])
 
 
-def limited_schedule_cost(lengths: np.ndarray, need: np.ndarray, max_changes: int) -> tuple[float, float]:
-    """Executor-seconds of the cheapest clairvoyant schedule with at most ``max_changes`` changes
-    of the executor count that always has ``need`` executors: (lower bound, achieved).
+def cheapest_path(lengths: np.ndarray, need: np.ndarray, price: float) -> np.ndarray:
+    """The executor count per step of the schedule :func:`cheapest_schedule` prices."""
+    moves: list[tuple[np.ndarray, int]] = []
+    f, _ = _programme(lengths, need, price, moves)
+    level = int(np.argmin(f))
+    path = [level]
+    for moved, came_from in reversed(moves):
+        if moved[level]:
+            level = came_from
+        path.append(level)
+    return np.asarray(path[::-1], dtype=float)
+
+
+@dataclass(frozen=True)
+class LimitedSchedule:
+    """The cheapest clairvoyant schedule within a budget of changes: the lower bound on its
+    executor-seconds, what the schedule found costs, and that schedule (``counts`` executors for
+    ``lengths`` seconds, step by step; steps of equal need joined)."""
+
+    lower: float
+    achieved: float
+    lengths: np.ndarray
+    counts: np.ndarray
+
+    def allocation(self) -> list[tuple[float, int]]:
+        """``(t, executors from t on)`` from 0, at each change of the count."""
+        starts = np.concatenate(([0.0], np.cumsum(self.lengths)[:-1]))
+        out: list[tuple[float, int]] = []
+        for t, n in zip(starts, self.counts, strict=True):
+            if not out or out[-1][1] != n:
+                out.append((float(t), int(n)))
+        return out
+
+
+def limited_schedule(lengths: np.ndarray, need: np.ndarray, max_changes: int) -> LimitedSchedule:
+    """The cheapest clairvoyant schedule with at most ``max_changes`` changes of the executor
+    count that always has ``need`` executors, with a lower bound on its executor-seconds.
 
     For every ``lambda`` no schedule with at most ``max_changes`` changes costs less than
     ``min(cost + lambda x changes) - lambda x max_changes`` (the lower bound, maximised over the
@@ -52,26 +99,34 @@ def limited_schedule_cost(lengths: np.ndarray, need: np.ndarray, max_changes: in
     """
     lengths, need = merge_equal_steps(np.asarray(lengths, float), np.asarray(need, float))
     if len(need) == 0:
-        return 0.0, 0.0
+        return LimitedSchedule(0.0, 0.0, lengths, need)
     total, changes = cheapest_schedule(lengths, need, 0.0)
     if changes <= max_changes:
-        return total, total
+        return LimitedSchedule(total, total, lengths, cheapest_path(lengths, need, 0.0))
     lo, hi = 0.0, float(need.max() * lengths.sum())
-    lower, achieved = total, math.inf
+    lower, achieved, chosen = total, math.inf, hi
     for _ in range(40):
         lam = (lo + hi) / 2
         value, changes = cheapest_schedule(lengths, need, lam)
         lower = max(lower, value - lam * max_changes)
         if changes <= max_changes:
-            hi, achieved = lam, min(achieved, value - lam * changes)
+            hi = lam
+            if value - lam * changes < achieved:
+                achieved, chosen = value - lam * changes, lam
         else:
             lo = lam
         if achieved < math.inf and achieved - lower <= 1e-3 * achieved:
             break
     if achieved == math.inf:
         value, changes = cheapest_schedule(lengths, need, hi)
-        achieved = value - hi * changes
-    return lower, achieved
+        achieved, chosen = value - hi * changes, hi
+    return LimitedSchedule(lower, achieved, lengths, cheapest_path(lengths, need, chosen))
+
+
+def limited_schedule_cost(lengths: np.ndarray, need: np.ndarray, max_changes: int) -> tuple[float, float]:
+    """(lower bound, achieved) executor-seconds of :func:`limited_schedule`."""
+    schedule = limited_schedule(lengths, need, max_changes)
+    return schedule.lower, schedule.achieved
 
 
 def budget_price(lengths: np.ndarray, need: np.ndarray, max_changes: float, precision: float = 0.05) -> float:

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from autoscaler.cli import main
-from autoscaler.tools.bench.traces import judge
+from autoscaler.tools.bench.traces import format_report, judge
 
 
 def write_trace(path, values):
@@ -39,6 +39,17 @@ def test_a_baseline_beats_the_default_only_when_both_cheaper_and_with_fewer_slo_
     assert judge(default, baselines)["dominated_by"] == ["cheaper-and-better"]
     assert judge(default, baselines)["met"]["no_dominating_baseline"] is False
     assert judge(default, {"cheaper-only": result(1.2, 0.003)})["met"]["no_dominating_baseline"] is True
+
+
+def test_the_bounds_own_overshoot_is_reported_from_any_result_that_has_it():
+    old = result(1.5, 0.002, overshoot=0.2)  # made before simulate reported it
+    assert judge(old, {})["bound_overshoot_fraction"] is None
+    static = {**result(3.0, 0.0), "budget_oracle_overshoot_fraction": 0.138}
+    judged = judge(old, {"static": static})
+    assert judged["bound_overshoot_fraction"] == 0.138
+    assert judged["met"]["overshoot"] is False  # the target stays the target; the bound says why
+    rep = {"scales": {"p99": {"title": "p99", "traces": {"cvs": {"judged": judged, "results": {}}}}}}
+    assert "| 20.0 ! | 13.8 |" in format_report(rep)
 
 
 @pytest.mark.parametrize(

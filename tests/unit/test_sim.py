@@ -366,6 +366,45 @@ def test_budget_oracle_holds_a_spike_it_cannot_afford_to_leave():
     assert lower == pytest.approx(19.0, abs=0.01) and achieved == 19.0  # 1, 1, 5, 5, 5, 1, 1
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    need=st.lists(st.integers(1, 5), min_size=1, max_size=10),
+    lengths=st.lists(st.integers(1, 4), min_size=10, max_size=10),
+    price=st.floats(0, 20),
+)
+def test_the_cheapest_path_is_the_schedule_the_programme_prices(need, lengths, price):
+    from autoscaler.core.budget import cheapest_path, cheapest_schedule
+
+    lengths, need = np.array(lengths[: len(need)], float), np.array(need, float)
+    path = cheapest_path(lengths, need, price)
+    value, changes = cheapest_schedule(lengths, need, price)
+    assert len(path) == len(need) and (path >= need).all()
+    assert int((path[1:] != path[:-1]).sum()) == changes
+    assert float(np.dot(path, lengths)) + price * changes == pytest.approx(value)
+
+
+def test_the_budget_schedule_is_what_its_cost_says_and_keeps_within_the_budget():
+    from autoscaler.core.budget import limited_schedule
+
+    need = np.array([1, 1, 5, 1, 5, 1, 1], float)
+    schedule = limited_schedule(np.ones(len(need)), need, 2)
+    assert schedule.allocation() == [(0.0, 1), (2.0, 5), (5.0, 1)]  # the gap between the spikes held
+    assert schedule.achieved == float(np.dot(schedule.lengths, schedule.counts)) == 19.0
+    assert limited_schedule(np.ones(len(need)), need, 4).allocation() == [(0.0, 1), (2.0, 5), (3.0, 1), (4.0, 5), (5.0, 1)]
+
+
+def test_the_result_tells_when_even_the_budget_schedule_overshoots():
+    # five-minute spikes every half hour for a day: following each needs 96 changes a day, twice
+    # the benchmark's 24, so even a clairvoyant schedule within them holds spikes' size through
+    # gaps, far above twice the need of the surrounding 10 minutes
+    spiky = steps(*[(5, 8000.0) if i % 6 == 0 else (5, 200.0) for i in range(288)])
+    result, _ = run(spiky, policy="static", params={"executors": 8})
+    assert result.budget_oracle_overshoot_fraction > 0.05
+    steady, _ = run(steps((60 * 24, 2000.0)), policy="static", params={"executors": 8})
+    assert steady.budget_oracle_overshoot_fraction == 0.0
+    assert "budget_oracle_overshoot_fraction" in result.to_json()
+
+
 def test_no_lag_while_no_rows_arrive():
     # 600.6 rows in the first minute, then nothing for 20 minutes (the Twitter trace has such
     # hours): the partly generated 601st row is a row that arrived, not a row waiting forever

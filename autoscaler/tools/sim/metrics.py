@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from autoscaler.core.budget import limited_schedule_cost
+from autoscaler.core.budget import LimitedSchedule, limited_schedule, limited_schedule_cost
 from autoscaler.tools.sim.workload import Workload
 
 
@@ -73,15 +73,15 @@ def oracle_executor_seconds(workload: Workload, capacity: float, min_executors: 
 BUDGET_RESCALES_PER_DAY = 24.0  # the benchmark's target: fewer than 24 rescales a day
 
 
-def budget_oracle_executor_seconds(
+def budget_oracle_schedule(
     workload: Workload, capacity: float, min_executors: int, per_day: float, max_executors: int | None = None
-) -> float:
-    """Lower bound of the executor-seconds of any schedule that always has the executors the
-    oracle needs and changes their count at most ``per_day`` times a day (on average)."""
+) -> LimitedSchedule:
+    """The cheapest schedule that always has the executors the oracle needs and changes their
+    count at most ``per_day`` times a day (on average): its ``lower`` bound is the budget bound
+    of the benchmark; its ``allocation()`` what a clairvoyant policy within the budget runs."""
     lengths, rates = workload.step_arrays()
     budget = math.floor(per_day * float(lengths.sum()) / 86400.0)
-    lower, _ = limited_oracle_executor_seconds(lengths, oracle_executors(rates, capacity, min_executors, max_executors), budget)
-    return lower
+    return limited_schedule(lengths, oracle_executors(rates, capacity, min_executors, max_executors), budget)
 
 
 def executors_for_rate(rate: float, capacity: float, min_executors: int = 1) -> int:

@@ -30,7 +30,7 @@ from autoscaler.tools.sim.cluster import SimCluster
 from autoscaler.tools.sim.config import SimConfig
 from autoscaler.tools.sim.metrics import (
     BUDGET_RESCALES_PER_DAY,
-    budget_oracle_executor_seconds,
+    budget_oracle_schedule,
     executors_for_rate,
     lag_percentile,
     max_lag,
@@ -99,6 +99,8 @@ class SimResult:
     budget_oracle_executor_seconds: float
     budget_oracle_cost_ratio: float
     budget_rescales_per_day: float
+    # overshoot_fraction of that schedule: above 5 % no policy within the rescale target keeps to 5 %
+    budget_oracle_overshoot_fraction: float
     slo_violation_fraction: float
     # share of executor-seconds above twice the oracle's largest need in the surrounding 10 minutes
     overshoot_fraction: float
@@ -280,7 +282,7 @@ def simulate(
     duration = workload.duration
     # the oracles within the same bounds as the policies: a spike beyond the ceiling costs them no more
     oracle = oracle_executor_seconds(workload, capacity, s.executors.min, max_exec)
-    budget_oracle = budget_oracle_executor_seconds(workload, capacity, s.executors.min, BUDGET_RESCALES_PER_DAY, max_exec)
+    budget = budget_oracle_schedule(workload, capacity, s.executors.min, BUDGET_RESCALES_PER_DAY, max_exec)
     completions = cluster.completions
     days_simulated = duration / 86400.0
     return SimResult(
@@ -289,9 +291,10 @@ def simulate(
         executor_seconds=cluster.executor_seconds,
         oracle_executor_seconds=oracle,
         cost_ratio=cluster.executor_seconds / oracle if oracle > 0 else math.inf,
-        budget_oracle_executor_seconds=budget_oracle,
-        budget_oracle_cost_ratio=budget_oracle / oracle if oracle > 0 else math.inf,
+        budget_oracle_executor_seconds=budget.lower,
+        budget_oracle_cost_ratio=budget.lower / oracle if oracle > 0 else math.inf,
         budget_rescales_per_day=BUDGET_RESCALES_PER_DAY,
+        budget_oracle_overshoot_fraction=overshoot_fraction(budget.allocation(), duration, workload, capacity, s.executors.min, max_exec),
         slo_violation_fraction=time_above(completions, duration, slo_lag_seconds) / duration,
         overshoot_fraction=overshoot_fraction(cluster.allocation, duration, workload, capacity, s.executors.min, max_exec),
         p95_lag_seconds=lag_percentile(completions, duration, 0.95),
