@@ -218,8 +218,8 @@ class QueryView:
     # its initial one on one core); None for a query the daemon does not host
     declared: QueryParams | None = None
     # the latest trigger that found no new rows, as Spark reports it (``QueryIdleEvent``: at most
-    # one every ``spark.sql.streaming.noDataProgressEventInterval``, 10 s, while no batch runs);
-    # kept across a restart (a new run reports its first idle trigger only 10 s after it started,
+    # one every ``spark.sql.streaming.noDataProgressEventInterval``, 1 s in the daemon's session);
+    # kept across a restart (a new run reports its first idle trigger only an interval after it started,
     # and the source had no rows then whichever run asked); None: none seen
     idle_at: datetime | None = None
 

@@ -42,3 +42,12 @@ def test_the_configurations_exist_and_send_the_drivers_events_as_json():
     assert "JsonTemplateLayout" in driver and "rootLogger.level = error" in driver
     assert CLUSTER_LOG_CONFIG.is_file()
     assert log_config_option(DRIVER_LOG_CONFIG).startswith("-Dlog4j2.configurationFile=file:///")
+
+
+def test_the_daemons_session_reports_a_quiet_trigger_at_once_unless_the_user_says_otherwise():
+    from autoscaler.core.settings import SparkSettings
+    from autoscaler.spark.session import spark_conf
+
+    key = "spark.sql.streaming.noDataProgressEventInterval"
+    assert spark_conf(SparkSettings(master="local[1]"))[key] == "1s"  # Spark's 10 s hid a quiet stream 10-12 s
+    assert spark_conf(SparkSettings(master="local[1]", conf={key: "30s"}))[key] == "30s"

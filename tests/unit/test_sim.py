@@ -528,9 +528,11 @@ def test_the_cluster_records_every_change_of_its_allocated_executors():
 
 def test_an_idle_query_is_reported_as_spark_4_reports_it():
     # 2 minutes of rows, 3 quiet minutes, rows again. Spark reports the query idle at a trigger
-    # that finds nothing once 10 s passed since the last batch ended (or the last idle report):
-    # the 10 s trigger right after the last batch is too early, the next one reports
-    c = SimCluster(config=QUIET, workload=steps((2, 1000.0), (3, 0.0), (1, 1000.0)), executors=2, partitions=4)
+    # that finds nothing once noDataProgressEventInterval passed since the last batch ended (or
+    # the last idle report): at Spark's 10 s the 10 s trigger right after the last batch is too
+    # early, the next one reports
+    workload = steps((2, 1000.0), (3, 0.0), (1, 1000.0))
+    c = SimCluster(config=replace(QUIET, no_data_progress_interval=10.0), workload=workload, executors=2, partitions=4)
     view = c.observe(at(129)).queries[0]
     last = c.samples[-1]
     # the last batch took the rows up to 120 s and ended at 125.9 s
@@ -543,6 +545,10 @@ def test_an_idle_query_is_reported_as_spark_4_reports_it():
     c.observe(at(320))
     first = next(s for s in c.samples if s.started_at > at(300))
     assert first.started_at == at(310) and first.input_rate == pytest.approx(1000.0)
+    # at the daemon's 1 s (the session it builds sets it) the first trigger that finds nothing reports
+    daemons = SimCluster(config=QUIET, workload=workload, executors=2, partitions=4)
+    daemons.observe(at(129))
+    assert daemons.observe(at(135)).queries[0].idle_at == at(130)
 
 
 def test_a_new_run_that_finds_no_rows_reports_idle_only_from_its_second_quiet_trigger():

@@ -59,9 +59,10 @@ class SimConfig:
         None, "cap on rows per batch (maxOffsetsPerTrigger); None: take everything available", "Spark's default"
     )
     no_data_progress_interval: float = _p(
-        10.0,
+        1.0,
         "seconds between two reports of a query idle (a trigger that found no new rows)",
-        "Spark's spark.sql.streaming.noDataProgressEventInterval (10 s): a QueryIdleEvent at most this often, the first this long after the last batch ended",
+        "spark.sql.streaming.noDataProgressEventInterval as the daemon sets it (Spark's default: 10 s): a QueryIdleEvent at most this often, "
+        "the first this long after the last batch ended",
     )
     # --- actions ---
     executor_startup: float = _p(
