@@ -2,16 +2,21 @@
 
 ``concurrent.futures.ProcessPoolExecutor`` leaves its ``with`` block by waiting for every
 submitted call, the queued ones included: Ctrl-C or ``kill`` during ``benchmark traces --jobs 2``
-went on running the hours of runs still queued. ``multiprocessing.Pool`` ends its ``with`` block
-with ``terminate()``: the workers are stopped at once, whatever they run. The workers ignore
-Ctrl-C (the terminal sends it to every process of the group; only this process decides) and die
-quietly on ``terminate()``'s SIGTERM instead of each printing a traceback.
+went on running the hours of runs still queued. Here a failure, an interrupt or a consumer that
+stops early cancels what is queued and stops the workers at once (Python 3.14's
+``terminate_workers``; before it, each worker process is terminated). The workers ignore Ctrl-C
+(the terminal sends it to every process of the group; only this process decides) and die
+quietly on SIGTERM instead of each printing a traceback.
+
+Not ``multiprocessing.Pool``: its ``terminate()`` right after it started its workers hung in
+the test suite (the pytest process, with a Spark JVM's threads in it), waiting for a worker it
+had not sent SIGTERM.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import signal
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Callable, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
@@ -23,16 +28,32 @@ def _quiet_worker() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _call(job: tuple[Callable[[T], R], int, T]) -> tuple[int, R]:
-    fn, index, item = job
-    return index, fn(item)
-
-
 def as_finished(fn: Callable[[T], R], items: Iterable[T], jobs: int) -> Iterator[tuple[T, R]]:
     """``(item, fn(item))`` for each item as it finishes, in ``jobs`` worker processes (``fn``
     and the items must pickle). The first failure is raised here; it, an interrupt, or leaving
     the loop early stops every worker at once."""
     todo = list(items)
-    with multiprocessing.Pool(processes=max(1, min(jobs, len(todo) or 1)), initializer=_quiet_worker) as pool:
-        for index, result in pool.imap_unordered(_call, [(fn, i, item) for i, item in enumerate(todo)]):
-            yield todo[index], result
+    if not todo:
+        return
+    pool = ProcessPoolExecutor(max_workers=max(1, min(jobs, len(todo))), initializer=_quiet_worker)
+    try:
+        futures = {pool.submit(fn, item): item for item in todo}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+    except BaseException:
+        _stop_workers(pool)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    terminate = getattr(pool, "terminate_workers", None)  # Python 3.14+
+    if terminate is not None:
+        terminate()
+        return
+    # every worker was started by the submits above (fork starts them all at once, and none is
+    # replaced later without max_tasks_per_child)
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        if process.is_alive():
+            process.terminate()

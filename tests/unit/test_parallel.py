@@ -22,12 +22,12 @@ def test_every_item_comes_back_with_its_result():
 
 
 def _sleep_or_fail(job: tuple[str, Path]) -> int:
-    what, pid_file = job
+    what, pids = job
     if what == "sleep":
-        pid_file.write_text(str(os.getpid()))
+        (pids / str(os.getpid())).touch()  # one file per sleeper: a second one does not hide the first
         time.sleep(300)
         return 0
-    while not pid_file.exists():  # fail once the other worker is busy
+    while not any(pids.iterdir()):  # fail once another worker is busy
         time.sleep(0.05)
     raise ValueError(f"{what} failed")
 
@@ -41,12 +41,12 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_failure_is_raised_and_stops_the_worker_still_running(tmp_path):
-    pid_file = tmp_path / "sleeper.pid"
     started = time.monotonic()
     with pytest.raises(ValueError, match="run 2 failed"):
-        for _ in as_finished(_sleep_or_fail, [("sleep", pid_file), ("run 2", pid_file), ("sleep", pid_file)], jobs=2):
+        for _ in as_finished(_sleep_or_fail, [("sleep", tmp_path), ("run 2", tmp_path), ("sleep", tmp_path)], jobs=2):
             pass
-    # the sleeper was stopped, not waited for: a pool that waits takes 300 s for it and 300 s
-    # more for the queued sleep before the failure comes out
+    # the sleepers were stopped, not waited for: a pool that waits takes 300 s for the first
+    # and 300 s more for the queued one before the failure comes out
     assert time.monotonic() - started < 100
-    assert not _alive(int(pid_file.read_text()))
+    sleepers = [int(p.name) for p in tmp_path.iterdir()]
+    assert sleepers and not any(_alive(pid) for pid in sleepers)
