@@ -15,6 +15,10 @@ the decisions, but are never restarted (the daemon cannot rebuild them); pass ``
 Metrics (``handle.registry``), the audit trail and the state store (``state.path``) work as in
 driver mode; ``serve_http=True`` also serves ``/metrics`` and the REST API on
 ``http.host:http.port`` from this driver.
+
+Your session is yours: set ``spark.sql.streaming.noDataProgressEventInterval=1s`` in it, as the
+daemon's own session does, for a quiet stream to be seen at its first trigger without rows
+(Spark's 10 s keeps its last rate and a growing lag that long).
 """
 
 from __future__ import annotations
