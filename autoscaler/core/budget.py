@@ -123,12 +123,6 @@ def limited_schedule(lengths: np.ndarray, need: np.ndarray, max_changes: int) ->
     return LimitedSchedule(lower, achieved, lengths, cheapest_path(lengths, need, chosen))
 
 
-def limited_schedule_cost(lengths: np.ndarray, need: np.ndarray, max_changes: int) -> tuple[float, float]:
-    """(lower bound, achieved) executor-seconds of :func:`limited_schedule`."""
-    schedule = limited_schedule(lengths, need, max_changes)
-    return schedule.lower, schedule.achieved
-
-
 def budget_price(lengths: np.ndarray, need: np.ndarray, max_changes: float, precision: float = 0.05) -> float:
     """Executor-seconds a change of the executor count is worth when the schedule for ``need`` may
     change at most ``max_changes`` times: the smallest ``lambda`` (within ``precision``, relative)

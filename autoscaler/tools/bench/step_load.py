@@ -269,6 +269,11 @@ class ExecutorSampler:
         return total, total / (t1 - t0), min(counts), max(counts)
 
 
+def floor_executors(kind: str) -> int:
+    """The executors a run never goes below: all 6 for the static maximum, else 1."""
+    return 6 if kind == "static-max" else 1
+
+
 def _session(kind: str) -> Any:
     conf: dict[str, str | int | float | bool] = {"spark.executor.cores": "1"}
     if kind == "spark-dra":
@@ -313,7 +318,7 @@ def run_one(kind: str, profile: LoadProfile, workdir: Path, log: Callable[[str],
             threading.Thread(target=daemon.loop.run, daemon=True).start()  # type: ignore[union-attr]
         else:
             # like the baseline runs: the executors Spark starts with are registered first
-            wanted = 6 if kind == "static-max" else 1
+            wanted = floor_executors(kind)
             while (sampler.samples[-1][1] if sampler.samples else 0) < wanted and time.time() < start + WARMUP / 2:
                 time.sleep(0.5)
             query = _start_plain(spark, build, ckpt)
@@ -409,7 +414,7 @@ def _evaluate(kind: str, profile: LoadProfile, start: float, sampler: ExecutorSa
     check = verify_output(out, committed_max + 1)
     changes = timeline(sampler.samples, start)
     commits = [(r["done"] - start, r["rows"]) for r in records]
-    floor = 6 if kind == "static-max" else 1
+    floor = floor_executors(kind)
     return RunResult(
         kind, total, per_phase, lags, lo, hi, check.lost_rows, check.duplicate_rows, started_at=start,
         executor_timeline=changes, quiet_stretches=quiet_stretches(profile.bounds(), changes, commits, floor),

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from autoscaler.core.budget import LimitedSchedule, limited_schedule, limited_schedule_cost
+from autoscaler.core.budget import LimitedSchedule, limited_schedule
 from autoscaler.tools.sim.workload import Workload
 
 
@@ -99,7 +99,8 @@ def limited_oracle_executor_seconds(lengths: np.ndarray, need: np.ndarray, max_c
     schedule are within 2 % (first weeks: ELB 0 %, Twitter 0.8 %, NYC taxi 1.5 %); on a handful
     of steps the gap of this Lagrangian bound can be tens of percent.
     """
-    return limited_schedule_cost(lengths, need, max_changes)
+    schedule = limited_schedule(lengths, need, max_changes)
+    return schedule.lower, schedule.achieved
 
 
 OVERSHOOT_WINDOW = 600.0  # seconds: the oracle's largest need is taken over the surrounding 10 minutes
