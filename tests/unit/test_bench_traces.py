@@ -2,7 +2,14 @@
 the default policy judged against the targets (and against the baselines)."""
 
 import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -161,8 +168,6 @@ def test_two_traces_with_one_name_are_refused(tmp_path, capsys):
 
 def _children(pid):
     """The processes whose parent is ``pid`` (from /proc: field 4 of stat, after the name in parentheses)."""
-    from pathlib import Path
-
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -177,13 +182,6 @@ def _children(pid):
 def test_sigterm_stops_the_runs_at_once_and_leaves_no_partial_result(tmp_path):
     """kill (or Ctrl-C) ends the command and its worker processes, and writes no result: before,
     the pool it ran in waited for every run still queued (hours on the shared traces)."""
-    import math
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     # 60 days of a daily cycle: the default policy takes minutes on it
     trace = write_trace(tmp_path / "long.csv", [1000 + 900 * math.sin(i * math.pi / 144) for i in range(288 * 60)])
     results = tmp_path / "results"
