@@ -46,6 +46,12 @@ def plot_run(result: SimResult, path: Path) -> None:
     ax = axes[1]
     ax.step(t, _thin(s.oracle, k, peak=True), where="post", lw=0.8, color="tab:gray", label="oracle (needed at full utilization)")
     ax.step(t, _thin(s.executors, k, peak=True), where="post", lw=0.9, color="tab:green", label="executors (allocated)")
+    if s.budget:
+        # the schedule's last count holds to the end of the run
+        starts = [at / scale for at, _ in s.budget] + [result.simulated_seconds / scale]
+        counts = [n for _, n in s.budget] + [s.budget[-1][1]]
+        label = f"perfect foresight within {result.budget_rescales_per_day:g} changes a day ({result.budget_oracle_cost_ratio:.2f}x oracle)"
+        ax.step(starts, counts, where="post", lw=0.8, ls="--", color="tab:purple", label=label)
     ax.set_ylabel("executors")
     ax.legend(loc="upper left", fontsize=8)
     ax = axes[2]

@@ -58,6 +58,9 @@ class Series:
     oracle: list[int] = field(default_factory=list)
     lag: list[float] = field(default_factory=list)
     partitions: list[int] = field(default_factory=list)
+    # the budget bound's schedule: (t, executors from t on) at each change (perfect foresight
+    # within the rescale target; filled at the end of the run)
+    budget: list[tuple[float, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -283,6 +286,8 @@ def simulate(
     # the oracles within the same bounds as the policies: a spike beyond the ceiling costs them no more
     oracle = oracle_executor_seconds(workload, capacity, s.executors.min, max_exec)
     budget = budget_oracle_schedule(workload, capacity, s.executors.min, BUDGET_RESCALES_PER_DAY, max_exec)
+    if out is not None:
+        out.budget = budget.allocation()
     completions = cluster.completions
     days_simulated = duration / 86400.0
     return SimResult(
