@@ -411,7 +411,8 @@ def _benchmark_parser(sub: Any) -> None:
     load = _command(
         bench_sub, "load", "the reconcile tick with many queries, and the REST API under concurrent clients (no Spark)",
         "CPU time a reconcile tick takes with N queries (an application simulated in memory, the real reconciler, the "
-        "default policy, metrics and audit trail) and how it grows with N; then the real HTTP server under concurrent "
+        "default policy, metrics and audit trail) and how it grows with N; the CPU of one hindsight price (the default "
+        "policy's rescale price over 1 and 7 days of remembered spiky load); then the real HTTP server under concurrent "
         "clients while the daemon ticks: server errors, latency p50 and p99. Loopback only, bounded in count and time.",
         "example:\n  spark-autoscaler benchmark load --queries 1,10,50,100 --clients 50 --json",
     )

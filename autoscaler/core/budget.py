@@ -127,13 +127,22 @@ def budget_price(lengths: np.ndarray, need: np.ndarray, max_changes: float, prec
     """Executor-seconds a change of the executor count is worth when the schedule for ``need`` may
     change at most ``max_changes`` times: the smallest ``lambda`` (within ``precision``, relative)
     at which the cheapest schedule keeps within the budget; 0 when following every change of the
-    need already does."""
+    need already does; the floor, ``precision`` of an executor for the shortest step, when a change
+    worth that already does (a smaller price holds nothing).
+
+    The bisection is geometric: the price lies between that floor and holding the largest need
+    throughout, often seven or more orders of magnitude apart, and a relative precision takes
+    ``log2(log(hi / lo) / precision)`` programme runs (about 10) against ``log2(hi / price)``
+    halvings before arithmetic bisection even reaches the price's scale (16-20 here)."""
     lengths, need = merge_equal_steps(np.asarray(lengths, float), np.asarray(need, float))
     if len(need) < 2 or cheapest_schedule(lengths, need, 0.0)[1] <= max_changes:
         return 0.0
-    lo, hi = 0.0, float(need.max() * lengths.sum())
+    lo, hi = precision * float(lengths.min()), float(need.max() * lengths.sum())
+    if lo >= hi or cheapest_schedule(lengths, need, lo)[1] <= max_changes:
+        return lo
+    # invariant: the schedule at ``lo`` changes too often, the one at ``hi`` keeps within the budget
     while hi - lo > precision * hi:
-        lam = (lo + hi) / 2
+        lam = math.sqrt(lo * hi)
         if cheapest_schedule(lengths, need, lam)[1] <= max_changes:
             hi = lam
         else:

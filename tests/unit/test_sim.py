@@ -384,6 +384,27 @@ def test_the_cheapest_path_is_the_schedule_the_programme_prices(need, lengths, p
     assert float(np.dot(path, lengths)) + price * changes == pytest.approx(value)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    need=st.lists(st.integers(1, 32), min_size=2, max_size=40),
+    lengths=st.lists(st.sampled_from([60.0, 300.0, 1800.0]), min_size=40, max_size=40),
+    max_changes=st.integers(0, 10),
+)
+def test_the_budget_price_is_the_smallest_that_keeps_within_the_budget(need, lengths, max_changes):
+    from autoscaler.core.budget import budget_price, cheapest_schedule
+
+    lengths, need = np.array(lengths[: len(need)]), np.array(need, float)
+    price = budget_price(lengths, need, max_changes)
+    if cheapest_schedule(lengths, need, 0.0)[1] <= max_changes:
+        assert price == 0.0
+        return
+    assert cheapest_schedule(lengths, need, price)[1] <= max_changes
+    floor = 0.05 * lengths.min()
+    if price > floor:
+        # within its precision (5 %) of the smallest: 5 % less changes too often
+        assert cheapest_schedule(lengths, need, price * 0.95)[1] > max_changes
+
+
 def test_the_budget_schedule_is_what_its_cost_says_and_keeps_within_the_budget():
     from autoscaler.core.budget import limited_schedule
 

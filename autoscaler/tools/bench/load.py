@@ -1,11 +1,13 @@
 """``spark-autoscaler benchmark load``: the daemon with many queries, and its API under many clients.
 
-Two measurements, in one process, against an application simulated in memory (no Spark):
+Three measurements, in one process, against an application simulated in memory (no Spark):
 
 * **the reconcile tick with N queries**: the real reconciler (default policy, its memos, the
   audit trail, the metrics) over an application whose N queries each receive rows at their own
   rate and run one batch per trigger, timed by a batch cost model; CPU time per tick
   (``time.process_time``) over the ticks after a warm-up, for each N, and how it grows with N;
+* **the hindsight price**: CPU time of the default policy's rescale price over 1 and 7 days of
+  remembered spiky load (what a tick adds per query once a rate step);
 * **the REST API under concurrent clients**: the real HTTP server on a loopback port, the
   daemon ticking in a thread, C client threads each sending R requests (status, queries,
   decisions, metrics, and control changes with a valid token): how many answered 5xx, and the
@@ -16,13 +18,14 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import statistics
 import threading
 import time
 import urllib.error
 import urllib.request
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, Sequence
 
 from autoscaler.app.compose import assemble, configure, new_metrics
@@ -32,6 +35,7 @@ from autoscaler.core.model import (
     Executor,
     ExecutorView,
     QueryChange,
+    QueryLoad,
     QueryParams,
     QueryStatus,
     QueryView,
@@ -226,6 +230,42 @@ def api_under_load(*, clients: int = 50, requests_per_client: int = 40, queries:
     }
 
 
+def hindsight_price_cost(days: Sequence[int] = (1, 7), *, repeats: int = 5, seed: int = 1) -> list[dict[str, Any]]:
+    """CPU milliseconds the default policy takes to price a rescale (its hindsight price, the
+    rescale budget's dynamic programme over the remembered load) with ``days`` remembered.
+
+    The load is the worst case for the programme: 5-minute steps of a seeded random burst each,
+    no two steps of the same need to join. The daemon recomputes the price once a rate step per
+    query that considers a scale-down, in the tick that crosses the step: with N such queries
+    that tick takes about N times this. The steady load of :func:`tick_cost` never shows it
+    (one need, one step)."""
+    from autoscaler.core.history import RatePoint, ScalingHistory
+    from autoscaler.core.policy import PolicyInput
+    from policies import create_policy
+    from policies.predictive import PredictiveMemo, PredictivePolicy
+
+    rnd = random.Random(seed)
+    steps = max(days) * 288
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    now = start + timedelta(minutes=5 * steps)
+    rates = tuple(RatePoint(start + timedelta(minutes=5 * i), "q", rnd.choice((0.0, 500.0, 2000.0, 9000.0, 20000.0)) * rnd.random()) for i in range(steps))
+    view = QueryView(name="q", status=QueryStatus.RUNNING, params=QueryParams(parallelism=32, trigger_interval=TRIGGER), max_parallelism=256)
+    load = QueryLoad(name="q", samples=60, input_rate=5000.0, model=MODEL)
+    executors = ExecutorView(tuple(Executor(id=str(i), cores=1) for i in range(16)), 1, True, Reason.CAN_REQUEST_EXECUTORS)
+    inp = PolicyInput(now, Snapshot(now, executors, (view,)), {"q": load}, ScalingHistory(rates=rates), 1, 64, 1, timedelta(seconds=60))
+    out = []
+    for d in days:
+        policy = create_policy("default", {"hindsight": f"{d}d"})
+        assert isinstance(policy, PredictivePolicy)
+        costs, price = [], 0.0
+        for _ in range(repeats):
+            began = time.process_time()
+            price = policy._hindsight_price(view, MODEL, inp, PredictiveMemo())  # a fresh memo: computed, not kept
+            costs.append((time.process_time() - began) * 1000)
+        out.append({"days_remembered": d, "steps": d * 288, "price_executor_seconds": round(price), "cpu_ms_median": round(statistics.median(costs), 1)})
+    return out
+
+
 def run(query_counts: Sequence[int], *, ticks: int, clients: int, requests_per_client: int) -> dict[str, Any]:
     costs = [tick_cost(n, ticks=ticks) for n in query_counts]
     first, last = costs[0], costs[-1]
@@ -237,6 +277,7 @@ def run(query_counts: Sequence[int], *, ticks: int, clients: int, requests_per_c
             "cpu_ratio": round(growth, 2) if growth else None,
             "per_query_ratio": round(growth / (last["queries"] / first["queries"]), 2) if growth else None,
         },
+        "hindsight_price": hindsight_price_cost(),
         "api": api_under_load(clients=clients, requests_per_client=requests_per_client),
     }
 
@@ -246,6 +287,8 @@ def format_table(result: dict[str, Any]) -> str:
     lines += [f"{c['queries']:7d}  {c['cpu_ms_per_tick_median']:20.2f}  {c['cpu_ms_per_tick_p95']:.2f}" for c in result["tick_cost"]]
     g, a = result["growth"], result["api"]
     lines.append(f"{g['queries'][0]} -> {g['queries'][1]} queries: {g['cpu_ratio']}x the CPU a tick ({g['per_query_ratio']}x per query)")
+    for h in result["hindsight_price"]:
+        lines.append(f"hindsight price, {h['days_remembered']} day(s) of spiky 5-minute steps remembered: {h['cpu_ms_median']} ms CPU per query and rate step")
     lines.append(
         f"API: {a['clients']} clients, {a['requests']} requests in {a['seconds']} s while {a['ticks_meanwhile']} ticks ran: "
         f"{a['server_errors']} server errors, latency p50 {a['latency_ms_p50']} ms, p99 {a['latency_ms_p99']} ms; statuses {a['statuses']}"
