@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from autoscaler.runtime.files import write_whole
 from autoscaler.runtime.state.base import StateStoreError, decode_state, encode_state
 
 
@@ -88,28 +89,4 @@ class FileStateStore:
             raise StateStoreError(f"{self}: cannot be written: {exc}") from exc
 
     def _write(self, text: str) -> None:
-        directory = self.path.parent
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
-        try:
-            dir_fd = os.open(directory, os.O_RDONLY)
-        except OSError:
-            return  # some filesystems cannot open directories; the rename is done
-        try:
-            os.fsync(dir_fd)
-        except OSError:
-            pass
-        finally:
-            os.close(dir_fd)
+        write_whole(self.path, text, durable=True)

@@ -37,6 +37,7 @@ from typing import Any, Callable
 from autoscaler.core.model import ActionOutcome, QueryChange, QueryStatus, Reason
 from autoscaler.core.settings import SparkSettings
 from autoscaler.runtime.clock import SystemClock
+from autoscaler.runtime.files import write_whole
 from autoscaler.spark.checkpoint import read_checkpoint
 from autoscaler.spark.executors import SparkExecutors
 from autoscaler.spark.host import QueryHost
@@ -66,10 +67,7 @@ def counting_pipeline(profile: RateProfile, start: float, out: Path, *, fail_onc
 
     def sink(df: Any, batch_id: int) -> None:
         rows = [r.asDict() for r in df.collect()]
-        path = out / f"batch-{batch_id}.json"
-        tmp = path.with_name("." + path.name)
-        tmp.write_text(json.dumps(rows))
-        os.replace(tmp, path)
+        write_whole(out / f"batch-{batch_id}.json", json.dumps(rows))
 
     def build(spark: Any, ctx: PipelineContext) -> Any:
         from pyspark.sql import functions as F

@@ -17,11 +17,11 @@ and with fewer SLO violations.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
+from autoscaler.runtime.files import write_whole
 from autoscaler.tools.parallel import as_finished
 from autoscaler.tools.sim.runner import simulate
 from autoscaler.tools.traces import load_trace
@@ -76,10 +76,7 @@ def _simulate(run: Run) -> dict[str, Any]:
 
 def _write(path: Path, result: Mapping[str, Any]) -> None:
     # whole or not at all: a run stopped mid-write leaves no file, and is run again
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_whole(path, json.dumps(result, indent=2) + "\n")
 
 
 def run_all(runs: Sequence[Run], results: Path, *, jobs: int = 1, log: Callable[[str], None] = lambda _: None) -> int:

@@ -11,12 +11,12 @@ the records cover ``0 .. expected-1`` with no gap and no overlap.
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from autoscaler.runtime.files import write_whole
 from autoscaler.spark.pipelines import PipelineContext
 from autoscaler.tools.demo.source import NAME
 from autoscaler.tools.traces import RateProfile
@@ -56,10 +56,7 @@ class BatchRecordSink:
             "done": done,
             "lag_seconds": lag,
         }
-        path = self.out_dir / f"batch-{batch_id}.json"
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(record))
-        os.replace(tmp, path)
+        write_whole(self.out_dir / f"batch-{batch_id}.json", json.dumps(record))
 
 
 def trace_pipeline(
