@@ -163,7 +163,8 @@ class PredictivePolicy(Policy):
             "cheapest clairvoyant schedule within this budget paid per change over the remembered load.",
         )
         hindsight: Duration = Field(
-            timedelta(hours=24), description="The remembered load a rescale is priced on (the rescale budget's hindsight price)."
+            timedelta(hours=24),
+            description="The remembered load a rescale is priced on (the rescale budget's hindsight price; at most history.rate_max_age is remembered).",
         )
         budget_window: Duration = Field(
             timedelta(hours=6), description="How far back a scale-down that the load undid makes its size a floor at about that rate."
@@ -257,11 +258,6 @@ class PredictivePolicy(Policy):
             found[key] = fewest_cores(model, view, rate, self.p.target_utilization, max_cores, self.p.align_partitions, self.p.min_partitions)
         return found[key]
 
-    def changes_per_day(self, inp: PolicyInput) -> float:
-        """Executor changes over the last ``hindsight``, per day (reported with a held scale-down)."""
-        window = self.p.hindsight
-        return len(inp.history.events_since(EXECUTORS, inp.now - window)) * 86400.0 / window.total_seconds()
-
     def _release(
         self, view: QueryView, model: BatchCostModel, inp: PolicyInput, cores: int, have: int, price: float, memo: PredictiveMemo
     ) -> tuple[int, int] | None:
@@ -353,7 +349,8 @@ class PredictivePolicy(Policy):
         """Executor-seconds a rescale was worth over the remembered ``hindsight``: the price at
         which the cheapest clairvoyant schedule for the remembered rates (each sized as this
         policy sizes it, :func:`~autoscaler.core.budget.budget_price`) stays within the rescale
-        budget; 0 when following the load stays within it. Kept for the rate step.
+        budget; 0 when following the load stays within it. Kept for the rate step, and the
+        programme rerun only when the sizes it reads have changed.
 
         It replaces a price that grew with the square of the changes over the budget: that
         held a burst's whole size through hours of quiet once a bursty stretch had used the
@@ -366,7 +363,7 @@ class PredictivePolicy(Policy):
         key = (bucket, rates[-1] if rates else None, model, inp.max_executors, inp.cores_per_executor)
         kept = memo.hindsight.get(view.name)
         if kept is not None and kept[0] == key:
-            return kept[1]
+            return kept[2]
         p = self.p
         series = inp.history.rate_series(view.name, since=inp.now - p.hindsight)
         price = 0.0
@@ -378,11 +375,22 @@ class PredictivePolicy(Policy):
                 sized = self._fewest_cores(model, view, rate, max_cores, memo)
                 need.append(math.ceil((sized[0] if sized is not None else max_cores) / k))
             step = inp.rate_step.total_seconds()
-            # the budget of the whole hindsight window, however much of it is remembered yet: a
-            # young history prices nothing until it holds more changes than a day allows
-            budget = p.rescale_budget * p.hindsight.total_seconds() / 86400.0
-            price = budget_price(np.full(len(need), step), np.asarray(need, float), budget)
-        memo.hindsight[view.name] = (key, price)
+            # the budget of the remembered span (at least a day, at most the hindsight): over a
+            # week the quiet days lend their changes to the spiky ones, as the bound's budget
+            # does over a whole trace; a young history is held to a day's budget (the whole
+            # window's would price nothing until a week's worth of changes was remembered)
+            span = max(86400.0, (series[-1][0] - series[0][0]).total_seconds() + step)
+            budget = p.rescale_budget * min(span, p.hindsight.total_seconds()) / 86400.0
+            # what the programme reads, by value: a refitted cost model rarely changes a size in
+            # whole executors, and then the programme's answer is the one already found
+            programme = (step, budget, np.asarray(need, np.int32).tobytes())
+            if kept is not None and kept[1] == programme:
+                price = kept[2]
+            else:
+                price = budget_price(np.full(len(need), step), np.asarray(need, float), budget)
+        else:
+            programme = None
+        memo.hindsight[view.name] = (key, programme, price)
         return price
 
     def _demand(self, view: QueryView, load: QueryLoad, inp: PolicyInput, have: int, memo: PredictiveMemo) -> Demand:
@@ -499,8 +507,9 @@ class PredictiveMemo:
         self.records: dict[str, LoadRecords] = {}  # each query's batch records
         # each query's seasonal peaks of the current rate step: (rates, step, lead time's, horizon's, method)
         self.peaks: dict[str, tuple[object, int, float | None, float | None, str]] = {}
-        # each query's hindsight price and the inputs it was computed from (PredictivePolicy._hindsight_price)
-        self.hindsight: dict[str, tuple[tuple[object, ...], float]] = {}
+        # each query's hindsight price, the inputs it was computed from and the programme they
+        # made (PredictivePolicy._hindsight_price)
+        self.hindsight: dict[str, tuple[tuple[object, ...], tuple[float, float, bytes] | None, float]] = {}
 
 
 class LoadRecords:

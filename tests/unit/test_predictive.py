@@ -142,18 +142,6 @@ def events(count: int, hours: float = 6) -> ScalingHistory:
     )
 
 
-@pytest.mark.parametrize(
-    "history, per_day",
-    [
-        pytest.param(ScalingHistory(), 0.0, id="no-rescale"),
-        pytest.param(events(10, hours=24), 10.0, id="ten-in-the-last-day"),
-        pytest.param(events(10, hours=60), 4.0, id="older-ones-do-not-count"),  # 4 within 24 h
-    ],
-)
-def test_changes_per_day_count_executor_changes_over_the_hindsight(history, per_day):
-    assert policy().changes_per_day(inp(history=history)) == pytest.approx(per_day)
-
-
 def rates_before(minutes_ago: float, rate: float) -> tuple[RatePoint, ...]:
     """One remembered 5-minute step of ``rate`` that ended ``minutes_ago``."""
     return (RatePoint(NOW - timedelta(minutes=minutes_ago + 5), "q", rate),)
@@ -215,6 +203,35 @@ def test_the_hindsight_price_is_what_holding_the_remembered_gaps_costs():
     i = inp(cores=14, rate=5000, history=ScalingHistory(rates=bursts_every(720, 9000.0, 500.0)))
     view, load = i.modelled_queries()[0]
     assert policy()._hindsight_price(view, load.model, i, PredictiveMemo()) == 0.0
+
+
+def quiet_days_before(day: tuple[RatePoint, ...], days: int, rate: float) -> tuple[RatePoint, ...]:
+    """``days`` remembered days of 5-minute steps at a constant ``rate``, then ``day``."""
+    first = day[0].at
+    return tuple(RatePoint(first - timedelta(minutes=5 * (i + 1)), "q", rate) for i in reversed(range(days * 288))) + day
+
+
+def hindsight_price(rates: tuple[RatePoint, ...], **params) -> float:
+    from policies.predictive import PredictiveMemo
+
+    i = inp(cores=14, rate=5000, history=ScalingHistory(rates=rates))
+    view, load = i.modelled_queries()[0]
+    return policy(**params)._hindsight_price(view, load.model, i, PredictiveMemo())
+
+
+def test_quiet_days_lend_their_rescale_budget_to_a_spiky_one():
+    # a day of bursts every 30 minutes changes the need 96 times. With a week's hindsight,
+    # remembered alone it is held to one day's budget (20; not the week's 140, which would
+    # price nothing until a week is remembered): a change has a price
+    week = timedelta(days=7)
+    day = bursts_every(30, 9000.0, 500.0)
+    assert hindsight_price(day, hindsight=week) > 0
+    # after two quiet days the remembered three days allow 60 changes: still priced; after six,
+    # the week's 140 hold all 96, as the whole trace's budget does for the bound: no price
+    assert hindsight_price(quiet_days_before(day, 2, 500.0), hindsight=week) > 0
+    assert hindsight_price(quiet_days_before(day, 6, 500.0), hindsight=week) == 0.0
+    # quiet days older than the hindsight (the default day) lend nothing
+    assert hindsight_price(quiet_days_before(day, 6, 500.0)) > 0
 
 
 def up(minutes_ago: float, reason: Reason, to: int = 14) -> ScalingEvent:
