@@ -128,6 +128,13 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
+def _policy_params(pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    """``--param NAME=VALUE`` pairs, each value read as YAML (a number, a duration such as 7d, a list)."""
+    import yaml
+
+    return {k: yaml.safe_load(v) if v else v for k, v in pairs}
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -405,6 +412,9 @@ def _benchmark_parser(sub: Any) -> None:
     traces.add_argument("--policies", metavar="LIST", help="comma-separated policies to run (default: every registered policy); the report judges 'default' from its results, run now or before")
     traces.add_argument("--scales", default="peak,p99", metavar="LIST", help="comma-separated scales: peak, p99 (default: both)")
     traces.add_argument("--jobs", type=_positive_int, default=1, metavar="N", help="runs simulated in parallel, one process each")
+    traces.add_argument("--param", type=_key_value, action="append", default=[], metavar="NAME=VALUE",
+                        help="a parameter of the one policy run, e.g. --policies default --param hindsight=7d; repeatable; "
+                        "kept in each result, and a result run with other parameters is refused")
     traces.add_argument("--report-only", action="store_true", help="run nothing; report the results there are")
     traces.add_argument("--json", action="store_true", help="print the report as one JSON document on stdout (progress goes to stderr)")
 
@@ -844,12 +854,15 @@ def _cmd_traces(args: argparse.Namespace) -> int:
     from autoscaler.tools.sim.compare import compared_policies
     from autoscaler.tools.sim.runner import SimulationError
     from autoscaler.tools.traces import TraceError, load_trace
-    from policies import PolicyError, policy_class
+    from policies import PolicyError, create_policy, policy_class
 
     scales = list(dict.fromkeys(s.strip() for s in args.scales.split(",") if s.strip()))
     if not scales or any(s not in SCALES for s in scales):
         return _fail(f"--scales: {args.scales!r}: choose from {', '.join(SCALES)}")
     policies = list(dict.fromkeys(p.strip() for p in args.policies.split(",") if p.strip())) if args.policies else compared_policies()
+    params = _policy_params(args.param)
+    if params and len(policies) != 1:
+        return _fail("--param applies to one policy: name it alone with --policies")
     traces, problem = _trace_files(args.traces)
     if problem:
         return _fail(problem)
@@ -859,11 +872,13 @@ def _cmd_traces(args: argparse.Namespace) -> int:
     try:
         for name in policies:
             policy_class(name)
+        if params:
+            create_policy(policies[0], params)  # a wrong name or value is told before any run
         if not args.report_only:
             for trace in traces:
                 load_trace(trace)  # every trace is read before hours of runs begin
             _exit_on_sigterm()
-            run_all(plan_runs(traces, scales, policies), args.results, jobs=args.jobs, log=log)
+            run_all(plan_runs(traces, scales, policies, params), args.results, jobs=args.jobs, log=log)
         # the default policy is judged from its results, run now or before
         rep = report(plan_runs(traces, scales, ["default", *(p for p in policies if p != "default")]), args.results)
     except (PolicyError, TraceError, SimulationError, ValueError) as exc:
@@ -988,7 +1003,6 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    import yaml
 
     from autoscaler.runtime.config import SettingsError
     from autoscaler.tools.sim import SimConfig
@@ -1009,7 +1023,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         config = SimConfig().with_changes(dict(args.set))
     except ValueError as exc:
         return _fail(f"--set: {exc}")
-    params = {k: yaml.safe_load(v) if v else v for k, v in args.param}
+    params = _policy_params(args.param)
     options = dict(
         peak_executors=args.peak_executors,
         scale_quantile=args.scale_quantile,

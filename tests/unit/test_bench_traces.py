@@ -129,12 +129,29 @@ def test_a_damaged_result_file_is_named(traces, tmp_path, capsys, text):
     assert "default-step.json" in err and "remove it to run it again" in err
 
 
+def test_a_policy_parameter_is_run_kept_and_checked_on_resume(traces, tmp_path, capsys):
+    results = tmp_path / "results"
+    args = ["benchmark", "traces", "--traces", str(traces / "step.csv"), "--results", str(results), "--policies", "static", "--scales", "peak"]
+    assert main([*args, "--param", "executors=3"]) == 0
+    kept = json.loads((results / "peak" / "static-step.json").read_text())
+    assert kept["policy_params"] == {"executors": 3} and 3 <= kept["mean_executors"] < 3.2  # 3 from the first decision
+    capsys.readouterr()
+    # resumed with another value (or none), the result is refused by name rather than reused
+    for other in (["--param", "executors=5"], []):
+        assert main([*args, *other]) == 2
+        err = capsys.readouterr().err
+        assert "static-step.json" in err and "run with policy parameters {'executors': 3}" in err
+    assert main([*args, "--param", "executors=3"]) == 0 and "1 of 1 runs already" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("extra", "named"),
     [
         (["--scales", "peak,p95"], "--scales"),
         (["--policies", "no-such-policy"], "no-such-policy"),
         (["--traces", "missing.csv"], "missing.csv"),
+        (["--param", "no_such_knob=1"], "params.no_such_knob: unknown parameter"),
+        (["--policies", "default,static", "--param", "hindsight=7d"], "--param applies to one policy"),
     ],
 )
 def test_bad_arguments_are_named_before_anything_runs(tmp_path, extra, named, capsys):

@@ -58,20 +58,40 @@ class Run:
     trace: Path
     scale: Scale
     policy: str
+    # the policy's parameters other than its defaults (``--param``), kept in the result
+    params: tuple[tuple[str, Any], ...] = ()
 
     def result_file(self, results: Path) -> Path:
         return results / self.scale.name / f"{self.policy}-{self.trace.stem}.json"
 
 
-def plan_runs(traces: Sequence[Path], scales: Sequence[str], policies: Sequence[str]) -> list[Run]:
-    """Every (trace, scale, policy), the shortest traces first (the first answers come soonest)."""
+def plan_runs(traces: Sequence[Path], scales: Sequence[str], policies: Sequence[str], params: Mapping[str, Any] | None = None) -> list[Run]:
+    """Every (trace, scale, policy), the shortest traces first (the first answers come soonest);
+    ``params``, the policies' parameters (each policy run must take them)."""
     by_size = sorted(traces, key=lambda p: (p.stat().st_size, p.name))
-    return [Run(t, SCALES[s], p) for t in by_size for s in scales for p in policies]
+    given = tuple(sorted((params or {}).items()))
+    return [Run(t, SCALES[s], p, given) for t in by_size for s in scales for p in policies]
 
 
 def _simulate(run: Run) -> dict[str, Any]:
-    result = simulate(load_trace(run.trace), policy=run.policy, peak_executors=run.scale.peak_executors, scale_quantile=run.scale.quantile)
-    return result.to_json()
+    params = dict(run.params)
+    result = simulate(
+        load_trace(run.trace), policy=run.policy, params=params, peak_executors=run.scale.peak_executors, scale_quantile=run.scale.quantile
+    )
+    return {**result.to_json(), "policy_params": params}
+
+
+def _check_params(run: Run, path: Path) -> None:
+    """A result already there was run with this run's parameters (none, for results without the key)."""
+    try:
+        found = json.loads(path.read_text()).get("policy_params", {})
+    except (json.JSONDecodeError, AttributeError):
+        return  # not a result: the report names it
+    if found != dict(run.params):
+        raise ValueError(
+            f"{path}: run with policy parameters {found or 'none'}, not {dict(run.params) or 'none'}; "
+            "give another --results directory, or remove it to run it again"
+        )
 
 
 def _write(path: Path, result: Mapping[str, Any]) -> None:
@@ -82,6 +102,9 @@ def _write(path: Path, result: Mapping[str, Any]) -> None:
 def run_all(runs: Sequence[Run], results: Path, *, jobs: int = 1, log: Callable[[str], None] = lambda _: None) -> int:
     """Run every run whose result file is missing, ``jobs`` at a time; the number run."""
     todo = [r for r in runs if not r.result_file(results).is_file()]
+    for run in runs:
+        if run not in todo:
+            _check_params(run, run.result_file(results))
     log(f"{len(runs) - len(todo)} of {len(runs)} runs already in {results}; {len(todo)} to run")
     for done, (run, result) in enumerate(_finished(todo, jobs), start=1):
         _write(run.result_file(results), result)
