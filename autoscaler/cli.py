@@ -1003,7 +1003,6 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-
     from autoscaler.runtime.config import SettingsError
     from autoscaler.tools.sim import SimConfig
     from autoscaler.tools.sim.compare import compare_policies, format_table
