@@ -43,6 +43,6 @@ def _sync_directory(directory: Path) -> None:
     try:
         os.fsync(fd)
     except OSError:
-        pass
+        pass  # a file system that cannot sync a directory (some network ones): the rename is done
     finally:
         os.close(fd)

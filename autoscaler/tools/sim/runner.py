@@ -286,8 +286,9 @@ def simulate(
     # the oracles within the same bounds as the policies: a spike beyond the ceiling costs them no more
     oracle = oracle_executor_seconds(workload, capacity, s.executors.min, max_exec)
     budget = budget_oracle_schedule(workload, capacity, s.executors.min, BUDGET_RESCALES_PER_DAY, max_exec)
+    budget_allocation = budget.allocation()
     if out is not None:
-        out.budget = budget.allocation()
+        out.budget = budget_allocation
     completions = cluster.completions
     days_simulated = duration / 86400.0
     return SimResult(
@@ -299,7 +300,7 @@ def simulate(
         budget_oracle_executor_seconds=budget.lower,
         budget_oracle_cost_ratio=budget.lower / oracle if oracle > 0 else math.inf,
         budget_rescales_per_day=BUDGET_RESCALES_PER_DAY,
-        budget_oracle_overshoot_fraction=overshoot_fraction(budget.allocation(), duration, workload, capacity, s.executors.min, max_exec),
+        budget_oracle_overshoot_fraction=overshoot_fraction(budget_allocation, duration, workload, capacity, s.executors.min, max_exec),
         slo_violation_fraction=time_above(completions, duration, slo_lag_seconds) / duration,
         overshoot_fraction=overshoot_fraction(cluster.allocation, duration, workload, capacity, s.executors.min, max_exec),
         p95_lag_seconds=lag_percentile(completions, duration, 0.95),
