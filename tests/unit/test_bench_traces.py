@@ -59,6 +59,16 @@ def test_the_bounds_own_overshoot_is_reported_from_any_result_that_has_it():
     assert "| 20.0 ! | 13.8 |" in format_report(rep)
 
 
+def test_the_online_ski_rental_is_reported_against_the_bound_from_any_result_that_has_it():
+    old = result(1.6, 0.002, bound=1.25)  # 1.28x the bound
+    assert judge(old, {})["ski_rental_x_bound"] is None
+    judged = judge(old, {"static": {**result(3.0, 0.0, bound=1.25), "ski_rental_cost_ratio": 1.75}})
+    assert judged["ski_rental_x_bound"] == pytest.approx(1.4)
+    assert judged["met"]["x_bound"] is False  # the target stays the target; the reference says why
+    rep = {"scales": {"p99": {"title": "p99", "traces": {"cvs": {"judged": judged, "results": {}}}}}}
+    assert "| 1.40 | 1 |" in format_report(rep)
+
+
 @pytest.mark.parametrize(
     ("figures", "missed"),
     [

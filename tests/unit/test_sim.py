@@ -18,8 +18,10 @@ from autoscaler.tools.sim.metrics import (
     lag_percentile,
     limited_oracle_executor_seconds,
     max_lag,
+    online_reference,
     oracle_executor_seconds,
     overshoot_fraction,
+    ski_rental_schedule,
     time_above,
 )
 from autoscaler.tools.sim.workload import workload_from_trace
@@ -415,6 +417,43 @@ def test_the_budget_schedule_is_what_its_cost_says_and_keeps_within_the_budget()
     assert limited_schedule(np.ones(len(need)), need, 4).allocation() == [(0.0, 1), (2.0, 5), (3.0, 1), (4.0, 5), (5.0, 1)]
 
 
+def test_the_ski_rental_releases_when_the_idle_capacity_has_paid_the_price():
+    lengths, need = np.array([100.0, 100.0, 1000.0]), np.array([1.0, 4.0, 1.0])
+    # after the burst (ends at 200 s) releasing to 1 has paid 300 executor-seconds at 300 s (3
+    # idle for 100 s), before releasing to 2 (2 idle, 350 s) or to 3 (500 s) would
+    assert ski_rental_schedule(lengths, need, 300.0) == (100 * 1 + 200 * 4 + 900 * 1, 2)
+    # at price 0 it is the oracle; at a price above the idle capacity's whole cost it holds
+    assert ski_rental_schedule(lengths, need, 0.0) == (float(np.dot(lengths, need)), 2)
+    assert ski_rental_schedule(lengths, need, 3000.0 + 1) == (4.0 * 1100 + 100, 1)
+    # a drop in two steps: 4 -> 3 once the fourth executor has idled 20 s (at 30 s), 3 -> 1 once
+    # two have idled 10 s (at 120 s)
+    two_steps = ski_rental_schedule(np.array([10.0, 100.0, 100.0]), np.array([4.0, 3.0, 1.0]), 20.0)
+    assert two_steps == (4 * 30 + 3 * 90 + 1 * 90, 2)
+    # and a short drop is released straight to its bottom, not level by level: at 26.7 s three
+    # executors have idled 6.7 s (20 executor-seconds), before the fourth alone has idled 20 s
+    assert ski_rental_schedule(np.array([10.0, 10.0, 100.0]), np.array([4.0, 3.0, 1.0]), 20.0) == (pytest.approx(4 * 80 / 3 + 1 * 280 / 3), 1)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    need=st.lists(st.integers(1, 5), min_size=1, max_size=8),
+    lengths=st.lists(st.integers(1, 4), min_size=8, max_size=8),
+    max_changes=st.integers(0, 4),
+)
+def test_the_online_reference_keeps_within_the_budget_and_never_beats_foresight(need, lengths, max_changes):
+    lengths, need = np.array(lengths[: len(need)], float), np.array(need, float)
+    reference = online_reference(lengths, need, max_changes)
+    never_releases = ski_rental_schedule(lengths, need, float(need.max() * lengths.sum()))
+    if never_releases[1] <= max_changes:
+        assert reference.changes <= max_changes
+    else:  # the rises alone exceed the budget: the fewest changes it can make
+        assert (reference.executor_seconds, reference.changes, reference.price) == (*never_releases, float(need.max() * lengths.sum()))
+    assert (reference.executor_seconds, reference.changes) == ski_rental_schedule(lengths, need, reference.price)
+    # no schedule with its changes is cheaper with perfect foresight, and none costs less than the need
+    assert reference.executor_seconds >= _fewest_with_segments(lengths.tolist(), need.tolist(), reference.changes) - 1e-6
+    assert reference.executor_seconds >= float(np.dot(lengths, need)) - 1e-6
+
+
 def test_the_result_tells_when_even_the_budget_schedule_overshoots():
     # five-minute spikes every half hour for a day: following each needs 96 changes a day, twice
     # the benchmark's 24, so even a clairvoyant schedule within them holds spikes' size through
@@ -425,6 +464,11 @@ def test_the_result_tells_when_even_the_budget_schedule_overshoots():
     steady, _ = run(steps((60 * 24, 2000.0)), policy="static", params={"executors": 8})
     assert steady.budget_oracle_overshoot_fraction == 0.0
     assert "budget_oracle_overshoot_fraction" in result.to_json()
+    # and what knowing only the past costs there: the online ski rental within the same budget
+    # holds more than foresight does (it cannot know which gap is short)
+    assert result.ski_rental_cost_ratio > result.budget_oracle_cost_ratio * 1.05
+    assert steady.ski_rental_cost_ratio == steady.budget_oracle_cost_ratio == 1.0
+    assert "ski_rental_cost_ratio" in result.to_json()
 
 
 def test_a_kept_series_holds_the_budget_schedule_for_the_plot():

@@ -140,8 +140,10 @@ def read_results(runs: Iterable[Run], results: Path) -> dict[Run, dict[str, Any]
 def judge(default: Mapping[str, Any], baselines: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """The default policy's result against the targets: each figure, each target met or not, the
     baselines both cheaper and with fewer SLO violations, and the overshoot of the bound's own
-    schedule (the same for every policy of a trace and scale: a bound above 5 % says no policy
-    within the rescale target can keep to 5 %; None from results made before it was reported)."""
+    schedule and the idealised online ski rental's cost against the bound (the same for every
+    policy of a trace and scale: a bound above 5 % overshoot says no policy within the rescale
+    target can keep to 5 %, a ski rental above 1.2x the bound that no release rule of its kind
+    can keep to 1.2x; None from results made before they were reported)."""
     bound = default["budget_oracle_cost_ratio"]
     x_bound = default["cost_ratio"] / bound if bound > 0 else float("inf")
     dominated_by = sorted(
@@ -163,14 +165,21 @@ def judge(default: Mapping[str, Any], baselines: Mapping[str, Mapping[str, Any]]
         "slo_violation_fraction": default["slo_violation_fraction"],
         "rescales_per_day": default["rescales_per_day"],
         "overshoot_fraction": default["overshoot_fraction"],
-        "bound_overshoot_fraction": next(
-            (r["budget_oracle_overshoot_fraction"] for r in (default, *baselines.values()) if isinstance(r.get("budget_oracle_overshoot_fraction"), (int, float))),
-            None,
-        ),
+        "bound_overshoot_fraction": _trace_figure("budget_oracle_overshoot_fraction", default, baselines),
+        "ski_rental_x_bound": _x_bound(_trace_figure("ski_rental_cost_ratio", default, baselines), bound),
         "baselines_run": sorted(baselines),
         "dominated_by": dominated_by,
         "met": met,
     }
+
+
+def _trace_figure(key: str, default: Mapping[str, Any], baselines: Mapping[str, Mapping[str, Any]]) -> float | None:
+    """A figure of the trace and scale, the same in every policy's result (None from results made before it was reported)."""
+    return next((r[key] for r in (default, *baselines.values()) if isinstance(r.get(key), (int, float))), None)
+
+
+def _x_bound(cost_ratio: float | None, bound: float) -> float | None:
+    return None if cost_ratio is None else cost_ratio / bound if bound > 0 else float("inf")
 
 
 def report(runs: Sequence[Run], results: Path) -> dict[str, Any]:
@@ -202,20 +211,21 @@ def format_report(rep: Mapping[str, Any]) -> str:
         out += [f"**{scale['title']}** (`!`: target missed)", ""]
         out.append(
             "| trace | bound | cost | x bound | SLO % | rescales/day | overshoot % | bound's overshoot % "
-            "| baselines run | both cheaper and fewer SLO violations |"
+            "| online ski rental x bound | baselines run | both cheaper and fewer SLO violations |"
         )
-        out.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        out.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for trace, entry in scale["traces"].items():
             j = entry["judged"]
             if j is None:
-                out.append(f"| {trace} | not run | | | | | | | {len(entry['results'])} | |")
+                out.append(f"| {trace} | not run | | | | | | | | {len(entry['results'])} | |")
                 continue
             miss = {k: "" if ok else " !" for k, ok in j["met"].items()}
             bound_over = "-" if j["bound_overshoot_fraction"] is None else f"{100 * j['bound_overshoot_fraction']:.1f}"
+            ski_rental = "-" if j["ski_rental_x_bound"] is None else f"{j['ski_rental_x_bound']:.2f}"
             out.append(
                 f"| {trace} | {j['bound']:.2f} | {j['cost_ratio']:.2f} | {j['x_bound']:.2f}{miss['x_bound']} "
                 f"| {100 * j['slo_violation_fraction']:.2f}{miss['slo']} | {j['rescales_per_day']:.1f}{miss['rescales']} "
-                f"| {100 * j['overshoot_fraction']:.1f}{miss['overshoot']} | {bound_over} | {len(j['baselines_run'])} "
+                f"| {100 * j['overshoot_fraction']:.1f}{miss['overshoot']} | {bound_over} | {ski_rental} | {len(j['baselines_run'])} "
                 f"| {', '.join(j['dominated_by']) or 'none'} |"
             )
         out.append("")

@@ -9,6 +9,7 @@ exactly per segment, not sampled.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -82,6 +83,84 @@ def budget_oracle_schedule(
     lengths, rates = workload.step_arrays()
     budget = math.floor(per_day * float(lengths.sum()) / 86400.0)
     return limited_schedule(lengths, oracle_executors(rates, capacity, min_executors, max_executors), budget)
+
+
+def ski_rental_schedule(lengths: np.ndarray, need: np.ndarray, price: float) -> tuple[float, int]:
+    """(executor-seconds, changes) of an idealised online policy at ``price`` executor-seconds a
+    change: it sees each step's need as the step begins (nothing ahead), has the executors at
+    once, and releases by ski rental in continuous time: at the moment the capacity above some
+    count ``s`` has idled ``price`` (``(held - s) x seconds since the need last exceeded s``), it
+    drops to the smallest such ``s``.
+
+    It is the rule the default policy's release follows, without start-up time, measurement
+    noise, a forecast or a utilization target: what knowing only the past costs by itself."""
+    held = int(need[0]) if len(need) else 0
+    last_above = np.zeros(int(need.max()) + 1 if len(need) else 1)  # when the need last exceeded each count
+    cost, changes, t = 0.0, 0, 0.0
+    for length, n in zip(lengths.tolist(), need.astype(int).tolist(), strict=True):
+        if n > held:
+            held, changes = n, changes + 1
+        now, end = t, t + length
+        while held > n:
+            counts = np.arange(n, held)
+            # when releasing down to each count will have paid the price
+            paid = np.maximum(last_above[n:held] + price / (held - counts), now)
+            first = float(paid.min())
+            if first >= end:
+                break
+            cost += held * (first - now)
+            now, held, changes = first, int(counts[np.argmax(paid <= first)]), changes + 1
+        cost += held * (end - now)
+        last_above[:n] = end
+        t = end
+    return cost, changes
+
+
+@dataclass(frozen=True)
+class OnlineReference:
+    """The idealised online policy of :func:`ski_rental_schedule` at the smallest price that keeps
+    it within a budget of changes (``price`` 0: following the need keeps within it)."""
+
+    executor_seconds: float
+    changes: int
+    price: float
+
+
+def online_reference(lengths: np.ndarray, need: np.ndarray, max_changes: int, precision: float = 0.01) -> OnlineReference:
+    """:func:`ski_rental_schedule` at the smallest price (within ``precision``, relative; found by
+    a geometric bisection, as a higher price holds longer and changes less) at which it changes
+    at most ``max_changes`` times; or, when no price does (the rises alone exceed the budget), at
+    the price that never releases.
+
+    Set beside the budget bound (the same budget with perfect foresight), it splits a policy's
+    distance from the bound into what no online ski rental avoids and what the policy adds: a
+    trace whose reference costs more than 1.2x the bound cannot meet the cost target with a
+    release rule of this kind, even with instant executors and the best price in hindsight."""
+    lengths, need = np.asarray(lengths, float), np.asarray(need, float)
+    cost, changes = ski_rental_schedule(lengths, need, 0.0)
+    if changes <= max_changes:
+        return OnlineReference(cost, changes, 0.0)
+    lo, hi = 1.0, float(need.max() * lengths.sum())  # hi: a change worth holding the peak throughout
+    found = ski_rental_schedule(lengths, need, hi)
+    if found[1] > max_changes:
+        return OnlineReference(found[0], found[1], hi)
+    while hi > lo * (1 + precision):
+        mid = math.sqrt(lo * hi)
+        at_mid = ski_rental_schedule(lengths, need, mid)
+        if at_mid[1] <= max_changes:
+            hi, found = mid, at_mid
+        else:
+            lo = mid
+    return OnlineReference(found[0], found[1], hi)
+
+
+def online_reference_for(
+    workload: Workload, capacity: float, min_executors: int, per_day: float, max_executors: int | None = None
+) -> OnlineReference:
+    """:func:`online_reference` for the oracle's need of a workload, within ``per_day`` changes a day."""
+    lengths, rates = workload.step_arrays()
+    budget = math.floor(per_day * float(lengths.sum()) / 86400.0)
+    return online_reference(lengths, oracle_executors(rates, capacity, min_executors, max_executors), budget)
 
 
 def executors_for_rate(rate: float, capacity: float, min_executors: int = 1) -> int:

@@ -34,6 +34,7 @@ from autoscaler.tools.sim.metrics import (
     executors_for_rate,
     lag_percentile,
     max_lag,
+    online_reference_for,
     oracle_executor_seconds,
     overshoot_fraction,
     time_above,
@@ -104,6 +105,10 @@ class SimResult:
     budget_rescales_per_day: float
     # overshoot_fraction of that schedule: above 5 % no policy within the rescale target keeps to 5 %
     budget_oracle_overshoot_fraction: float
+    # an idealised online policy within the same budget (instant executors, the need seen as it
+    # comes, ski-rental releases at the best price in hindsight; see metrics.online_reference):
+    # the part of a policy's distance from the bound that knowing only the past costs by itself
+    ski_rental_cost_ratio: float
     slo_violation_fraction: float
     # share of executor-seconds above twice the oracle's largest need in the surrounding 10 minutes
     overshoot_fraction: float
@@ -287,6 +292,7 @@ def simulate(
     oracle = oracle_executor_seconds(workload, capacity, s.executors.min, max_exec)
     budget = budget_oracle_schedule(workload, capacity, s.executors.min, BUDGET_RESCALES_PER_DAY, max_exec)
     budget_allocation = budget.allocation()
+    ski_rental = online_reference_for(workload, capacity, s.executors.min, BUDGET_RESCALES_PER_DAY, max_exec)
     if out is not None:
         out.budget = budget_allocation
     completions = cluster.completions
@@ -301,6 +307,7 @@ def simulate(
         budget_oracle_cost_ratio=budget.lower / oracle if oracle > 0 else math.inf,
         budget_rescales_per_day=BUDGET_RESCALES_PER_DAY,
         budget_oracle_overshoot_fraction=overshoot_fraction(budget_allocation, duration, workload, capacity, s.executors.min, max_exec),
+        ski_rental_cost_ratio=ski_rental.executor_seconds / oracle if oracle > 0 else math.inf,
         slo_violation_fraction=time_above(completions, duration, slo_lag_seconds) / duration,
         overshoot_fraction=overshoot_fraction(cluster.allocation, duration, workload, capacity, s.executors.min, max_exec),
         p95_lag_seconds=lag_percentile(completions, duration, 0.95),
