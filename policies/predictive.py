@@ -163,8 +163,9 @@ class PredictivePolicy(Policy):
             "cheapest clairvoyant schedule within this budget paid per change over the remembered load.",
         )
         hindsight: Duration = Field(
-            timedelta(hours=24),
-            description="The remembered load a rescale is priced on (the rescale budget's hindsight price; at most history.rate_max_age is remembered).",
+            timedelta(days=7),
+            description="The remembered load a rescale is priced on (the rescale budget's hindsight price, over the budget of "
+            "the span remembered; at most history.rate_max_age is remembered).",
         )
         budget_window: Duration = Field(
             timedelta(hours=6), description="How far back a scale-down that the load undid makes its size a floor at about that rate."

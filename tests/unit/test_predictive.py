@@ -230,8 +230,9 @@ def test_quiet_days_lend_their_rescale_budget_to_a_spiky_one():
     # the week's 140 hold all 96, as the whole trace's budget does for the bound: no price
     assert hindsight_price(quiet_days_before(day, 2, 500.0), hindsight=week) > 0
     assert hindsight_price(quiet_days_before(day, 6, 500.0), hindsight=week) == 0.0
-    # quiet days older than the hindsight (the default day) lend nothing
-    assert hindsight_price(quiet_days_before(day, 6, 500.0)) > 0
+    # the default hindsight is a week; quiet days older than a shorter hindsight lend nothing
+    assert hindsight_price(quiet_days_before(day, 6, 500.0)) == 0.0
+    assert hindsight_price(quiet_days_before(day, 6, 500.0), hindsight=timedelta(days=1)) > 0
 
 
 def up(minutes_ago: float, reason: Reason, to: int = 14) -> ScalingEvent:

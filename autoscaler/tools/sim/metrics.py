@@ -140,7 +140,9 @@ def online_reference(lengths: np.ndarray, need: np.ndarray, max_changes: int, pr
     cost, changes = ski_rental_schedule(lengths, need, 0.0)
     if changes <= max_changes:
         return OnlineReference(cost, changes, 0.0)
-    lo, hi = 1.0, float(need.max() * lengths.sum())  # hi: a change worth holding the peak throughout
+    # from an executor-second (smaller prices are not told apart) to a change worth holding the
+    # peak throughout (it never releases)
+    lo, hi = 1.0, float(need.max() * lengths.sum())
     found = ski_rental_schedule(lengths, need, hi)
     if found[1] > max_changes:
         return OnlineReference(found[0], found[1], hi)
