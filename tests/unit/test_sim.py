@@ -343,12 +343,16 @@ def _fewest_with_segments(lengths, need, max_changes):
     return min(best[n][1:])
 
 
+# small needs and a budget of changes, for checks against brute force (each test cuts the lengths to the need)
+SMALL_SCHEDULES = {
+    "need": st.lists(st.integers(1, 5), min_size=1, max_size=8),
+    "lengths": st.lists(st.integers(1, 4), min_size=8, max_size=8),
+    "max_changes": st.integers(0, 4),
+}
+
+
 @settings(max_examples=150, deadline=None)
-@given(
-    need=st.lists(st.integers(1, 5), min_size=1, max_size=8),
-    lengths=st.lists(st.integers(1, 4), min_size=8, max_size=8),
-    max_changes=st.integers(0, 4),
-)
+@given(**SMALL_SCHEDULES)
 def test_budget_oracle_brackets_the_cheapest_schedule_within_the_budget(need, lengths, max_changes):
     lengths = lengths[: len(need)]
     exact = _fewest_with_segments(lengths, need, max_changes)
@@ -435,11 +439,7 @@ def test_the_ski_rental_releases_when_the_idle_capacity_has_paid_the_price():
 
 
 @settings(max_examples=150, deadline=None)
-@given(
-    need=st.lists(st.integers(1, 5), min_size=1, max_size=8),
-    lengths=st.lists(st.integers(1, 4), min_size=8, max_size=8),
-    max_changes=st.integers(0, 4),
-)
+@given(**SMALL_SCHEDULES)
 def test_the_online_reference_keeps_within_the_budget_and_never_beats_foresight(need, lengths, max_changes):
     lengths, need = np.array(lengths[: len(need)], float), np.array(need, float)
     reference = online_reference(lengths, need, max_changes)
