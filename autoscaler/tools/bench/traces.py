@@ -142,8 +142,9 @@ def judge(default: Mapping[str, Any], baselines: Mapping[str, Mapping[str, Any]]
     baselines both cheaper and with fewer SLO violations, and the overshoot of the bound's own
     schedule and the idealised online ski rental's cost against the bound (the same for every
     policy of a trace and scale: a bound above 5 % overshoot says no policy within the rescale
-    target can keep to 5 %, a ski rental above 1.2x the bound that no release rule of its kind
-    can keep to 1.2x; None from results made before they were reported)."""
+    target can keep to 5 %, a ski rental above 1.2x the bound that even a release at one price
+    chosen in hindsight, with instant executors, misses 1.2x; None from results made before
+    they were reported)."""
     bound = default["budget_oracle_cost_ratio"]
     x_bound = default["cost_ratio"] / bound if bound > 0 else float("inf")
     dominated_by = sorted(

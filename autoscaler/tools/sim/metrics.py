@@ -133,9 +133,9 @@ def online_reference(lengths: np.ndarray, need: np.ndarray, max_changes: int, pr
     the price that never releases.
 
     Set beside the budget bound (the same budget with perfect foresight), it splits a policy's
-    distance from the bound into what no online ski rental avoids and what the policy adds: a
-    trace whose reference costs more than 1.2x the bound cannot meet the cost target with a
-    release rule of this kind, even with instant executors and the best price in hindsight."""
+    distance from the bound into what this online ski rental does not avoid and what the policy
+    adds: on a trace whose reference costs more than 1.2x the bound, a ski rental at one price
+    misses the cost target even with instant executors and the price chosen in hindsight."""
     lengths, need = np.asarray(lengths, float), np.asarray(need, float)
     cost, changes = ski_rental_schedule(lengths, need, 0.0)
     if changes <= max_changes:
