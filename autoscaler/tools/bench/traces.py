@@ -146,7 +146,8 @@ def judge(default: Mapping[str, Any], baselines: Mapping[str, Mapping[str, Any]]
     chosen in hindsight, with instant executors, misses 1.2x; None from results made before
     they were reported)."""
     bound = default["budget_oracle_cost_ratio"]
-    x_bound = default["cost_ratio"] / bound if bound > 0 else float("inf")
+    x_bound = _over_bound(default["cost_ratio"], bound)
+    ski_rental = _trace_figure("ski_rental_cost_ratio", default, baselines)
     dominated_by = sorted(
         name
         for name, b in baselines.items()
@@ -167,7 +168,7 @@ def judge(default: Mapping[str, Any], baselines: Mapping[str, Mapping[str, Any]]
         "rescales_per_day": default["rescales_per_day"],
         "overshoot_fraction": default["overshoot_fraction"],
         "bound_overshoot_fraction": _trace_figure("budget_oracle_overshoot_fraction", default, baselines),
-        "ski_rental_x_bound": _x_bound(_trace_figure("ski_rental_cost_ratio", default, baselines), bound),
+        "ski_rental_x_bound": None if ski_rental is None else _over_bound(ski_rental, bound),
         "baselines_run": sorted(baselines),
         "dominated_by": dominated_by,
         "met": met,
@@ -179,8 +180,8 @@ def _trace_figure(key: str, default: Mapping[str, Any], baselines: Mapping[str, 
     return next((r[key] for r in (default, *baselines.values()) if isinstance(r.get(key), (int, float))), None)
 
 
-def _x_bound(cost_ratio: float | None, bound: float) -> float | None:
-    return None if cost_ratio is None else cost_ratio / bound if bound > 0 else float("inf")
+def _over_bound(cost_ratio: float, bound: float) -> float:
+    return cost_ratio / bound if bound > 0 else float("inf")
 
 
 def report(runs: Sequence[Run], results: Path) -> dict[str, Any]:

@@ -81,8 +81,12 @@ def budget_oracle_schedule(
     count at most ``per_day`` times a day (on average): its ``lower`` bound is the budget bound
     of the benchmark; its ``allocation()`` what a clairvoyant policy within the budget runs."""
     lengths, rates = workload.step_arrays()
-    budget = math.floor(per_day * float(lengths.sum()) / 86400.0)
-    return limited_schedule(lengths, oracle_executors(rates, capacity, min_executors, max_executors), budget)
+    return limited_schedule(lengths, oracle_executors(rates, capacity, min_executors, max_executors), changes_allowed(lengths, per_day))
+
+
+def changes_allowed(lengths: np.ndarray, per_day: float) -> int:
+    """The changes ``per_day`` a day allows over steps of ``lengths`` seconds (whole ones)."""
+    return math.floor(per_day * float(lengths.sum()) / 86400.0)
 
 
 def ski_rental_schedule(lengths: np.ndarray, need: np.ndarray, price: float) -> tuple[float, int]:
@@ -161,8 +165,7 @@ def online_reference_for(
 ) -> OnlineReference:
     """:func:`online_reference` for the oracle's need of a workload, within ``per_day`` changes a day."""
     lengths, rates = workload.step_arrays()
-    budget = math.floor(per_day * float(lengths.sum()) / 86400.0)
-    return online_reference(lengths, oracle_executors(rates, capacity, min_executors, max_executors), budget)
+    return online_reference(lengths, oracle_executors(rates, capacity, min_executors, max_executors), changes_allowed(lengths, per_day))
 
 
 def executors_for_rate(rate: float, capacity: float, min_executors: int = 1) -> int:
