@@ -101,6 +101,8 @@ def fewest_cores(
     model: BatchCostModel, view: QueryView, rate: float, target: float, max_cores: int, align: bool, floor: int = 1
 ) -> tuple[int, int] | None:
     """Fewest cores (and their partitions) whose predicted utilization at ``rate`` is <= ``target``."""
+    if rate <= 0:
+        return 1, plan_partitions(view, 1, align, floor)  # no rows, no batch: any size will do
     trigger = view.params.trigger_interval
     # nothing below this can do: with aligned partitions every batch runs ``ppc`` waves, so the
     # rows need rate x I / (mu x (u x I - o - ppc x w)) slots (fewer waves only help; the

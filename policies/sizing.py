@@ -3,7 +3,8 @@
 A query with trigger interval ``I`` that receives ``lambda`` rows/s runs batches of
 ``lambda x I`` rows; its batch cost model (:class:`~autoscaler.core.model.BatchCostModel`) says how
 long such a batch takes on ``P`` partitions and ``C`` cores, and so the share of the trigger it
-keeps the query busy.
+keeps the query busy. A trigger that finds no new rows runs no batch (Spark skips it, and so
+does the simulator), so a query receiving nothing is busy 0 whatever its batches would cost.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from autoscaler.core.model import BatchCostModel, QueryLoad
 
 def utilization(model: BatchCostModel, partitions: int, cores: int, rate: float, trigger: timedelta | None) -> float:
     """Predicted busy share of a query receiving ``rate`` rows/s (see module docstring)."""
+    if rate <= 0:
+        return 0.0  # no rows, no batch
     interval = trigger.total_seconds() if trigger else 0.0
     if interval > 0:
         return model.duration(partitions, cores, rate * interval) / interval
@@ -29,6 +32,8 @@ def utilization_floor(model: BatchCostModel, tasks: int, trigger: timedelta | No
 
     A batch pays the fixed cost, at least one task overhead, and the contention of its concurrent
     tasks in every wave: ``waves x min(P, C) >= P``, so ``k x P`` at least. 0 without a trigger.
+    It bounds batches that run: at rate 0 none does (:func:`utilization` is 0), which searches
+    check before they prune with this bound.
     """
     interval = trigger.total_seconds() if trigger else 0.0
     if interval <= 0:

@@ -148,6 +148,16 @@ def test_target_utilization_finds_the_fewest_cores_every_size_would(per_slot, pe
     assert fewest_cores(model, partitions, rate, trigger, target, max_cores) == by_scan
 
 
+def test_a_query_receiving_nothing_is_not_busy_whatever_its_batches_would_cost():
+    # 9 s of fixed cost a batch is more than half a 10 s trigger on any size; but a trigger that
+    # finds no rows runs no batch: at rate 0 the query is idle and 1 core will do
+    model = BatchCostModel(per_slot=900.0, per_task=0.07, fixed=9.0)
+    trigger = timedelta(seconds=10)
+    assert fewest_cores(model, 8, 1.0, trigger, 0.5, 4) is None
+    assert utilization(model, 8, 1, 0.0, trigger) == 0.0
+    assert fewest_cores(model, 8, 0.0, trigger, 0.5, 4) == 1
+
+
 def test_target_utilization_does_not_try_more_cores_than_partitions(monkeypatch):
     import policies.target_utilization as module
 

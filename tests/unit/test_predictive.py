@@ -28,7 +28,7 @@ NOW = datetime(2026, 1, 7, 12, 0, tzinfo=timezone.utc)
 MODEL = BatchCostModel(per_slot=900.0, per_task=0.07, fixed=0.2)
 
 
-def inp(cores=10, rate=10_000.0, lag=12.0, parallelism=None, history=ScalingHistory(), max_executors=64, rescalable=True, requested=None, samples=(), trigger=10.0):
+def inp(cores=10, rate=10_000.0, lag=12.0, parallelism=None, history=ScalingHistory(), max_executors=64, rescalable=True, requested=None, samples=(), trigger=10.0, model=MODEL, idle=False):
     view = query_view(
         samples=tuple(samples),
         parallelism=parallelism or 2 * cores,
@@ -37,7 +37,7 @@ def inp(cores=10, rate=10_000.0, lag=12.0, parallelism=None, history=ScalingHist
         max_parallelism=256 if rescalable else (parallelism or 2 * cores),
         trigger=timedelta(seconds=trigger),
     )
-    load = QueryLoad(name="q", samples=60, input_rate=rate, recent_rate=rate, model=MODEL, lag=timedelta(seconds=lag), backlog_rows=0)
+    load = QueryLoad(name="q", samples=60, input_rate=rate, recent_rate=rate, model=model, lag=timedelta(seconds=lag), backlog_rows=0, idle=idle)
     ex = ExecutorView(
         alive=tuple(Executor(str(i), 1) for i in range(cores)),
         cores_per_executor=1,
@@ -186,6 +186,16 @@ def bursts_every(minutes: int, high: float, low: float, ended_ago: float = 10) -
 def test_scale_down_waits_until_idle_capacity_has_cost_a_rescale(history, executors, reason):
     proposal = policy().propose(inp(cores=14, rate=5000, history=history))
     assert (proposal.executors, proposal.reason) == (executors, reason)
+
+
+def test_an_idle_query_goes_back_to_the_floor_whatever_its_batches_would_cost():
+    # at a 2 s trigger 6 partitions take 0.2 + 6 x 0.3 = 2.0 s an empty batch on 1 core (busy
+    # 1.0 > 0.85) and 1.1 s on 2 (0.55); but a trigger that finds no rows runs no batch, so a
+    # quiet stretch needs no capacity: the 3 cores a burst an hour ago needed go back to 1
+    model = BatchCostModel(per_slot=900.0, per_task=0.3, fixed=0.2)
+    quiet = inp(cores=3, rate=0.0, lag=0.0, parallelism=6, rescalable=False, trigger=2.0, model=model, idle=True, history=ScalingHistory(rates=rates_before(60, 1600.0)))
+    proposal = policy().propose(quiet)
+    assert (proposal.executors, proposal.reason) == (1, Reason.SCALE_DOWN_FOR_LOAD), proposal.message
 
 
 def test_the_hindsight_price_is_what_holding_the_remembered_gaps_costs():
