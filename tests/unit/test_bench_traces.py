@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from autoscaler.cli import main
-from autoscaler.tools.bench.traces import format_report, judge
+from autoscaler.tools.bench.traces import format_report, judge, plan_runs, read_results
 
 
 def write_trace(path, values):
@@ -152,6 +152,15 @@ def test_a_policy_parameter_is_run_kept_and_checked_on_resume(traces, tmp_path, 
         err = capsys.readouterr().err
         assert "static-step.json" in err and "run with policy parameters {'executors': 3}" in err
     assert main([*args, "--param", "executors=3"]) == 0 and "1 of 1 runs already" in capsys.readouterr().err
+
+
+def test_a_list_valued_policy_parameter_does_not_break_the_bookkeeping(traces, tmp_path):
+    # a plugin policy may take a list (--param windows=[1,2]); results are kept by run
+    [run] = plan_runs([traces / "step.csv"], ["peak"], ["static"], {"windows": [1, 2]})
+    path = run.result_file(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({**result(1.5, 0.0), "wall_seconds": 1.0, "policy_params": {"windows": [1, 2]}}))
+    assert read_results([run], tmp_path)[run]["cost_ratio"] == 1.5
 
 
 @pytest.mark.parametrize(

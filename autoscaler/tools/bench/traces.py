@@ -17,7 +17,7 @@ and with fewer SLO violations.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -58,8 +58,9 @@ class Run:
     trace: Path
     scale: Scale
     policy: str
-    # the policy's parameters other than its defaults (``--param``), kept in the result
-    params: tuple[tuple[str, Any], ...] = ()
+    # the policy's parameters other than its defaults (``--param``), kept in the result; not
+    # hashed (a value may be a list), only compared: runs differing only in them are unequal
+    params: tuple[tuple[str, Any], ...] = field(default=(), hash=False)
 
     def result_file(self, results: Path) -> Path:
         return results / self.scale.name / f"{self.policy}-{self.trace.stem}.json"
