@@ -173,7 +173,7 @@ class PredictivePolicy(Policy):
             timedelta(hours=6), description="How far back a scale-down that the load undid makes its size a floor at about that rate."
         )
         rescale_price: Duration = Field(
-            timedelta(minutes=3),
+            timedelta(minutes=1),
             description="A rescale is worth at least this long of the current executors: a scale-down waits until the "
             "capacity it removes has idled that much since the load last needed it (or the rescale budget's hindsight price, when higher).",
         )

@@ -59,8 +59,9 @@ def inp(cores=10, rate=10_000.0, lag=12.0, parallelism=None, history=ScalingHist
 
 
 def policy(**params):
-    """The default policy at the 0.85 target and 180 s catch-up the arithmetic in these tests is written for."""
-    return create_policy("default", {"target_utilization": 0.85, "catch_up_duration": "3m", **params})
+    """The default policy at the 0.85 target, 180 s catch-up and 3-minute rescale price the
+    arithmetic in these tests is written for."""
+    return create_policy("default", {"target_utilization": 0.85, "catch_up_duration": "3m", "rescale_price": "3m", **params})
 
 
 def test_predictive_is_the_default_policy():
