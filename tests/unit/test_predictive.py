@@ -189,6 +189,15 @@ def test_scale_down_waits_until_idle_capacity_has_cost_a_rescale(history, execut
     assert (proposal.executors, proposal.reason) == (executors, reason)
 
 
+def test_by_default_a_rescale_is_worth_a_minute_of_the_current_cores():
+    # the 9000 rows/s that needed 14 cores ended 2.5 min ago: 7 idle cores x 150 s = 1050
+    # core-s, more than a minute of the 14 (840), less than the 3 minutes it was (2520)
+    released = inp(cores=14, rate=5000, history=ScalingHistory(rates=rates_before(2.5, 9000.0)))
+    default = create_policy("default", {"target_utilization": 0.85, "catch_up_duration": "3m"})
+    assert default.propose(released).executors == 7
+    assert policy().propose(released).executors == 14
+
+
 def test_an_idle_query_goes_back_to_the_floor_whatever_its_batches_would_cost():
     # at a 2 s trigger 6 partitions take 0.2 + 6 x 0.3 = 2.0 s an empty batch on 1 core (busy
     # 1.0 > 0.85) and 1.1 s on 2 (0.55); but a trigger that finds no rows runs no batch, so a
