@@ -135,6 +135,20 @@ def _policy_params(pairs: list[tuple[str, str]]) -> dict[str, Any]:
     return {k: yaml.safe_load(v) if v else v for k, v in pairs}
 
 
+def _settings_problem(settings: dict[str, Any]) -> str | None:
+    """What is wrong with ``--setting`` values for a simulation, or None: each must be a daemon
+    setting with a valid value; the policy is chosen by --policy/--policies and --param."""
+    from autoscaler.runtime.config import SettingsError, load_settings
+
+    if chosen := sorted(k for k in settings if k == "policy" or k.startswith("policy.")):
+        return f"--setting {chosen[0]}: choose the policy with --policy/--policies and its parameters with --param"
+    try:
+        load_settings(None, settings, environ={})
+    except SettingsError as exc:
+        return f"--setting: {exc}"
+    return None
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -415,6 +429,9 @@ def _benchmark_parser(sub: Any) -> None:
     traces.add_argument("--param", type=_key_value, action="append", default=[], metavar="NAME=VALUE",
                         help="a parameter of the one policy run, e.g. --policies default --param hindsight=7d; repeatable; "
                         "kept in each result, and a result run with other parameters is refused")
+    traces.add_argument("--setting", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+                        help="a daemon setting for every run (dotted key, as in docs/settings.md), e.g. "
+                        "normalize.scale_down_delay=0s; repeatable; kept and checked on resume like --param")
     traces.add_argument("--report-only", action="store_true", help="run nothing; report the results there are")
     traces.add_argument("--json", action="store_true", help="print the report as one JSON document on stdout (progress goes to stderr)")
 
@@ -533,6 +550,9 @@ def _simulate_parser(sub: Any) -> None:
                      help="a policy parameter, e.g. target_utilization=0.7; repeatable (default: the policy's defaults)")
     sim.add_argument("--set", type=_key_value, action="append", default=[], metavar="NAME=VALUE",
                      help="a simulator parameter (see docs/benchmarks.md); repeatable (default: the simulator's defaults)")
+    sim.add_argument("--setting", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+                     help="a daemon setting (dotted key, as in docs/settings.md), e.g. normalize.scale_down_delay=0s; repeatable "
+                     "(default: the daemon's defaults, after the policy's own profile)")
     sim.add_argument("--jobs", type=_positive_int, metavar="N", help="policies simulated in parallel with --compare (default: 1)")
 
 
@@ -863,6 +883,9 @@ def _cmd_traces(args: argparse.Namespace) -> int:
     params = _policy_params(args.param)
     if params and len(policies) != 1:
         return _fail("--param applies to one policy: name it alone with --policies")
+    settings = _policy_params(args.setting)
+    if problem := _settings_problem(settings):
+        return _fail(problem)
     traces, problem = _trace_files(args.traces)
     if problem:
         return _fail(problem)
@@ -878,7 +901,7 @@ def _cmd_traces(args: argparse.Namespace) -> int:
             for trace in traces:
                 load_trace(trace)  # every trace is read before hours of runs begin
             _exit_on_sigterm()
-            run_all(plan_runs(traces, scales, policies, params), args.results, jobs=args.jobs, log=log)
+            run_all(plan_runs(traces, scales, policies, params, settings), args.results, jobs=args.jobs, log=log)
         # the default policy is judged from its results, run now or before
         rep = report(plan_runs(traces, scales, ["default", *(p for p in policies if p != "default")]), args.results)
     except (PolicyError, TraceError, SimulationError, ValueError) as exc:
@@ -1023,7 +1046,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _fail(f"--set: {exc}")
     params = _policy_params(args.param)
+    settings = _policy_params(args.setting)
+    if problem := _settings_problem(settings):
+        return _fail(problem)
     options = dict(
+        settings=settings,
         peak_executors=args.peak_executors,
         scale_quantile=args.scale_quantile,
         max_executors=args.max_executors,

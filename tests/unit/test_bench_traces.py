@@ -154,6 +154,22 @@ def test_a_policy_parameter_is_run_kept_and_checked_on_resume(traces, tmp_path, 
     assert main([*args, "--param", "executors=3"]) == 0 and "1 of 1 runs already" in capsys.readouterr().err
 
 
+def test_a_daemon_setting_is_run_kept_and_checked_on_resume(traces, tmp_path, capsys):
+    results = tmp_path / "results"
+    args = ["benchmark", "traces", "--traces", str(traces / "burst.csv"), "--results", str(results), "--policies", "default", "--scales", "peak"]
+    assert main([*args, "--setting", "normalize.scale_down_delay=1h"]) == 0
+    held = json.loads((results / "peak" / "default-burst.json").read_text())
+    assert held["settings"] == {"normalize.scale_down_delay": "1h"} and held["policy_params"] == {}
+    capsys.readouterr()
+    for other in (["--setting", "normalize.scale_down_delay=0s"], []):
+        assert main([*args, *other]) == 2
+        assert "default-burst.json: run with settings {'normalize.scale_down_delay': '1h'}" in capsys.readouterr().err
+    # the setting reached the runs: the burst's executors held an hour cost more than released
+    assert main([*args[:5], str(tmp_path / "plain"), *args[6:]]) == 0
+    plain = json.loads((tmp_path / "plain" / "peak" / "default-burst.json").read_text())
+    assert "settings" not in plain and held["executor_seconds"] > 1.5 * plain["executor_seconds"]
+
+
 def test_a_list_valued_policy_parameter_does_not_break_the_bookkeeping(traces, tmp_path):
     # a plugin policy may take a list (--param windows=[1,2]); results are kept by run
     [run] = plan_runs([traces / "step.csv"], ["peak"], ["static"], {"windows": [1, 2]})
@@ -171,6 +187,8 @@ def test_a_list_valued_policy_parameter_does_not_break_the_bookkeeping(traces, t
         (["--traces", "missing.csv"], "missing.csv"),
         (["--param", "no_such_knob=1"], "params.no_such_knob: unknown parameter"),
         (["--policies", "default,static", "--param", "hindsight=7d"], "--param applies to one policy"),
+        (["--setting", "normalize.scale_down_delay=soon"], "--setting: invalid configuration"),
+        (["--setting", "policy.params={}"], "--setting policy.params: choose the policy"),
     ],
 )
 def test_bad_arguments_are_named_before_anything_runs(tmp_path, extra, named, capsys):

@@ -53,6 +53,15 @@ def test_json_output_holds_the_contract_fields(trace, capsys):
     assert 0.0 <= out["overshoot_fraction"] <= 1.0
 
 
+def test_a_daemon_setting_reaches_the_simulated_daemon(trace, capsys):
+    # the burst's executors, released once idle, are held an hour by a 1 h scale-down delay
+    runs = {}
+    for extra in ([], ["--setting", "normalize.scale_down_delay=1h"]):
+        assert main(["simulate", "--trace", str(trace), "--json", "--peak-executors", "8", *extra]) == 0
+        runs[bool(extra)] = json.loads(capsys.readouterr().out)["executor_seconds"]
+    assert runs[True] > 1.5 * runs[False], runs
+
+
 def test_scale_quantile_sizes_the_trace_by_its_99th_percentile(trace, capsys):
     # values 10..42: the 0.5 quantile (11) needs 4 executors, so the burst (42) needs 16 of at most 8
     args = ["simulate", "--trace", str(trace), "--json", "--policy", "static", "--peak-executors", "4", "--scale-quantile", "0.5"]
@@ -120,6 +129,9 @@ def test_bad_traces_end_with_a_message_and_a_non_zero_exit(tmp_path, capsys, con
         pytest.param(["--param", "target_utilization=3"], "params.target_utilization", id="bad-policy-parameter"),
         pytest.param(["--set", "executor_startup=-5"], "executor_startup must be a finite number >= 0", id="negative-sim-parameter"),
         pytest.param(["--set", "nope=1"], "unknown simulator parameter 'nope'", id="unknown-sim-parameter"),
+        pytest.param(["--setting", "normalize.scale_down_delay=soon"], "normalize.scale_down_delay: expected a duration", id="bad-daemon-setting"),
+        pytest.param(["--setting", "nope.x=1"], "nope: unknown key", id="unknown-daemon-setting"),
+        pytest.param(["--setting", "policy.name=static"], "--setting policy.name: choose the policy with --policy", id="policy-as-a-setting"),
         # options a run of every policy would ignore
         pytest.param(["--compare", "--policy", "static"], "--policy applies to one policy; it cannot be combined with --compare", id="policy-with-compare"),
         pytest.param(["--compare", "--param", "x=1"], "--param applies to one policy", id="param-with-compare"),

@@ -61,38 +61,57 @@ class Run:
     # the policy's parameters other than its defaults (``--param``), kept in the result; not
     # hashed (a value may be a list), only compared: runs differing only in them are unequal
     params: tuple[tuple[str, Any], ...] = field(default=(), hash=False)
+    # daemon settings other than the simulator's (``--setting``, e.g. normalize.scale_down_delay),
+    # kept and compared the same way
+    settings: tuple[tuple[str, Any], ...] = field(default=(), hash=False)
 
     def result_file(self, results: Path) -> Path:
         return results / self.scale.name / f"{self.policy}-{self.trace.stem}.json"
 
 
-def plan_runs(traces: Sequence[Path], scales: Sequence[str], policies: Sequence[str], params: Mapping[str, Any] | None = None) -> list[Run]:
+def plan_runs(
+    traces: Sequence[Path],
+    scales: Sequence[str],
+    policies: Sequence[str],
+    params: Mapping[str, Any] | None = None,
+    settings: Mapping[str, Any] | None = None,
+) -> list[Run]:
     """Every (trace, scale, policy), the shortest traces first (the first answers come soonest);
-    ``params``, the policies' parameters (each policy run must take them)."""
+    ``params``, the policies' parameters (each policy run must take them); ``settings``, daemon
+    settings for every run."""
     by_size = sorted(traces, key=lambda p: (p.stat().st_size, p.name))
-    given = tuple(sorted((params or {}).items()))
-    return [Run(t, SCALES[s], p, given) for t in by_size for s in scales for p in policies]
+    given, changed = tuple(sorted((params or {}).items())), tuple(sorted((settings or {}).items()))
+    return [Run(t, SCALES[s], p, given, changed) for t in by_size for s in scales for p in policies]
 
 
 def _simulate(run: Run) -> dict[str, Any]:
-    params = dict(run.params)
+    params, settings = dict(run.params), dict(run.settings)
     result = simulate(
-        load_trace(run.trace), policy=run.policy, params=params, peak_executors=run.scale.peak_executors, scale_quantile=run.scale.quantile
+        load_trace(run.trace),
+        policy=run.policy,
+        params=params,
+        settings=settings,
+        peak_executors=run.scale.peak_executors,
+        scale_quantile=run.scale.quantile,
     )
-    return {**result.to_json(), "policy_params": params}
+    # settings only when given: results from before the option read as run without any
+    return {**result.to_json(), "policy_params": params, **({"settings": settings} if settings else {})}
 
 
 def _check_params(run: Run, path: Path) -> None:
-    """A result already there was run with this run's parameters (none, for results without the key)."""
+    """A result already there was run with this run's parameters and settings (none, for
+    results without the key)."""
     try:
-        found = json.loads(path.read_text()).get("policy_params", {})
+        kept = json.loads(path.read_text())
+        found = {"policy parameters": kept.get("policy_params", {}), "settings": kept.get("settings", {})}
     except (json.JSONDecodeError, AttributeError):
         return  # not a result: the report names it
-    if found != dict(run.params):
-        raise ValueError(
-            f"{path}: run with policy parameters {found or 'none'}, not {dict(run.params) or 'none'}; "
-            "give another --results directory, or remove it to run it again"
-        )
+    for what, wanted in (("policy parameters", dict(run.params)), ("settings", dict(run.settings))):
+        if found[what] != wanted:
+            raise ValueError(
+                f"{path}: run with {what} {found[what] or 'none'}, not {wanted or 'none'}; "
+                "give another --results directory, or remove it to run it again"
+            )
 
 
 def _write(path: Path, result: Mapping[str, Any]) -> None:
