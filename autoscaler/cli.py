@@ -128,8 +128,8 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
-def _policy_params(pairs: list[tuple[str, str]]) -> dict[str, Any]:
-    """``--param NAME=VALUE`` pairs, each value read as YAML (a number, a duration such as 7d, a list)."""
+def _yaml_values(pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    """``NAME=VALUE`` pairs (``--param``, ``--setting``), each value read as YAML (a number, a duration such as 7d, a list)."""
     import yaml
 
     return {k: yaml.safe_load(v) if v else v for k, v in pairs}
@@ -880,10 +880,10 @@ def _cmd_traces(args: argparse.Namespace) -> int:
     if not scales or any(s not in SCALES for s in scales):
         return _fail(f"--scales: {args.scales!r}: choose from {', '.join(SCALES)}")
     policies = list(dict.fromkeys(p.strip() for p in args.policies.split(",") if p.strip())) if args.policies else compared_policies()
-    params = _policy_params(args.param)
+    params = _yaml_values(args.param)
     if params and len(policies) != 1:
         return _fail("--param applies to one policy: name it alone with --policies")
-    settings = _policy_params(args.setting)
+    settings = _yaml_values(args.setting)
     if problem := _settings_problem(settings):
         return _fail(problem)
     traces, problem = _trace_files(args.traces)
@@ -1045,8 +1045,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         config = SimConfig().with_changes(dict(args.set))
     except ValueError as exc:
         return _fail(f"--set: {exc}")
-    params = _policy_params(args.param)
-    settings = _policy_params(args.setting)
+    params = _yaml_values(args.param)
+    settings = _yaml_values(args.setting)
     if problem := _settings_problem(settings):
         return _fail(problem)
     options = dict(

@@ -61,8 +61,8 @@ class Run:
     # the policy's parameters other than its defaults (``--param``), kept in the result; not
     # hashed (a value may be a list), only compared: runs differing only in them are unequal
     params: tuple[tuple[str, Any], ...] = field(default=(), hash=False)
-    # daemon settings other than the simulator's (``--setting``, e.g. normalize.scale_down_delay),
-    # kept and compared the same way
+    # daemon settings (``--setting``, dotted keys such as normalize.scale_down_delay), applied
+    # after the simulator's own; kept in the result and compared the same way
     settings: tuple[tuple[str, Any], ...] = field(default=(), hash=False)
 
     def result_file(self, results: Path) -> Path:
