@@ -101,8 +101,6 @@ def fewest_cores(
     model: BatchCostModel, view: QueryView, rate: float, target: float, max_cores: int, align: bool, floor: int = 1
 ) -> tuple[int, int] | None:
     """Fewest cores (and their partitions) whose predicted utilization at ``rate`` is <= ``target``."""
-    if rate <= 0:
-        return 1, plan_partitions(view, 1, align, floor)  # no rows, no batch: any size will do
     trigger = view.params.trigger_interval
     # nothing below this can do: with aligned partitions every batch runs ``ppc`` waves, so the
     # rows need rate x I / (mu x (u x I - o - ppc x w)) slots (fewer waves only help; the
@@ -121,7 +119,7 @@ def fewest_cores(
     # exceeds the target (contention), no more cores can do.
     most = view.max_parallelism if align and view.rescalable else view.params.parallelism
     for cores in range(min(start, max_cores), min(max_cores, max(start, most)) + 1):
-        if utilization_floor(model, min(cores, most), trigger) > target:
+        if utilization_floor(model, min(cores, most), trigger, rate) > target:
             return None
         partitions = plan_partitions(view, cores, align, floor)
         if utilization(model, partitions, cores, rate, trigger) <= target:

@@ -27,16 +27,16 @@ def utilization(model: BatchCostModel, partitions: int, cores: int, rate: float,
     return rate / capacity if capacity > 0 else math.inf
 
 
-def utilization_floor(model: BatchCostModel, tasks: int, trigger: timedelta | None) -> float:
-    """A lower bound on the utilization of any batch of at least ``tasks`` tasks, whatever its cores.
+def utilization_floor(model: BatchCostModel, tasks: int, trigger: timedelta | None, rate: float) -> float:
+    """A lower bound on the utilization at ``rate`` of any batch of at least ``tasks`` tasks,
+    whatever its cores.
 
     A batch pays the fixed cost, at least one task overhead, and the contention of its concurrent
-    tasks in every wave: ``waves x min(P, C) >= P``, so ``k x P`` at least. 0 without a trigger.
-    It bounds batches that run: at rate 0 none does (:func:`utilization` is 0), which searches
-    check before they prune with this bound.
+    tasks in every wave: ``waves x min(P, C) >= P``, so ``k x P`` at least. 0 without a trigger,
+    and 0 at rate 0, where no batch runs (as :func:`utilization`).
     """
     interval = trigger.total_seconds() if trigger else 0.0
-    if interval <= 0:
+    if interval <= 0 or rate <= 0:
         return 0.0
     return (model.fixed + model.per_task + model.contention * tasks) / interval
 

@@ -45,9 +45,7 @@ class QueryNeed:
 def fewest_cores(
     model: BatchCostModel, partitions: int, rate: float, trigger: timedelta | None, target: float, max_cores: int
 ) -> int | None:
-    if rate <= 0:
-        return 1  # no rows, no batch: any size will do
-    if utilization_floor(model, partitions, trigger) > target:
+    if utilization_floor(model, partitions, trigger, rate) > target:
         return None  # the per-batch costs alone exceed the target on any number of cores
     # more cores than partitions run the same single wave: the utilization stops changing there
     for cores in range(1, min(max_cores, max(1, partitions)) + 1):
