@@ -60,10 +60,10 @@ class Run:
     policy: str
     # the policy's parameters other than its defaults (``--param``), kept in the result; not
     # hashed (a value may be a list), only compared: runs differing only in them are unequal
-    params: tuple[tuple[str, Any], ...] = field(default=(), hash=False)
+    params: Mapping[str, Any] = field(default_factory=dict, hash=False)
     # daemon settings (``--setting``, dotted keys such as normalize.scale_down_delay), applied
     # after the simulator's own; kept in the result and compared the same way
-    settings: tuple[tuple[str, Any], ...] = field(default=(), hash=False)
+    settings: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     def result_file(self, results: Path) -> Path:
         return results / self.scale.name / f"{self.policy}-{self.trace.stem}.json"
@@ -80,22 +80,21 @@ def plan_runs(
     ``params``, the policies' parameters (each policy run must take them); ``settings``, daemon
     settings for every run."""
     by_size = sorted(traces, key=lambda p: (p.stat().st_size, p.name))
-    given, changed = tuple(sorted((params or {}).items())), tuple(sorted((settings or {}).items()))
+    given, changed = dict(params or {}), dict(settings or {})
     return [Run(t, SCALES[s], p, given, changed) for t in by_size for s in scales for p in policies]
 
 
 def _simulate(run: Run) -> dict[str, Any]:
-    params, settings = dict(run.params), dict(run.settings)
     result = simulate(
         load_trace(run.trace),
         policy=run.policy,
-        params=params,
-        settings=settings,
+        params=run.params,
+        settings=run.settings,
         peak_executors=run.scale.peak_executors,
         scale_quantile=run.scale.quantile,
     )
     # settings only when given: results from before the option read as run without any
-    return {**result.to_json(), "policy_params": params, **({"settings": settings} if settings else {})}
+    return {**result.to_json(), "policy_params": dict(run.params), **({"settings": dict(run.settings)} if run.settings else {})}
 
 
 def _check_params(run: Run, path: Path) -> None:
@@ -106,7 +105,7 @@ def _check_params(run: Run, path: Path) -> None:
         found = {"policy parameters": kept.get("policy_params", {}), "settings": kept.get("settings", {})}
     except (json.JSONDecodeError, AttributeError):
         return  # not a result: the report names it
-    for what, wanted in (("policy parameters", dict(run.params)), ("settings", dict(run.settings))):
+    for what, wanted in (("policy parameters", run.params), ("settings", run.settings)):
         if found[what] != wanted:
             raise ValueError(
                 f"{path}: run with {what} {found[what] or 'none'}, not {wanted or 'none'}; "
