@@ -38,7 +38,7 @@ from pydantic import Field, model_validator
 
 from autoscaler.core.budget import budget_price
 from autoscaler.core.capacity import aligned_parallelism
-from autoscaler.core.evaluate import schedule_lag
+from autoscaler.core.evaluate import batch_arrival_rate, schedule_lag
 from autoscaler.core.forecast import Memo, seasonal_forecast
 from autoscaler.core.history import EXECUTORS, ScalingEvent
 from autoscaler.core.model import (
@@ -404,8 +404,10 @@ class PredictivePolicy(Policy):
         last = view.samples[-1] if view.samples else None
         if last is not None and last.input_rate and not last.cold and not view.quiet:
             # the latest batch shows a step at once (not the first batches of a run: they
-            # hold the rows that arrived during the restart pause; nor one before a quiet stretch)
-            arrival = max(arrival, last.input_rate)
+            # hold the rows that arrived during the restart pause; nor one before a quiet
+            # stretch): the rows that arrived for it, not those of the backlog it drained
+            previous = view.samples[-2] if len(view.samples) >= 2 else None
+            arrival = max(arrival, batch_arrival_rate(previous, last))
         normal_lag = schedule_lag(trigger)
         target_lag = max(inp.target_lag, normal_lag)  # inp.target_lag_for(view)
         late = load.lag is not None and load.lag > target_lag
@@ -531,8 +533,9 @@ class LoadRecords:
         if start is None:
             self._stack, start = [], 0
         stack = self._stack
-        for sample in samples[start:]:
-            rate = sample.input_rate or 0.0
+        for i in range(start, len(samples)):
+            sample = samples[i]
+            rate = batch_arrival_rate(samples[i - 1] if i else None, sample)
             while stack and stack[-1][0] <= rate:
                 stack.pop()
             stack.append((rate, sample))
@@ -625,8 +628,10 @@ def rate_around(view: QueryView, series: list[tuple[datetime, float]], at: datet
     lo, hi = at - timedelta(minutes=1), at + timedelta(minutes=2)
     oldest = view.samples[0].started_at if view.samples else None
     if oldest is not None and oldest <= lo:
-        rates = [s.input_rate for s in view.samples if lo <= s.started_at <= hi and s.input_rate]
-        return max(rates) if rates else None
+        samples = view.samples
+        previous = [None, *samples[:-1]]
+        rates = [batch_arrival_rate(b, s) for b, s in zip(previous, samples, strict=True) if lo <= s.started_at <= hi and s.input_rate]
+        return max(rates) if any(rates) else None
     steps = [r for start, r in series if start <= hi and at < start + step]
     return max(steps) if steps else None
 

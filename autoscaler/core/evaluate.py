@@ -95,6 +95,21 @@ def active_rate(samples: Sequence[BatchSample]) -> float | None:
     return max(0.0, rows / span)
 
 
+def batch_arrival_rate(previous: BatchSample | None, sample: BatchSample) -> float:
+    """Rows/s that arrived while ``sample`` was waiting to be planned: its rows plus the growth
+    of the backlog since ``previous`` was planned, over the time they arrived in; its
+    ``input_rate`` where either backlog is unknown (or there is no batch before it).
+
+    Spark's ``inputRowsPerSecond`` is the rows a batch took over the time since the trigger
+    before: a batch draining a backlog (under the rate limit the daemon manages, rows that
+    arrived minutes earlier) reads as a multiple of the load. Its rows less the backlog it
+    drained are what arrived (:func:`active_rate` over the pair).
+    """
+    if previous is None or previous.backlog_rows is None or sample.backlog_rows is None:
+        return sample.input_rate or 0.0
+    return active_rate((previous, sample)) or 0.0
+
+
 def arrival_rate(samples: Sequence[BatchSample]) -> float | None:
     """Rows/s arriving on average: rows processed between the first and last batch start plus
     backlog growth (quiet stretches included: the window's mean rate)."""
@@ -112,7 +127,7 @@ def arrival_rate(samples: Sequence[BatchSample]) -> float | None:
     return max(0.0, rows / span)
 
 
-def live_rate_bound(view: QueryView, last: BatchSample, cores: int, now: datetime) -> float | None:
+def live_rate_bound(view: QueryView, last: BatchSample, cores: int, now: datetime, executors: Sequence[Executor] = ()) -> float | None:
     """Arrival rate implied by a batch still running unusually long, or None.
 
     Spark plans a batch with every row that arrived since the previous one, and progress
@@ -120,17 +135,19 @@ def live_rate_bound(view: QueryView, last: BatchSample, cores: int, now: datetim
     batch runs. Compared with the latest batch at the same scale (cores and partitions), a
     batch running ``x`` times as long holds about ``x`` times its rows (the fixed cost taken
     out); when a share ``f`` of its tasks is done its whole duration is about ``age / f``.
-    Only batches running over 1.5x the comparable one count, and a new run or changed
-    executors (slow because cold) do not count at all.
+    Only batches running over 1.5x the comparable one count, and a new run or a latest batch
+    slow because cold do not count at all. The scale is the cores the running batch started
+    on: executors that joined it since only shorten it, so the rows it implies stay a lower
+    bound and a scale-up asked for on them does not blind the policy until the batch ends.
     """
-    if not view.batch_running or view.warming or cores <= 0:
+    if not view.batch_running or cores <= 0:
         return None
     if view.run_started_at is not None and last.started_at < view.run_started_at:
         return None
-    if last.cold or last.cores != cores or last.parallelism != view.params.parallelism or last.input_rows <= 0:
-        return None
     trigger = view.params.trigger_interval or timedelta(0)
     started = max(last.ended_at, last.started_at + trigger)
+    if last.cold or last.cores != cores_at(executors, started, cores) or last.parallelism != view.params.parallelism or last.input_rows <= 0:
+        return None
     age = (now - started).total_seconds()
     interval = (started - last.started_at).total_seconds()
     if age <= 0 or interval <= 0:
@@ -146,6 +163,12 @@ def live_rate_bound(view: QueryView, last: BatchSample, cores: int, now: datetim
     fixed = last.fixed_overhead.total_seconds() if last.fixed_overhead is not None else 0.0
     factor = min(MAX_LIVE_FACTOR, (duration - fixed) / max(1e-3, usual - fixed))
     return last.input_rows * factor / interval
+
+
+def cores_at(executors: Sequence[Executor], at: datetime, cores: int) -> int:
+    """The cores of ``executors`` registered by ``at`` (those a batch that started then began on);
+    ``cores`` when the executors are not known."""
+    return sum(e.cores for e in executors if e.added_at is None or e.added_at <= at) if executors else cores
 
 
 def burst_rate(view: QueryView, model: BatchCostModel | None, cores: int, now: datetime) -> float | None:
@@ -244,8 +267,7 @@ def evaluate_query(
         # the cores the batch started on: executors registered since joined it halfway (counting
         # them would take the batch for a larger one)
         started = view.idle_at + (view.params.trigger_interval or timedelta(0))
-        start_cores = sum(e.cores for e in executors if e.added_at is None or e.added_at <= started) if executors else cores
-        burst = burst_rate(view, model, start_cores, now)
+        burst = burst_rate(view, model, cores_at(executors, started, cores), now)
         return QueryLoad(
             name=view.name,
             samples=len(samples),
@@ -261,7 +283,7 @@ def evaluate_query(
             parallelism=view.params.parallelism,
         )
     recent = active_rate(samples[-RECENT_BATCHES:]) if len(samples) >= RECENT_BATCHES else active_rate(samples)
-    live = live_rate_bound(view, last, cores, now)
+    live = live_rate_bound(view, last, cores, now, executors)
     rate = live if recent is None else recent if live is None else max(recent, live)
     backlog = float(last.backlog_rows) if last.backlog_rows is not None else None
     # the oldest waiting row arrived after the newest batch started (plus the backlog it left)
@@ -287,9 +309,10 @@ def evaluate_query(
 def step_rate(samples: Sequence[BatchSample], start: datetime, end: datetime) -> float | None:
     """Mean rows/s that arrived during ``[start, end)``, from the batches planned in it.
 
-    A batch takes the rows that arrived since the previous batch was planned, so the rows of
-    the batches planned in the step, over the time since the batch planned before them, are
-    the step's arrival rate. None when no batch before the step is known.
+    The rows that arrived from the planning of the batch before the step to that of the step's
+    newest batch are the rows the step's batches took plus the backlog's growth (a catch-up
+    batch takes rows that arrived earlier, and the backlog shrinks by as many); over that time
+    they are the step's arrival rate. None when no batch before the step is known.
     """
     inside: list[BatchSample] = []
     before: BatchSample | None = None
@@ -306,7 +329,11 @@ def step_rate(samples: Sequence[BatchSample], start: datetime, end: datetime) ->
     if not inside:
         return 0.0  # no trigger found new rows (Spark skips empty batches)
     span = (inside[0].started_at - before.started_at).total_seconds()  # inside is newest first
-    return sum(s.input_rows for s in inside) / span if span > 0 else None
+    rows = float(sum(s.input_rows for s in inside))
+    if before.backlog_rows is not None and inside[0].backlog_rows is not None:
+        # the rows of catch-up batches less the backlog they drained are what arrived
+        rows = max(0.0, rows + inside[0].backlog_rows - before.backlog_rows)
+    return rows / span if span > 0 else None
 
 
 def record_rates(history: ScalingHistory, queries: Sequence[QueryView], now: datetime, step: timedelta) -> ScalingHistory:

@@ -1,9 +1,10 @@
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from autoscaler.core.evaluate import active_rate, arrival_rate, arrival_start, evaluate_query
-from autoscaler.core.model import BatchSample
+from autoscaler.core.model import BatchSample, Executor
 from autoscaler.spark.progress import SampleWindow
 from tests.fakes import query_view, steady_batches
 
@@ -69,10 +70,30 @@ def test_task_progress_of_the_running_batch_sizes_it_early():
     assert evaluate_query(view, now, timedelta(seconds=30), cores=4).input_rate == pytest.approx(expected, rel=0.01)
     early = query_view(samples=tuple(batches), batch_running=True, batch_tasks=(1, 8))
     assert evaluate_query(early, now, timedelta(seconds=30), cores=4).input_rate == pytest.approx(1600)
-    warming = query_view(samples=tuple(batches), batch_running=True, batch_tasks=(2, 8), warming=True)
-    assert evaluate_query(warming, now, timedelta(seconds=30), cores=4).input_rate == pytest.approx(1600)
+    cold = query_view(samples=(*batches[:-1], replace(last, cold=True)), batch_running=True, batch_tasks=(2, 8))
+    assert evaluate_query(cold, now, timedelta(seconds=30), cores=4).input_rate == pytest.approx(1600)  # slow because cold
     other_scale = evaluate_query(view, now, timedelta(seconds=30), cores=3)
     assert other_scale.input_rate == pytest.approx(1600)  # no comparable batch at 3 cores
+
+
+def test_executors_that_joined_a_running_batch_do_not_hide_what_it_implies():
+    # the batch started on the 4 cores of the last one; a scale-up asked for on its estimate
+    # brought a fifth executor 2 s ago: it only shortens the batch, so the estimate (a lower
+    # bound) holds instead of vanishing until the batch ends
+    batches = steady_batches(start=T0, count=10, rate=1600, per_slot=900, cores=4)
+    last = batches[-1]
+    started = last.started_at + timedelta(seconds=2)
+    now = started + timedelta(seconds=8)
+    view = query_view(samples=tuple(batches), batch_running=True)
+    first = [Executor(id=str(i), cores=1, added_at=T0) for i in range(4)]
+    before = evaluate_query(view, now, timedelta(seconds=30), cores=4, executors=first)
+    joined = [*first, Executor(id="4", cores=1, added_at=now - timedelta(seconds=2))]
+    after = evaluate_query(view, now, timedelta(seconds=30), cores=5, executors=joined)
+    assert before.input_rate > 3 * 1600
+    assert after.input_rate == pytest.approx(before.input_rate)
+    # an executor gone since the batch started: the batch is not comparable (it slowed)
+    gone = evaluate_query(view, now, timedelta(seconds=30), cores=3, executors=first[:3])
+    assert gone.input_rate == pytest.approx(1600)
 
 
 def test_evaluate_only_uses_batches_inside_the_window():
