@@ -1,7 +1,7 @@
 """Safety steps applied after any policy, each with a named reason (after Kubernetes' HPA).
 
 Order: action in flight -> bounds -> dead band -> stabilization -> backlog -> delayed
-scale-down (largest recommendation over the delay window) -> step limits. A held decision keeps the current target, so it is re-asserted unchanged.
+scale-down (largest recommendation over the delay window, one change for a falling one) -> step limits. A held decision keeps the current target, so it is re-asserted unchanged.
 """
 
 from __future__ import annotations
@@ -111,11 +111,39 @@ def normalize(inp: NormalizeInput) -> tuple[ExecutorDecision, ScalingHistory]:
     target = max(target, window_max)
     if target >= current:
         return hold(Reason.SCALE_DOWN_DELAYED, f"{window_max} recommended within the delay window", history)
+    lasting = _lasting_window_max(history, now, s, since, last)
+    if lasting is not None and lasting < window_max:
+        return hold(
+            Reason.SCALE_DOWN_DELAYED,
+            f"{window_max} recommended within the delay window leaves it within {s.stabilization.total_seconds():.0f}s, "
+            f"{lasting} after: one change instead of two",
+            history,
+        )
     step = max(1, math.floor(current * s.max_scale_down_factor))
     if target < current - step:
         target = current - step
         limits.append(Reason.MAX_STEP_DOWN)
     return done(target, p.message, history)
+
+
+def _lasting_window_max(history: ScalingHistory, now: datetime, s: NormalizeSettings, since: datetime, last: datetime | None) -> int | None:
+    """The delay window's largest recommendation a stabilization from now (the earliest a next
+    change may come), when waiting for it is worth it; else None.
+
+    A scale-down to the window's largest recommendation is followed a stabilization later by
+    another when that recommendation leaves the window by then: a falling recommendation comes
+    down as a staircase of changes a stabilization apart. Waiting for it to leave makes one change
+    of two, and costs at most a stabilization of the capacity the first step would free (less
+    than a rescale is worth to any policy). The wait ends a delay and a stabilization after the
+    scale-down was first proposed or the executors last changed, so a recommendation that keeps
+    falling still comes down, a step each delay and stabilization instead of each stabilization.
+    """
+    if s.stabilization >= s.scale_down_delay:
+        return None
+    started = since if last is None else max(since, last)
+    if now - started >= s.scale_down_delay + s.stabilization:
+        return None
+    return history.max_recommendation_since(now - (s.scale_down_delay - s.stabilization))
 
 
 def _bound_crossed(inp: NormalizeInput) -> tuple[int, Reason] | None:

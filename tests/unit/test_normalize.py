@@ -68,8 +68,9 @@ def pending_down(since_s, recs=()):
         # 4 -> 2 proposed for the first time: the delay starts now
         pytest.param(2, {}, 4, Reason.SCALE_DOWN_DELAYED, id="scale-down-waits-for-delay"),
         pytest.param(2, {"history": pending_down(30)}, 4, Reason.SCALE_DOWN_DELAYED, id="scale-down-still-waiting"),
-        # delay over; recommendations 3 and 2 in the window -> max is 3
-        pytest.param(2, {"history": pending_down(61, [(60, 3), (30, 2)])}, 3, Reason.SCALE_DOWN_FOR_LOAD, id="scale-down-uses-max-over-window"),
+        # delay over; recommendations 3 and 2 in the window, the 3 staying in it past the
+        # stabilization -> max is 3
+        pytest.param(2, {"history": pending_down(61, [(30, 3), (10, 2)])}, 3, Reason.SCALE_DOWN_FOR_LOAD, id="scale-down-uses-max-over-window"),
         pytest.param(2, {"history": pending_down(61), "backlogged": True}, 4, Reason.BACKLOG_BLOCKS_SCALE_DOWN, id="no-scale-down-in-backlog"),
         # 4 x 4.0 = +16 allowed; from 1: +4
         pytest.param(9, {"current": 1}, 5, Reason.MAX_STEP_UP, id="scale-up-step-limited"),
@@ -140,6 +141,38 @@ def test_a_tick_at_the_current_count_keeps_a_pending_scale_down_and_counts_in_it
     assert after.scale_down_since == history.scale_down_since
     decision, _ = run(2, current=4, history=after)
     assert (decision.target, decision.reason) == (4, Reason.SCALE_DOWN_DELAYED)  # 4 is still in the window
+
+
+def test_a_falling_recommendation_comes_down_in_one_change_not_a_staircase():
+    # 3 was recommended 55 s ago, 2 since: stepping to 3 now would be followed by 3 -> 2 once
+    # the stabilization allows (20 s), when the 3 has left the 60 s window; one change instead
+    history = pending_down(61, [(55, 3), (30, 2), (10, 2)])
+    decision, after = run(2, current=4, history=history)
+    assert (decision.target, decision.reason) == (4, Reason.SCALE_DOWN_DELAYED)
+    assert "one change instead of two" in decision.message
+    decision, _ = run(2, current=4, history=after, now=NOW + timedelta(seconds=10))
+    assert (decision.target, decision.reason) == (2, Reason.SCALE_DOWN_FOR_LOAD)
+
+
+def test_a_recommendation_that_keeps_falling_still_comes_down_a_step_each_delay_and_stabilization():
+    # proposed for 80 s (the delay and a stabilization) with the largest always about to leave
+    # the window: the wait for one change ends and the step to the window's largest goes ahead
+    history = pending_down(80, [(55, 3), (30, 2)])
+    decision, _ = run(2, current=4, history=history)
+    assert (decision.target, decision.reason) == (3, Reason.SCALE_DOWN_FOR_LOAD)
+    # after a change, the next step waits at most a delay and a stabilization from it
+    after_change = ScalingHistory(changed(79, frm=5, to=4).events, history.recommendations, history.scale_down_since)
+    decision, _ = run(2, current=4, history=after_change)
+    assert (decision.target, decision.reason) == (4, Reason.SCALE_DOWN_DELAYED)
+    after_change = ScalingHistory(changed(80, frm=5, to=4).events, history.recommendations, history.scale_down_since)
+    decision, _ = run(2, current=4, history=after_change)
+    assert (decision.target, decision.reason) == (3, Reason.SCALE_DOWN_FOR_LOAD)
+
+
+def test_without_a_stabilization_shorter_than_the_delay_the_window_max_goes_at_once():
+    settings = S.model_copy(update={"stabilization": timedelta(seconds=60)})
+    decision, _ = run(2, current=4, history=pending_down(61, [(55, 3), (30, 2)]), settings=settings)
+    assert (decision.target, decision.reason) == (3, Reason.SCALE_DOWN_FOR_LOAD)
 
 
 def test_scale_up_cancels_a_pending_scale_down():
