@@ -20,7 +20,7 @@ from autoscaler.core.model import (
 )
 from autoscaler.tools.sim import SimConfig, Workload, simulate
 from policies import PolicyError, PolicyInput, create_policy, resolve_name
-from policies.predictive import fewest_cores, plan_partitions
+from policies.predictive import demand_records, fewest_cores, plan_partitions
 from policies.target_utilization import utilization
 from tests.fakes import query_view
 
@@ -98,6 +98,34 @@ def test_predictive_sizing(case, executors, partitions, reason):
     proposal = policy().propose(inp(**case))
     assert (proposal.executors, proposal.reason) == (executors, reason)
     assert proposal.parallelism == ({"q": partitions} if partitions else {})
+
+
+def test_a_catch_up_batch_is_sized_by_the_rows_that_arrived_not_the_backlog_it_drained():
+    # 14 cores keep up with 10000 rows/s (within target, above). The latest batch took the 10 s
+    # of arrivals and a 200000-row backlog under the rate limit: Spark reports 30000 rows/s for
+    # it, but the backlog fell by 200000 rows while it was planned, so 10000 rows/s arrived
+    def batch(i, rows, backlog):
+        start = NOW - timedelta(seconds=20 - 10 * i)
+        return BatchSample(i, start, timedelta(seconds=8), rows, rows / 10, rows / 8, backlog, cores=14, parallelism=28)
+
+    draining = [batch(0, 100_000, 200_000), batch(1, 300_000, 0)]
+    proposal = policy().propose(inp(cores=14, rate=10_000, samples=draining))
+    assert (proposal.executors, proposal.reason) == (14, Reason.WITHIN_TARGET)
+    # without the backlog (a source that does not tell it) the batch's rate is all there is
+    unknown = [batch(0, 100_000, None), batch(1, 300_000, None)]
+    assert policy().propose(inp(cores=14, rate=10_000, samples=unknown)).reason == Reason.SCALE_UP_FOR_LOAD
+
+
+def test_the_load_records_a_release_reads_are_the_rows_that_arrived():
+    # a batch planned with a 100000-row backlog, then a catch-up batch that took it with the 10 s
+    # of arrivals at 5000 rows/s (Spark: 15000 rows/s): the load last needed 5000 rows/s, not
+    # 15000, so the capacity of the catch-up is not kept as if the load had needed it
+    def batch(i, rows, backlog):
+        return BatchSample(i, NOW - timedelta(seconds=40 - 10 * i), timedelta(seconds=5), rows, rows / 10, rows / 5, backlog, cores=14, parallelism=28)
+
+    view = query_view(samples=(batch(0, 50_000, 100_000), batch(1, 150_000, 0)))
+    records = list(demand_records(inp(cores=14, rate=5_000), view, NOW - timedelta(minutes=30)))
+    assert [rate for _, rate in records] == [pytest.approx(5_000)]
 
 
 @pytest.mark.parametrize(

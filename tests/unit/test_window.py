@@ -3,7 +3,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from autoscaler.core.evaluate import active_rate, arrival_rate, arrival_start, evaluate_query
+from autoscaler.core.evaluate import active_rate, arrival_rate, arrival_start, batch_arrival_rate, evaluate_query, step_rate
 from autoscaler.core.model import BatchSample, Executor
 from autoscaler.spark.progress import SampleWindow
 from tests.fakes import query_view, steady_batches
@@ -30,6 +30,21 @@ def test_arrival_rate_counts_backlog_growth_when_rate_limited():
     # 500 rows per batch every 2 s while the backlog grows by 1000 rows per batch: 1000 rows/s arrive
     samples = [batch(i, 2 * i, 1.0, 500, backlog=1000 * i) for i in range(5)]
     assert arrival_rate(samples) == pytest.approx((4 * 500 + 4000) / 8)
+
+
+def test_a_catch_up_batch_counts_the_rows_that_arrived_for_it_not_the_backlog_it_drained():
+    # a 30 s catch-up batch under the rate limit took 969000 rows (Spark: 32300 rows/s over the
+    # 30 s since the trigger before) while the backlog fell from 1916000 to 1469000 rows: 522000
+    # rows arrived, 17400 rows/s
+    before = replace(batch(0, 0, 30.0, 969_000, backlog=1_916_000), input_rate=969_000 / 30)
+    catch_up = replace(batch(1, 30, 29.0, 969_000, backlog=1_469_000), input_rate=969_000 / 30)
+    assert batch_arrival_rate(before, catch_up) == pytest.approx(17_400)
+    # the step's remembered rate too (the step holds the second batch; the first is before it)
+    assert step_rate([before, catch_up], T0 + timedelta(seconds=30), T0 + timedelta(seconds=60)) == pytest.approx(17_400)
+    # a source that does not tell its backlog: the batch's own rate is all there is
+    unknown = replace(catch_up, backlog_rows=None)
+    assert batch_arrival_rate(before, unknown) == pytest.approx(32_300)
+    assert batch_arrival_rate(None, catch_up) == pytest.approx(32_300)
 
 
 def test_lag_is_time_since_the_last_batch_was_planned_plus_its_backlog():
