@@ -139,7 +139,8 @@ class NormalizeSettings(_Model):
     scale_down_delay: Duration = Field(
         timedelta(seconds=60),
         description="A scale-down waits this long after it is first proposed and then uses the largest "
-        "count recommended meanwhile; any scale-up cancels it.",
+        "count recommended meanwhile (when that count leaves the window within `stabilization`, it waits for it "
+        "to leave: one change instead of two); any scale-up cancels it.",
     )
     dead_band: float = Field(
         0.0, ge=0, le=1, description="Ignore executor changes smaller than this fraction of the current count."
