@@ -533,14 +533,18 @@ class LoadRecords:
         if start is None:
             self._stack, start = [], 0
         stack = self._stack
-        for i in range(start, len(samples)):
+        # a batch's rate is the rows that arrived for it, told by the batch before it: the
+        # oldest buffered batch has no record (the records are the same whatever the memo saw)
+        for i in range(max(start, 1), len(samples)):
             sample = samples[i]
-            rate = batch_arrival_rate(samples[i - 1] if i else None, sample)
+            rate = batch_arrival_rate(samples[i - 1], sample)
             while stack and stack[-1][0] <= rate:
                 stack.pop()
             stack.append((rate, sample))
-        if samples:
-            oldest = samples[0].started_at
+        if len(samples) < 2:
+            stack.clear()
+        else:
+            oldest = samples[1].started_at
             gone = 0
             while gone < len(stack) and stack[gone][1].started_at < oldest:
                 gone += 1

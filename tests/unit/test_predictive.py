@@ -498,15 +498,21 @@ def test_a_scale_up_for_a_burst_does_not_floor_the_size_at_the_quiet_rate():
 
 
 def _records_by_definition(samples, points, horizon):
-    """Newest first, each rate above every newer one (and above 0); the remembered steps only
-    when the batches do not reach back past the horizon, and only those before the oldest batch."""
+    """Newest first, each batch's arrival rate (told by the batch before it: the oldest has
+    none) above every newer one (and above 0); the remembered steps only when the batches do
+    not reach back past the horizon, and only those before the oldest batch."""
+    from autoscaler.core.evaluate import batch_arrival_rate
+
     expected, top = [], 0.0
-    for s in reversed(samples):
+    for previous, s in reversed(list(zip(samples, samples[1:]))):
         if s.started_at < horizon:
             return expected
-        if (s.input_rate or 0.0) > top:
-            top = s.input_rate or 0.0
+        rate = batch_arrival_rate(previous, s)
+        if rate > top:
+            top = rate
             expected.append((s.started_at, top))
+    if samples and samples[0].started_at < horizon:
+        return expected
     oldest = samples[0].started_at if samples else NOW
     for p in reversed(points):
         if p.at >= horizon and p.at + timedelta(minutes=5) <= oldest and p.rate > top:
@@ -517,18 +523,22 @@ def _records_by_definition(samples, points, horizon):
 
 @settings(max_examples=200, deadline=None)
 @given(
-    rates=st.lists(st.one_of(st.none(), st.sampled_from([0.0, 50.0, 100.0, 150.0, 200.0])), max_size=40),
+    rates=st.lists(
+        st.tuples(st.one_of(st.none(), st.sampled_from([0.0, 50.0, 100.0, 150.0, 200.0])), st.one_of(st.none(), st.sampled_from([0, 500, 1500]))),
+        max_size=40,
+    ),
     width=st.integers(1, 15),
     jumps=st.sets(st.integers(0, 40), max_size=3),
     steps=st.lists(st.sampled_from([0.0, 120.0, 180.0, 250.0]), max_size=12),
     back=st.integers(0, 400),
 )
 def test_demand_records_are_the_rates_higher_than_every_later_one(rates, width, jumps, steps, back):
-    # a buffer of batches 10 s apart slides along (sometimes jumping, as after a restart);
-    # the records kept from call to call must always be those of the definition
+    # a buffer of batches 10 s apart slides along (sometimes jumping, as after a restart), some
+    # telling their backlog (a catch-up batch's rate is then the rows that arrived for it); the
+    # records kept from call to call must always be those of the definition
     from policies.predictive import LoadRecords, demand_records
 
-    batches = [BatchSample(i, NOW + timedelta(seconds=10 * i), timedelta(seconds=5), 1, r, None, None) for i, r in enumerate(rates)]
+    batches = [BatchSample(i, NOW + timedelta(seconds=10 * i), timedelta(seconds=5), 1000, r, None, b) for i, (r, b) in enumerate(rates)]
     kept = LoadRecords()
     for end in range(len(batches) + 1):
         samples = batches[max(0, end - width) : end] if end not in jumps else batches[max(0, end - 2 * width) : max(0, end - width)]
