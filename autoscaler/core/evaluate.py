@@ -328,12 +328,8 @@ def step_rate(samples: Sequence[BatchSample], start: datetime, end: datetime) ->
         return None
     if not inside:
         return 0.0  # no trigger found new rows (Spark skips empty batches)
-    span = (inside[0].started_at - before.started_at).total_seconds()  # inside is newest first
-    rows = float(sum(s.input_rows for s in inside))
-    if before.backlog_rows is not None and inside[0].backlog_rows is not None:
-        # the rows of catch-up batches less the backlog they drained are what arrived
-        rows = max(0.0, rows + inside[0].backlog_rows - before.backlog_rows)
-    return rows / span if span > 0 else None
+    # the mean over the time from the batch before to the step's newest (quiet triggers included)
+    return arrival_rate([before, *reversed(inside)])
 
 
 def record_rates(history: ScalingHistory, queries: Sequence[QueryView], now: datetime, step: timedelta) -> ScalingHistory:
