@@ -146,7 +146,11 @@ class NormalizeSettings(_Model):
         0.0, ge=0, le=1, description="Ignore executor changes smaller than this fraction of the current count."
     )
     max_scale_up_factor: float = Field(
-        4.0, gt=0, description="One step adds at most `current x factor` executors (at least one)."
+        1000.0,
+        gt=0,
+        description="One step adds at most `current x factor` executors (at least one). No limit in effect by default, as "
+        "in Flink's autoscaler (`scale-up.max-factor` 100000): a scale-up split into steps costs a rescale a step while the "
+        "load waits.",
     )
     max_scale_down_factor: float = Field(
         1.0,

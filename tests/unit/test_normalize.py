@@ -242,3 +242,11 @@ def test_repeated_identical_snapshot_is_idempotent(proposed, current, history, i
     second, h2 = run(proposed, history=h1, **kw)
     assert (second.target, second.reason, second.limits) == (first.target, first.reason, first.limits)
     assert h2.scale_down_since == h1.scale_down_since
+
+
+def test_by_default_a_scale_up_is_one_step_however_large():
+    # a burst from one executor's worth to 36: the policy sized it from its cost model; split
+    # into steps of 4x (1 -> 5 -> 25 -> 36) it would cost three rescales while the load waits
+    # (Flink's autoscaler has no scale-up limit by default either: scale-up.max-factor 100000)
+    decision, _ = run(36, current=1, hi=64, settings=NormalizeSettings())
+    assert (decision.target, decision.reason, decision.limits) == (36, Reason.SCALE_UP_FOR_LOAD, ())
