@@ -45,6 +45,17 @@ def _non_negative_float(text: str) -> float:
     return value
 
 
+def _hours_window(text: str) -> tuple[float, float]:
+    """An argparse type: ``FROM:TO`` hours since the start of a run, FROM < TO (to seconds)."""
+    start, sep, end = text.partition(":")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"{text!r} is not FROM:TO (hours since the start, e.g. 47.5:48.5)")
+    lo, hi = _non_negative_float(start), _positive_float(end)
+    if lo >= hi:
+        raise argparse.ArgumentTypeError(f"{text!r}: the window must end after it starts")
+    return lo * 3600.0, hi * 3600.0
+
+
 def _exit_on_sigterm() -> None:
     """Handle SIGTERM (``kill``, ``timeout``, a pod stopping) as Ctrl-C, so the commands that start a
     local Spark cluster stop it (master, workers, the driver JVM) instead of leaving JVMs behind.
@@ -522,6 +533,18 @@ def _operator_parser(sub: Any) -> None:
     op.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], default="INFO", help="the lowest level logged")
 
 
+def _plot_window_problem(args: argparse.Namespace, days: float) -> str | None:
+    """Why ``--plot-hours`` cannot be drawn (checked before simulating), or None."""
+    if args.plot_hours is None:
+        return None
+    if args.plot is None or args.compare:
+        return "--plot-hours draws part of one policy's --plot; give --plot, without --compare"
+    start = args.plot_hours[0]
+    if start >= days * 86400:
+        return f"--plot-hours starts at hour {start / 3600:g}, after the simulated {days * 24:g} hours"
+    return None
+
+
 def _simulate_parser(sub: Any) -> None:
     sim = _command(
         sub, "simulate", "replay a workload trace through the real reconciler against a simulated Spark application",
@@ -538,6 +561,9 @@ def _simulate_parser(sub: Any) -> None:
     sim.add_argument("--compare", action="store_true", help="run every registered policy and print a table")
     sim.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout")
     sim.add_argument("--plot", type=_output_file(*_IMAGE), metavar="FILE", help="also draw input rate, capacity, executors and lag into FILE")
+    sim.add_argument("--plot-hours", type=_hours_window, metavar="FROM:TO",
+                     help="with --plot (one policy): draw only these hours since the start of the run, e.g. 47.5:48.5 (the "
+                     "figures in the title stay the whole run's)")
     sim.add_argument("--peak-executors", type=_positive_int, default=32, metavar="N", help="executors the trace's peak needs")
     sim.add_argument("--scale-quantile", type=_quantile, default=1.0, metavar="Q",
                      help="the quantile of the trace's values that needs --peak-executors (default: 1, the peak; 0.99: spikes beyond the ceiling count against every policy)")
@@ -1038,6 +1064,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     except TraceError as exc:
         return _fail(str(exc))
     days = trace.span_seconds / 86400
+    if problem := _plot_window_problem(args, min(days, args.days or days)):
+        return _fail(problem)
     if args.days is not None and args.days > days:
         # not an error (a caller may ask for "up to D days"), but not silent either
         print(f"spark-autoscaler: note: trace {trace.name!r} covers {days:.2f} days; simulating all of it, not {args.days:g}", file=sys.stderr)
@@ -1093,7 +1121,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.plot:
         from autoscaler.tools.sim.plot import plot_run
 
-        plot_run(result, args.plot)
+        plot_run(result, args.plot, window=args.plot_hours)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:

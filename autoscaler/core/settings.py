@@ -170,8 +170,9 @@ class NormalizeSettings(_Model):
         3.0,
         ge=0,
         description="When the daemon restarts a query whose source takes a rate limit it manages, bound each batch to "
-        "the rows its new cores process in this many trigger intervals (the batch cost model's estimate), so a batch "
-        "that catches up a backlog ends and reports progress; 0 leaves the rate limit as it is.",
+        "the rows the cores one scale-up step can reach process in this many trigger intervals (the batch cost model's "
+        "estimate; with no step limit, the default `max_scale_up_factor`, the cores of `executors.max`, as many as the "
+        "partitions use), so a batch that catches up a backlog ends and reports progress; 0 leaves the rate limit as it is.",
     )
     min_wave_efficiency: float = Field(
         0.75,

@@ -216,6 +216,52 @@ def test_a_tick_error_survives_pickling():
     assert (type(error), error.phase, str(error.cause), str(error)) == (TickError, "policy", "bad", "policy: bad")
 
 
+def test_plot_hours_draws_the_window_of_the_run(trace, tmp_path, capsys, monkeypatch):
+    from autoscaler.tools.sim import plot
+
+    drawn = []
+    real = plot.plot_run
+    monkeypatch.setattr(plot, "plot_run", lambda result, path, window=None: drawn.append(window) or real(result, path, window))
+    png = tmp_path / "burst.png"
+    # the fixture's burst is at 20-30 minutes of its two hours
+    assert main(["simulate", "--trace", str(trace), "--plot", str(png), "--plot-hours", "0.25:0.75"]) == 0
+    assert drawn == [(900.0, 2700.0)]
+    assert png.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        pytest.param(["--plot-hours", "0:1"], "give --plot", id="without-a-plot"),
+        pytest.param(["--plot", "P", "--compare", "--plot-hours", "0:1"], "without --compare", id="with-compare"),
+        pytest.param(["--plot", "P", "--plot-hours", "2:3"], "starts at hour 2, after the simulated 2 hours", id="after-the-run"),
+        pytest.param(["--plot", "P", "--days", "0.01", "--plot-hours", "1:2"], "after the simulated 0.24 hours", id="after-the-days"),
+    ],
+)
+def test_a_plot_window_that_cannot_be_drawn_is_refused_before_simulating(trace, tmp_path, capsys, args, message):
+    png = tmp_path / "run.png"
+    args = [str(png) if a == "P" else a for a in args]
+    assert main(["simulate", "--trace", str(trace), *args]) == 2
+    assert message in capsys.readouterr().err
+    assert not png.exists()
+
+
+@pytest.mark.parametrize(
+    "window, message",
+    [
+        pytest.param("1", "is not FROM:TO", id="one-number"),
+        pytest.param("2:1", "must end after it starts", id="backwards"),
+        pytest.param("1:1", "must end after it starts", id="empty"),
+        pytest.param("-1:2", "must be >= 0", id="negative"),
+        pytest.param("a:2", "is not a number", id="not-a-number"),
+    ],
+)
+def test_a_malformed_plot_window_is_a_usage_error(trace, tmp_path, capsys, window, message):
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--trace", str(trace), "--plot", str(tmp_path / "run.png"), f"--plot-hours={window}"])
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "where, message",
     [

@@ -24,6 +24,7 @@ from autoscaler.tools.sim.metrics import (
     ski_rental_schedule,
     time_above,
 )
+from autoscaler.tools.sim.runner import Series
 from autoscaler.tools.sim.workload import workload_from_trace
 from autoscaler.tools.traces import Trace
 from policies.predictive import PredictivePolicy
@@ -485,6 +486,25 @@ def test_a_kept_series_holds_the_budget_schedule_for_the_plot():
     ends = starts[1:] + [result.simulated_seconds]
     cost = sum((end - t) * n for (t, n), end in zip(schedule, ends, strict=True))
     assert result.budget_oracle_executor_seconds <= cost < max(result.series.oracle) * result.simulated_seconds
+
+
+def test_a_plot_window_keeps_the_ticks_inside_and_the_bound_in_force_at_its_start():
+    from autoscaler.tools.sim.plot import windowed
+
+    ticks = [10.0 * i for i in range(1, 13)]
+    series = Series(
+        t=ticks, input_rate=ticks, capacity=ticks, executors=list(range(12)), oracle=list(range(12)),
+        lag=ticks, partitions=list(range(12)), budget=[(0.0, 1), (35.0, 4), (70.0, 2), (110.0, 5)],
+    )
+    part = windowed(series, 40.0, 90.0)
+    assert part.t == [40.0, 50.0, 60.0, 70.0, 80.0, 90.0]
+    assert part.executors == part.oracle == part.partitions == [3, 4, 5, 6, 7, 8]
+    assert part.lag == part.input_rate == part.capacity == part.t
+    # the count set at 35 s holds at 40 s; the change at 70 s is inside; the one at 110 s is not
+    assert part.budget == [(40.0, 4), (70.0, 2)]
+    assert windowed(series, 70.0, 75.0).budget == [(70.0, 2)]
+    with pytest.raises(ValueError, match="must end after it starts"):
+        windowed(series, 90.0, 40.0)
 
 
 def test_no_lag_while_no_rows_arrive():

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import bisect
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
-from autoscaler.tools.sim.runner import SimResult
+from autoscaler.tools.sim.runner import Series, SimResult
 
 MAX_POINTS = 6000
 
@@ -19,8 +21,37 @@ def _thin(values: Sequence[float], stride: int, peak: bool = False) -> list[floa
     return list(values[::stride])
 
 
-def plot_run(result: SimResult, path: Path) -> None:
-    """One policy: input rate vs capacity, executors vs oracle, lag vs the SLO."""
+def windowed(series: Series, start: float, end: float) -> Series:
+    """The part of ``series`` from ``start`` to ``end`` seconds (the times stay those of the run).
+
+    The budget bound's schedule keeps the count in force at ``start`` (moved to ``start``) and
+    its changes up to ``end``; the plot holds the last one to the window's end.
+    """
+    if not start < end:
+        raise ValueError(f"a plot window must end after it starts, got {start:g}-{end:g} s")
+    lo, hi = bisect.bisect_left(series.t, start), bisect.bisect_right(series.t, end)
+    cut = slice(lo, hi)
+    budget: list[tuple[float, int]] = []
+    if series.budget:
+        starts = [at for at, _ in series.budget]
+        first = max(0, bisect.bisect_right(starts, start) - 1)
+        budget = [(max(at, start), n) for at, n in series.budget[first:] if at <= end]
+    return replace(
+        series,
+        t=series.t[cut],
+        input_rate=series.input_rate[cut],
+        capacity=series.capacity[cut],
+        executors=series.executors[cut],
+        oracle=series.oracle[cut],
+        lag=series.lag[cut],
+        partitions=series.partitions[cut],
+        budget=budget,
+    )
+
+
+def plot_run(result: SimResult, path: Path, window: tuple[float, float] | None = None) -> None:
+    """One policy: input rate vs capacity, executors vs oracle, lag vs the SLO; ``window``:
+    only the seconds from its start to its end (the title's figures stay the whole run's)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -29,7 +60,11 @@ def plot_run(result: SimResult, path: Path) -> None:
     s = result.series
     if s is None:
         raise ValueError("the run kept no series; simulate with series=True")
-    days = result.simulated_seconds / 86400
+    end = result.simulated_seconds
+    if window is not None:
+        s = windowed(s, *window)
+        end = min(end, window[1])
+    days = (end - (window[0] if window else 0.0)) / 86400
     unit, scale = ("days", 86400.0) if days > 2 else ("hours", 3600.0)
     k = max(1, len(s.t) // MAX_POINTS)
     t = [v / scale for v in _thin(s.t, k)]
@@ -47,8 +82,8 @@ def plot_run(result: SimResult, path: Path) -> None:
     ax.step(t, _thin(s.oracle, k, peak=True), where="post", lw=0.8, color="tab:gray", label="oracle (needed at full utilization)")
     ax.step(t, _thin(s.executors, k, peak=True), where="post", lw=0.9, color="tab:green", label="executors (allocated)")
     if s.budget:
-        # the schedule's last count holds to the end of the run
-        starts = [at / scale for at, _ in s.budget] + [result.simulated_seconds / scale]
+        # the schedule's last count holds to the end of the run (or of the window)
+        starts = [at / scale for at, _ in s.budget] + [end / scale]
         counts = [n for _, n in s.budget] + [s.budget[-1][1]]
         label = f"perfect foresight within {result.budget_rescales_per_day:g} changes a day ({result.budget_oracle_cost_ratio:.2f}x oracle)"
         ax.step(starts, counts, where="post", lw=0.8, ls="--", color="tab:purple", label=label)
@@ -60,7 +95,7 @@ def plot_run(result: SimResult, path: Path) -> None:
     ax.set_ylabel("seconds")
     ax.set_yscale("symlog", linthresh=60)
     ax.set_ylim(bottom=0)  # lag is never negative (symlog would label negative decades)
-    ax.set_xlabel(unit)
+    ax.set_xlabel(unit + (" since the start of the run" if window else ""))
     ax.legend(loc="upper left", fontsize=8)
     fig.savefig(path, dpi=110)
     plt.close(fig)
