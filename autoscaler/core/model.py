@@ -149,6 +149,24 @@ class ExecutorView:
 
 
 @dataclass(frozen=True, slots=True)
+class RunningRead:
+    """What the finished tasks of a running batch have read of its input, as Spark reports it
+    while the batch runs (its stages' ``inputRecords`` and task counts, updated as each task ends)."""
+
+    rows: int  # input rows read by the finished tasks
+    tasks_done: int  # finished tasks of the stages that read input
+    tasks: int  # all tasks of those stages
+
+    def batch_rows(self) -> float | None:
+        """The rows of the whole batch, the unfinished tasks reading as many as the finished
+        ones on average; None before a task has finished. A task that stalls (a straggler, a
+        lost executor) does not change it: rows are counted, not inferred from time."""
+        if self.tasks_done <= 0 or self.tasks <= 0:
+            return None
+        return self.rows * max(self.tasks, self.tasks_done) / self.tasks_done
+
+
+@dataclass(frozen=True, slots=True)
 class BatchSample:
     """One completed micro-batch, read from a progress event."""
 
@@ -213,6 +231,7 @@ class QueryView:
     restarts: int = 0
     batch_running: bool = False  # a trigger is executing right now (``status.isTriggerActive``)
     batch_tasks: tuple[int, int] | None = None  # (completed, total) tasks of the running batch
+    batch_read: RunningRead | None = None  # the input its finished tasks read (None: not reported)
     warming: bool = False  # a new run or changed executors: batches are slow because cold
     # what the query's pipeline declares (trigger, rate limit, shuffle partitions; parallelism:
     # its initial one on one core); None for a query the daemon does not host

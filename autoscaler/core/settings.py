@@ -196,6 +196,12 @@ class WindowSettings(_Model):
         timedelta(seconds=60), description="Batches that ended within this window feed each decision."
     )
     max_samples: int = Field(240, ge=1, description="Batches kept per query.")
+    running_batch_rows: bool = Field(
+        False,
+        description="Read a running batch's rows from the input its finished tasks read (Spark's live stage metrics), so a "
+        "step in the load shows while its first, long batch runs, before a task has finished from how long it runs (at "
+        "most 20x the batch before). Off until judged on every trace.",
+    )
 
 
 class HistorySettings(_Model):

@@ -488,6 +488,25 @@ def test_a_kept_series_holds_the_budget_schedule_for_the_plot():
     assert result.budget_oracle_executor_seconds <= cost < max(result.series.oracle) * result.simulated_seconds
 
 
+def test_rows_read_by_finished_tasks_answer_a_step_from_the_floor_in_one_change():
+    # an hour at a twentieth of an executor's worth, then five minutes at 7.5 executors' worth
+    # (150x): the step's first batch runs long on the one executor. From how long it runs the
+    # daemon infers at most 20x the batch before (1 -> 2) and sizes the step when the batch
+    # ends; from the rows its first tasks read it sizes the step while the batch runs
+    cap = QUIET.executor_capacity()
+    step = steps((60, 0.05 * cap), (5, 7.5 * cap), (25, 0.05 * cap))
+    inferred, inferred_records = run(step)
+    counted, counted_records = run(step, settings={"window.running_batch_rows": True})
+
+    def ups(records):
+        return [(t, r.decision.target) for r, _, t in records if 3600 <= t < 3900 and r.decision.changes and r.decision.target > r.decision.current]
+
+    assert len(ups(inferred_records)) == 2 and ups(inferred_records)[0][1] == 2
+    assert len(ups(counted_records)) == 1 and ups(counted_records)[0][0] <= 3600 + 30
+    assert counted.max_lag_seconds < 0.6 * inferred.max_lag_seconds
+    assert counted.rescales < inferred.rescales
+
+
 def test_a_plot_window_keeps_the_ticks_inside_and_the_bound_in_force_at_its_start():
     from autoscaler.tools.sim.plot import windowed
 

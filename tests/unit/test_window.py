@@ -4,7 +4,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from autoscaler.core.evaluate import active_rate, arrival_rate, arrival_start, batch_arrival_rate, evaluate_query, step_rate
-from autoscaler.core.model import BatchSample, Executor
+from autoscaler.core.model import BatchSample, Executor, RunningRead
 from autoscaler.spark.progress import SampleWindow
 from tests.fakes import query_view, steady_batches
 
@@ -109,6 +109,53 @@ def test_executors_that_joined_a_running_batch_do_not_hide_what_it_implies():
     # an executor gone since the batch started: the batch is not comparable (it slowed)
     gone = evaluate_query(view, now, timedelta(seconds=30), cores=3, executors=first[:3])
     assert gone.input_rate == pytest.approx(1600)
+
+
+def test_rows_read_by_finished_tasks_size_a_running_batch_without_the_cap():
+    # steady 1600 rows/s: 3200-row batches planned every 2 s. A step to 356x: the running batch
+    # holds 1,139,200 rows; one of its 8 tasks has finished, having read 142,400 of them
+    batches = steady_batches(start=T0, count=10, rate=1600, per_slot=900, cores=4)
+    last = batches[-1]
+    now = last.started_at + timedelta(seconds=2 + 30)
+    read = RunningRead(rows=142_400, tasks_done=1, tasks=8)
+    view = query_view(samples=tuple(batches), batch_running=True, batch_tasks=(1, 8), batch_read=read)
+    counted = evaluate_query(view, now, timedelta(seconds=30), cores=4, running_rows=True)
+    assert counted.input_rate == pytest.approx(1_139_200 / 2)  # the rows of the 2 s it was planned after
+    # from how long it runs the same batch implies at most 20x the one before, and not at all
+    # when executors joined it (another scale)
+    inferred = evaluate_query(view, now, timedelta(seconds=30), cores=4)
+    assert inferred.input_rate == pytest.approx(20 * 3200 / 2)
+    assert evaluate_query(view, now, timedelta(seconds=30), cores=6, running_rows=True).input_rate == pytest.approx(1_139_200 / 2)
+
+
+def test_a_stalled_batch_whose_tasks_read_the_usual_rows_is_not_read_as_load():
+    # the batch runs 30 s where 1.2 s is usual (a straggler, a lost executor), but the 7 tasks
+    # that finished read 400 rows each, as usual: no step
+    batches = steady_batches(start=T0, count=10, rate=1600, per_slot=900, cores=4)
+    last = batches[-1]
+    now = last.started_at + timedelta(seconds=2 + 30)
+    view = query_view(samples=tuple(batches), batch_running=True, batch_tasks=(7, 8), batch_read=RunningRead(2800, 7, 8))
+    assert evaluate_query(view, now, timedelta(seconds=30), cores=4, running_rows=True).input_rate == pytest.approx(1600)
+    assert evaluate_query(view, now, timedelta(seconds=30), cores=4).input_rate > 10 * 1600  # inferred from time
+    # before a task has finished, the rows say nothing yet: inferred from time, capped
+    none_done = query_view(samples=tuple(batches), batch_running=True, batch_tasks=(0, 8), batch_read=RunningRead(0, 0, 8))
+    assert evaluate_query(none_done, now, timedelta(seconds=30), cores=4, running_rows=True).input_rate == pytest.approx(20 * 3200 / 2)
+
+
+def test_rows_read_by_finished_tasks_size_the_first_batch_after_quiet_triggers():
+    idle_at = END + timedelta(seconds=600)
+    now = idle_at + timedelta(seconds=25)
+    read = RunningRead(rows=25_000, tasks_done=2, tasks=8)  # 100,000 rows arrived within the trigger before it
+    view = query_view(samples=tuple(BURST), idle_at=idle_at, batch_running=True, batch_tasks=(2, 8), batch_read=read)
+    load = evaluate_query(view, now, timedelta(seconds=60), cores=4, running_rows=True)
+    assert load.input_rate == pytest.approx(100_000 / 2)  # over the 2 s trigger
+    assert evaluate_query(view, now, timedelta(seconds=60), cores=4).input_rate != load.input_rate  # the cost model's estimate
+
+
+def test_the_rows_of_a_batch_are_known_once_a_task_has_finished():
+    assert RunningRead(0, 0, 8).batch_rows() is None
+    assert RunningRead(300, 3, 8).batch_rows() == 800
+    assert RunningRead(800, 8, 8).batch_rows() == 800
 
 
 def test_evaluate_only_uses_batches_inside_the_window():

@@ -52,6 +52,7 @@ from autoscaler.core.model import (
     QueryStatus,
     QueryView,
     Reason,
+    RunningRead,
     Snapshot,
 )
 from autoscaler.core.plan import request_waiting_since
@@ -591,6 +592,9 @@ class SimCluster:
             tasks = (int(b.tasks - math.ceil(left - _EPS)), b.tasks)
         elif b is not None:
             tasks = (0, b.tasks)
+        # Spark's live stage metrics: the finished tasks' input rows (the simulated partitions
+        # split a batch's rows evenly)
+        read = None if b is None or tasks is None else RunningRead(rows=b.rows * tasks[0] // b.tasks, tasks_done=tasks[0], tasks=b.tasks)
         return QueryView(
             name=self.name,
             status=self.status,
@@ -604,6 +608,7 @@ class SimCluster:
             run_started_at=self._run_started_at,
             batch_running=running,
             batch_tasks=tasks,
+            batch_read=read,
             warming=self.batches_in_run < WARMUP_BATCHES or self.cores_changed_recently or cores != self.last_cores,
             idle_at=None if self.idle_at is None else self.at(self.idle_at),
         )
