@@ -103,6 +103,7 @@ def attach(
         stop_timeout=settings.pipelines.stop_timeout,
         restart_backoff_max=settings.pipelines.restart_backoff_max,
         max_failures=settings.pipelines.max_failures,
+        running_batch_rows=settings.window.running_batch_rows,
     )
     for q in queries:
         name = q.name or str(q.id)

@@ -34,12 +34,14 @@ from autoscaler.core.model import (
     QueryParams,
     QueryStatus,
     QueryView,
+    RunningRead,
 )
 from autoscaler.core.plan import QueryResume, resumed_params
 from autoscaler.runtime.clock import Clock
 from autoscaler.spark.checkpoint import read_checkpoint, remove_offsets_after
 from autoscaler.spark.pipelines import PipelineContext, PipelineError, PipelineSpec
 from autoscaler.spark.progress import SampleWindow, parse_progress, parse_timestamp, state_partitions
+from autoscaler.spark.stages import StageInput
 
 log = structlog.get_logger("autoscaler.spark.host")
 
@@ -135,8 +137,11 @@ class QueryHost:
         stop_timeout: timedelta = timedelta(seconds=120),
         restart_backoff_max: timedelta = timedelta(minutes=5),
         max_failures: int = 10,
+        running_batch_rows: bool = False,
     ) -> None:
         self.spark = spark
+        # a running batch's input read from the driver's REST API each tick (window.running_batch_rows)
+        self._stage_input = StageInput(spark) if running_batch_rows else None
         self.clock = clock
         self.checkpoint_root = Path(checkpoint_root).resolve()
         self.registered_cores = registered_cores
@@ -291,32 +296,38 @@ class QueryHost:
     def _warming(run: _Run, cores: int) -> bool:
         return run.batches_in_run < WARMUP_BATCHES or run.cores_changed_recently or cores != run.last_cores
 
-    def _running_batch(self, run: _Run) -> tuple[bool, tuple[int, int] | None]:
-        """Whether a batch is executing and its (completed, total) tasks.
+    def _running_batch(self, run: _Run) -> tuple[bool, tuple[int, int] | None, RunningRead | None]:
+        """Whether a batch is executing, its (completed, total) tasks and, with a stage reader
+        (``window.running_batch_rows``), the input its finished tasks read.
 
         Streaming runs each batch's jobs in the job group named by the run id, so the status
         tracker shows how far the batch in flight has got.
         """
         if run.status != QueryStatus.RUNNING or run.query is None or run.run_id is None:
-            return False, None
+            return False, None, None
         try:
             if not run.query.status.get("isTriggerActive"):
-                return False, None
+                return False, None, None
             tracker = self.spark.sparkContext.statusTracker()
             jobs = set(tracker.getActiveJobsIds()) & set(tracker.getJobIdsForGroup(run.run_id))
             done = total = 0
+            stages = []
             for job in jobs:
                 info = tracker.getJobInfo(job)
                 for stage_id in info.stageIds if info else ():
                     stage = tracker.getStageInfo(stage_id)
                     if stage is not None:
+                        stages.append(stage_id)
                         done += stage.numCompletedTasks
                         total += stage.numTasks
-            return True, (done, total) if total else None
         except Exception:  # the query or the context is stopping
-            return False, None
+            return False, None, None
+        read = self._stage_input.read(stages) if self._stage_input is not None else None
+        return True, (done, total) if total else None, read
 
-    def _view(self, run: _Run, batch_running: bool, batch_tasks: tuple[int, int] | None, warming: bool = False) -> QueryView:
+    def _view(
+        self, run: _Run, batch_running: bool, batch_tasks: tuple[int, int] | None, batch_read: RunningRead | None = None, warming: bool = False
+    ) -> QueryView:
         spec = run.spec
         return QueryView(
             name=run.name,
@@ -335,6 +346,7 @@ class QueryHost:
             restarts=run.restarts,
             batch_running=batch_running,
             batch_tasks=batch_tasks,
+            batch_read=batch_read,
             warming=warming,
             idle_at=run.idle_at,
             declared=spec.initial_params(1) if spec else None,
