@@ -197,10 +197,10 @@ class WindowSettings(_Model):
     )
     max_samples: int = Field(240, ge=1, description="Batches kept per query.")
     running_batch_rows: bool = Field(
-        False,
-        description="Read a running batch's rows from the input its finished tasks read (Spark's live stage metrics), so a "
-        "step in the load shows while its first, long batch runs, before a task has finished from how long it runs (at "
-        "most 20x the batch before). Off until judged on every trace.",
+        True,
+        description="Read a running batch's rows from the input its finished tasks read (Spark's live stage metrics, from "
+        "the driver's REST API), so a step in the load shows while its first, long batch runs; before a task has "
+        "finished, and with this off, the rows are inferred from how long it runs (at most 20x the batch before).",
     )
 
 
