@@ -45,7 +45,7 @@ from autoscaler.core.plan import (
     plan_queries,
 )
 from autoscaler.core.policy import Policy, PolicyFailed, PolicyInput, check_proposal
-from autoscaler.core.settings import ExecutorSettings, Settings, WindowSettings
+from autoscaler.core.settings import ExecutorSettings, Settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +88,7 @@ def decide(inp: TickInput, history: ScalingHistory, policy: Policy, memo: Decisi
     position = executor_position(snap.executors, now, s.request_timeout, resolve_mode(configured, snap.executors).mode)
     mode = resolve_mode(configured, snap.executors, position.not_granted)
     lo, hi = effective_bounds(s.executors, control)
-    loads = evaluate_loads(snap, now, s.window, memo, fit=policy.needs_cost_model)
+    loads = evaluate_loads(snap, now, s.window.metrics_window, memo, fit=policy.needs_cost_model)
     history = record_rates(history, snap.queries, now, s.history.rate_step)
     policy_input = PolicyInput(
         now=now,
@@ -132,9 +132,9 @@ def effective_bounds(settings: ExecutorSettings, control: ControlState) -> tuple
     return lo, hi
 
 
-def evaluate_loads(snap: Snapshot, now: datetime, window: WindowSettings, memo: DecisionMemo, *, fit: bool) -> dict[str, QueryLoad]:
-    """Each query's load over ``window.metrics_window``; with ``fit``, its batch cost model from
-    the query's cached fit (caches of queries no longer observed are dropped)."""
+def evaluate_loads(snap: Snapshot, now: datetime, window: timedelta, memo: DecisionMemo, *, fit: bool) -> dict[str, QueryLoad]:
+    """Each query's load; with ``fit``, its batch cost model from the query's cached fit (caches
+    of queries no longer observed are dropped)."""
     caches = memo.cost_models
     for gone in caches.keys() - {q.name for q in snap.queries}:
         del caches[gone]
@@ -143,10 +143,7 @@ def evaluate_loads(snap: Snapshot, now: datetime, window: WindowSettings, memo: 
         cache = caches.get(q.name) if fit else None
         if fit and cache is None:
             cache = caches[q.name] = CostModelCache()
-        fitter = cache.fit if cache is not None else None
-        loads[q.name] = evaluate_query(
-            q, now, window.metrics_window, snap.executors.cores, fitter, snap.executors.alive, running_rows=window.running_batch_rows
-        )
+        loads[q.name] = evaluate_query(q, now, window, snap.executors.cores, cache.fit if cache is not None else None, snap.executors.alive)
     return loads
 
 

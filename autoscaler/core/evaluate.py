@@ -128,9 +128,7 @@ def arrival_rate(samples: Sequence[BatchSample]) -> float | None:
     return max(0.0, rows / span)
 
 
-def live_rate_bound(
-    view: QueryView, last: BatchSample, cores: int, now: datetime, executors: Sequence[Executor] = (), running_rows: bool = False
-) -> float | None:
+def live_rate_bound(view: QueryView, last: BatchSample, cores: int, now: datetime, executors: Sequence[Executor] = ()) -> float | None:
     """Arrival rate implied by a batch still running unusually long, or None.
 
     Spark plans a batch with every row that arrived since the previous one, and progress
@@ -143,10 +141,10 @@ def live_rate_bound(
     on: executors that joined it since only shorten it, so the rows it implies stay a lower
     bound and a scale-up asked for on them does not blind the policy until the batch ends.
 
-    With ``running_rows``, once a task of the batch has finished the rows its tasks read
-    (:class:`RunningRead`) say the batch's rows instead: counted, not inferred from how long it
-    runs, so no cap (a stalled batch does not read as load) and executors that joined it do not
-    matter; while none has finished, the inference above.
+    Where the rows its finished tasks read are reported (:attr:`QueryView.running_batch_rows`),
+    they say the batch's rows instead: counted, not inferred from how long it runs, so no cap (a
+    stalled batch does not read as load) and executors that joined it do not matter; while none
+    has finished, the inference above.
     """
     if not view.batch_running or cores <= 0:
         return None
@@ -154,7 +152,7 @@ def live_rate_bound(
         return None
     trigger = view.params.trigger_interval or timedelta(0)
     started = max(last.ended_at, last.started_at + trigger)
-    counted = view.batch_read.batch_rows() if running_rows and view.batch_read is not None else None
+    counted = view.running_batch_rows
     if counted is not None:
         interval = (started - last.started_at).total_seconds()
         return counted / interval if interval > 0 and counted > LIVE_ROWS_RATIO * last.input_rows else None
@@ -183,7 +181,7 @@ def cores_at(executors: Sequence[Executor], at: datetime, cores: int) -> int:
     return sum(e.cores for e in executors if e.added_at is None or e.added_at <= at) if executors else cores
 
 
-def burst_rate(view: QueryView, model: BatchCostModel | None, cores: int, now: datetime, running_rows: bool = False) -> float | None:
+def burst_rate(view: QueryView, model: BatchCostModel | None, cores: int, now: datetime) -> float | None:
     """Rows/s of the first batch after a quiet stretch, while it runs, from the cost model; None
     when there is no model or no task count yet.
 
@@ -192,11 +190,11 @@ def burst_rate(view: QueryView, model: BatchCostModel | None, cores: int, now: d
     have run, so the most rows it can hold). Once a quarter of its tasks are done its duration is
     about ``age / done``; before, at least ``age``: the rows the model says such a batch holds,
     over one trigger. A burst on the few executors left at the floor shows within one or two
-    triggers instead of when its long first batch ends. With ``running_rows``, once a task has
-    finished, the rows its tasks read say the batch's rows (:class:`RunningRead`).
+    triggers instead of when its long first batch ends. Where the rows its finished tasks read
+    are reported, they say the batch's rows (:attr:`QueryView.running_batch_rows`).
     """
     trigger = view.params.trigger_interval
-    counted = view.batch_read.batch_rows() if running_rows and view.batch_read is not None else None
+    counted = view.running_batch_rows
     if counted is not None and trigger:
         return counted / trigger.total_seconds()
     if model is None or model.cold or view.idle_at is None or view.batch_tasks is None or cores <= 0 or not trigger:
@@ -229,7 +227,6 @@ def evaluate_query(
     cores: int = 0,
     fit: Fitter | None = fit_cost_model,
     executors: Sequence[Executor] = (),
-    running_rows: bool = False,
 ) -> QueryLoad:
     """Evaluate a query's recent batches at ``now``.
 
@@ -237,8 +234,7 @@ def evaluate_query(
     share from the batches that ended within ``window``, the cost model from all buffered warm
     batches by ``fit`` (None: a policy that does not use it does not pay for it; the
     reconciler passes a per-query :class:`~autoscaler.core.costmodel.CostModelCache`). Cold
-    batches count for the arrival rate but not for the cost model. ``running_rows``: a running
-    batch's rows are read from its finished tasks where reported (``window.running_batch_rows``).
+    batches count for the arrival rate but not for the cost model.
     """
     ordered = _ended_by(view.samples, now)
     samples = ordered[bisect.bisect_left(ordered, now - window, key=_ENDED) :]
@@ -285,7 +281,7 @@ def evaluate_query(
         # the cores the batch started on: executors registered since joined it halfway (counting
         # them would take the batch for a larger one)
         started = view.idle_at + (view.params.trigger_interval or timedelta(0))
-        burst = burst_rate(view, model, cores_at(executors, started, cores), now, running_rows)
+        burst = burst_rate(view, model, cores_at(executors, started, cores), now)
         return QueryLoad(
             name=view.name,
             samples=len(samples),
@@ -301,7 +297,7 @@ def evaluate_query(
             parallelism=view.params.parallelism,
         )
     recent = active_rate(samples[-RECENT_BATCHES:]) if len(samples) >= RECENT_BATCHES else active_rate(samples)
-    live = live_rate_bound(view, last, cores, now, executors, running_rows)
+    live = live_rate_bound(view, last, cores, now, executors)
     rate = live if recent is None else recent if live is None else max(recent, live)
     backlog = float(last.backlog_rows) if last.backlog_rows is not None else None
     # the oldest waiting row arrived after the newest batch started (plus the backlog it left)

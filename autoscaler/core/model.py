@@ -243,6 +243,12 @@ class QueryView:
     idle_at: datetime | None = None
 
     @property
+    def running_batch_rows(self) -> float | None:
+        """The running batch's rows counted from what its finished tasks read (None: not
+        reported, or no task finished yet)."""
+        return self.batch_read.batch_rows() if self.batch_read is not None else None
+
+    @property
     def quiet(self) -> bool:
         """A trigger after the newest batch found no new rows: the batches before it tell the
         load before a quiet stretch, not the load now."""

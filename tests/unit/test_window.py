@@ -119,13 +119,13 @@ def test_rows_read_by_finished_tasks_size_a_running_batch_without_the_cap():
     now = last.started_at + timedelta(seconds=2 + 30)
     read = RunningRead(rows=142_400, tasks_done=1, tasks=8)
     view = query_view(samples=tuple(batches), batch_running=True, batch_tasks=(1, 8), batch_read=read)
-    counted = evaluate_query(view, now, timedelta(seconds=30), cores=4, running_rows=True)
+    counted = evaluate_query(view, now, timedelta(seconds=30), cores=4)
     assert counted.input_rate == pytest.approx(1_139_200 / 2)  # the rows of the 2 s it was planned after
     # from how long it runs the same batch implies at most 20x the one before, and not at all
     # when executors joined it (another scale)
-    inferred = evaluate_query(view, now, timedelta(seconds=30), cores=4)
+    inferred = evaluate_query(replace(view, batch_read=None), now, timedelta(seconds=30), cores=4)  # not reported
     assert inferred.input_rate == pytest.approx(20 * 3200 / 2)
-    assert evaluate_query(view, now, timedelta(seconds=30), cores=6, running_rows=True).input_rate == pytest.approx(1_139_200 / 2)
+    assert evaluate_query(view, now, timedelta(seconds=30), cores=6).input_rate == pytest.approx(1_139_200 / 2)
 
 
 def test_a_stalled_batch_whose_tasks_read_the_usual_rows_is_not_read_as_load():
@@ -135,11 +135,12 @@ def test_a_stalled_batch_whose_tasks_read_the_usual_rows_is_not_read_as_load():
     last = batches[-1]
     now = last.started_at + timedelta(seconds=2 + 30)
     view = query_view(samples=tuple(batches), batch_running=True, batch_tasks=(7, 8), batch_read=RunningRead(2800, 7, 8))
-    assert evaluate_query(view, now, timedelta(seconds=30), cores=4, running_rows=True).input_rate == pytest.approx(1600)
-    assert evaluate_query(view, now, timedelta(seconds=30), cores=4).input_rate > 10 * 1600  # inferred from time
+    assert evaluate_query(view, now, timedelta(seconds=30), cores=4).input_rate == pytest.approx(1600)
+    unreported = replace(view, batch_read=None)
+    assert evaluate_query(unreported, now, timedelta(seconds=30), cores=4).input_rate > 10 * 1600  # inferred from time
     # before a task has finished, the rows say nothing yet: inferred from time, capped
     none_done = query_view(samples=tuple(batches), batch_running=True, batch_tasks=(0, 8), batch_read=RunningRead(0, 0, 8))
-    assert evaluate_query(none_done, now, timedelta(seconds=30), cores=4, running_rows=True).input_rate == pytest.approx(20 * 3200 / 2)
+    assert evaluate_query(none_done, now, timedelta(seconds=30), cores=4).input_rate == pytest.approx(20 * 3200 / 2)
 
 
 def test_rows_read_by_finished_tasks_size_the_first_batch_after_quiet_triggers():
@@ -147,9 +148,10 @@ def test_rows_read_by_finished_tasks_size_the_first_batch_after_quiet_triggers()
     now = idle_at + timedelta(seconds=25)
     read = RunningRead(rows=25_000, tasks_done=2, tasks=8)  # 100,000 rows arrived within the trigger before it
     view = query_view(samples=tuple(BURST), idle_at=idle_at, batch_running=True, batch_tasks=(2, 8), batch_read=read)
-    load = evaluate_query(view, now, timedelta(seconds=60), cores=4, running_rows=True)
+    load = evaluate_query(view, now, timedelta(seconds=60), cores=4)
     assert load.input_rate == pytest.approx(100_000 / 2)  # over the 2 s trigger
-    assert evaluate_query(view, now, timedelta(seconds=60), cores=4).input_rate != load.input_rate  # the cost model's estimate
+    unreported = replace(view, batch_read=None)
+    assert evaluate_query(unreported, now, timedelta(seconds=60), cores=4).input_rate != load.input_rate  # the cost model's estimate
 
 
 def test_the_rows_of_a_batch_are_known_once_a_task_has_finished():

@@ -104,8 +104,12 @@ class SimCluster:
         max_parallelism: int | None = None,
         partitions_per_core: int = 2,
         can_request: bool = True,
+        report_batch_rows: bool = True,
     ) -> None:
         self.cfg = config
+        # the rows a running batch's finished tasks read, as the host reads them from Spark's
+        # REST API with window.running_batch_rows (off: not reported, as with the host's reader off)
+        self.report_batch_rows = report_batch_rows
         self.workload = workload
         self.start = workload.start
         self.rng = random.Random(seed)
@@ -594,7 +598,9 @@ class SimCluster:
             tasks = (0, b.tasks)
         # Spark's live stage metrics: the finished tasks' input rows (the simulated partitions
         # split a batch's rows evenly)
-        read = None if b is None or tasks is None else RunningRead(rows=b.rows * tasks[0] // b.tasks, tasks_done=tasks[0], tasks=b.tasks)
+        read = None
+        if self.report_batch_rows and b is not None and tasks is not None:
+            read = RunningRead(rows=b.rows * tasks[0] // b.tasks, tasks_done=tasks[0], tasks=b.tasks)
         return QueryView(
             name=self.name,
             status=self.status,
