@@ -9,10 +9,8 @@ standalone, Kubernetes and YARN alike: ``requestTotalExecutors(n)`` pins an abso
 
 from __future__ import annotations
 
-import json
 import re
 import threading
-import urllib.request
 from datetime import datetime, timedelta
 from typing import Any, Sequence
 
@@ -21,6 +19,7 @@ import structlog
 from autoscaler.core.model import Executor, ExecutorView, Reason
 from autoscaler.core.plan import request_waiting_since
 from autoscaler.runtime.ports import NotReady
+from autoscaler.spark.rest import driver_api, get_json
 
 log = structlog.get_logger("autoscaler.spark.executors")
 
@@ -107,7 +106,7 @@ class SparkExecutors:
         dyn = conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true"
         self.can_request, self.capability_reason = request_capability(self.master, dyn)
         self.cores = cores_per_executor(self.master, conf, configured_cores)
-        self._rest = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/executors" if sc.uiWebUrl else None
+        self._rest = driver_api(spark, "executors")
         self._lock = threading.Lock()
         self.requested_total: int | None = None
         self._last_set_at: datetime | None = None
@@ -121,8 +120,7 @@ class SparkExecutors:
     def _fetch(self) -> tuple[Executor, ...]:
         if self._rest:
             try:
-                with urllib.request.urlopen(self._rest, timeout=5) as resp:
-                    return parse_executors(json.load(resp))
+                return parse_executors(get_json(self._rest, 5))
             except OSError as exc:
                 log.warning("executor_rest_failed", error=str(exc))
         try:

@@ -11,13 +11,12 @@ input records, so the stages that report input are the ones that read the source
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from typing import Any, Iterable, Mapping, Sequence
 
 import structlog
 
 from autoscaler.core.model import RunningRead
+from autoscaler.spark.rest import driver_api, get_json
 
 log = structlog.get_logger("autoscaler.spark.stages")
 
@@ -56,8 +55,7 @@ class StageInput:
     """Reads a running batch's stages from the driver's REST API (None where the UI is off)."""
 
     def __init__(self, spark: Any) -> None:
-        sc = spark.sparkContext
-        self._base = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/stages" if sc.uiWebUrl else None
+        self._base = driver_api(spark, "stages")
 
     def read(self, stage_ids: Sequence[int]) -> RunningRead | None:
         """The input the stages' finished tasks read; None when it cannot be read (no UI, a
@@ -68,8 +66,7 @@ class StageInput:
         attempts: list[Mapping[str, Any]] = []
         for stage in stage_ids:
             try:
-                with urllib.request.urlopen(f"{self._base}/{stage}?details=false", timeout=TIMEOUT_SECONDS) as resp:
-                    attempts.extend(json.load(resp))
+                attempts.extend(get_json(f"{self._base}/{stage}?details=false", TIMEOUT_SECONDS))
             except (OSError, ValueError) as exc:
                 log.debug("stage_read_failed", stage=stage, error=str(exc))
                 return None
