@@ -429,7 +429,8 @@ def _benchmark_parser(sub: Any) -> None:
         "most 5 %, no baseline both cheaper and with fewer SLO violations.",
         "examples:\n  spark-autoscaler benchmark traces --results docs/results/traces --jobs 2\n"
         "  spark-autoscaler benchmark traces --results docs/results/traces --policies default --scales p99\n"
-        "  spark-autoscaler benchmark traces --results docs/results/traces --report-only --json",
+        "  spark-autoscaler benchmark traces --results docs/results/traces --report-only --json\n"
+        "  spark-autoscaler benchmark traces --results /tmp/change --policies default --jobs 2 --compare-to docs/results/traces",
     )
     traces.add_argument("--traces", type=Path, nargs="+", metavar="CSV|DIR",
                         help="trace files, or directories of *.csv traces (default: ../shared/traces)")
@@ -444,6 +445,9 @@ def _benchmark_parser(sub: Any) -> None:
                         help="a daemon setting for every run (dotted key, as in docs/settings.md), e.g. "
                         "normalize.scale_down_delay=0s; repeatable; kept and checked on resume like --param")
     traces.add_argument("--report-only", action="store_true", help="run nothing; report the results there are")
+    traces.add_argument("--compare-to", type=Path, metavar="DIR",
+                        help="also print each policy's results beside those in DIR (another --results directory): before -> "
+                        "after on each trace and scale, and on how many runs each figure went lower, stayed even or went higher")
     traces.add_argument("--json", action="store_true", help="print the report as one JSON document on stdout (progress goes to stderr)")
 
     load = _command(
@@ -896,7 +900,7 @@ def _cmd_load(args: argparse.Namespace) -> int:
 
 
 def _cmd_traces(args: argparse.Namespace) -> int:
-    from autoscaler.tools.bench.traces import SCALES, format_report, plan_runs, report, run_all
+    from autoscaler.tools.bench.traces import SCALES, compare, format_comparison, format_report, plan_runs, report, run_all
     from autoscaler.tools.sim.compare import compared_policies
     from autoscaler.tools.sim.runner import SimulationError
     from autoscaler.tools.traces import TraceError, load_trace
@@ -917,6 +921,8 @@ def _cmd_traces(args: argparse.Namespace) -> int:
         return _fail(problem)
     if not args.report_only and (problem := _writable_dir(args.results, "--results")):
         return _fail(problem)
+    if problem := _comparison_problem(args.compare_to, args.results):
+        return _fail(problem)
     log = lambda m: print(m, file=sys.stderr)
     try:
         for name in policies:
@@ -930,10 +936,25 @@ def _cmd_traces(args: argparse.Namespace) -> int:
             run_all(plan_runs(traces, scales, policies, params, settings), args.results, jobs=args.jobs, log=log)
         # the default policy is judged from its results, run now or before
         rep = report(plan_runs(traces, scales, ["default", *(p for p in policies if p != "default")]), args.results)
+        if args.compare_to:
+            rep["compared"] = compare(plan_runs(traces, scales, policies), args.compare_to, args.results)
     except (PolicyError, TraceError, SimulationError, ValueError) as exc:
         return _fail(str(exc))
-    print(json.dumps(rep, indent=2) if args.json else format_report(rep), end="\n" if args.json else "")
+    if args.json:
+        print(json.dumps(rep, indent=2))
+    else:
+        print(format_report(rep) + (f"\n{format_comparison(rep['compared'])}" if "compared" in rep else ""), end="")
     return 0
+
+
+def _comparison_problem(before: Path | None, results: Path) -> str | None:
+    if before is None:
+        return None
+    if not before.is_dir():
+        return f"--compare-to: {str(before)!r} is not a directory of results"
+    if before.resolve() == results.resolve():
+        return f"--compare-to: {str(before)!r} is the --results directory itself; name the results of before the change"
+    return None
 
 
 def _trace_files(given: list[Path] | None) -> tuple[list[Path], str | None]:

@@ -179,6 +179,44 @@ def test_a_list_valued_policy_parameter_does_not_break_the_bookkeeping(traces, t
     assert read_results([run], tmp_path)[run]["cost_ratio"] == 1.5
 
 
+def _keep(results, scale, name, figures):
+    path = results / scale / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**figures, "wall_seconds": 1.0}))
+
+
+def test_a_change_is_compared_run_by_run_and_tallied_at_the_precision_shown(traces, tmp_path, capsys):
+    before, after = tmp_path / "before", tmp_path / "after"
+    _keep(before, "peak", "default-burst", result(1.50, 0.0144, bound=1.2, rescales=33.8, overshoot=0.099))
+    _keep(after, "peak", "default-burst", result(1.44, 0.0028, bound=1.2, rescales=33.8, overshoot=0.1004))
+    _keep(before, "peak", "default-step", result(1.30, 0.0, rescales=10.0))
+    _keep(after, "peak", "default-step", result(1.304, 0.0001, rescales=9.0))  # x bound even at 2 decimals
+    _keep(before, "p99", "default-step", result(1.0, 0.0))  # the p99 step not run since: named, not compared
+    args = ["benchmark", "traces", "--traces", str(traces), "--results", str(after), "--policies", "default", "--report-only",
+            "--compare-to", str(before)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "| burst | peak | 1.25 -> 1.20 | 1.44 -> 0.28 | 33.8 -> 33.8 | 9.9 -> 10.0 |" in out
+    assert "| step | peak | 1.30 -> 1.30 | 0.00 -> 0.01 | 10.0 -> 9.0 | 1.0 -> 1.0 |" in out
+    assert "- x bound: lower on 1, even on 1, higher on 0" in out
+    assert "- SLO %: lower on 1, even on 0, higher on 1" in out
+    assert "- rescales/day: lower on 1, even on 1, higher on 0" in out
+    assert "- overshoot %: lower on 0, even on 1, higher on 1" in out
+    assert "- only before: p99/step" in out
+    assert main([*args, "--json"]) == 0
+    compared = json.loads(capsys.readouterr().out)["compared"]["policies"]["default"]
+    assert compared["tally"]["SLO %"] == {"lower": 1, "even": 0, "higher": 1}
+    assert compared["only_before"] == ["p99/step"] and compared["only_after"] == []
+
+
+@pytest.mark.parametrize(("given", "named"), [("missing", "is not a directory of results"), ("r", "is the --results directory itself")])
+def test_a_comparison_with_nothing_to_compare_to_is_refused(traces, tmp_path, capsys, given, named):
+    (tmp_path / "r").mkdir()
+    assert main(["benchmark", "traces", "--traces", str(traces), "--results", str(tmp_path / "r"), "--report-only",
+                 "--compare-to", str(tmp_path / given)]) == 2
+    assert named in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("extra", "named"),
     [

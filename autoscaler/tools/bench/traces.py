@@ -12,6 +12,10 @@ The report checks, for the default policy on each trace and scale, the targets: 
 ``1.2`` x the rescale-budget bound (``budget_oracle_cost_ratio``), SLO violations at most 0.5 %,
 fewer than 24 rescales a day, ``overshoot_fraction`` at most 5 %, and no baseline both cheaper
 and with fewer SLO violations.
+
+With ``--compare-to BEFORE`` it also prints each policy's results beside the ones in ``BEFORE`` (a
+change judged whole: before -> after on every trace and scale, and on how many runs each figure
+went down, stayed, went up, at the precision shown).
 """
 
 from __future__ import annotations
@@ -249,5 +253,74 @@ def format_report(rep: Mapping[str, Any]) -> str:
                 f"| {100 * j['overshoot_fraction']:.1f}{miss['overshoot']} | {bound_over} | {ski_rental} | {len(j['baselines_run'])} "
                 f"| {', '.join(j['dominated_by']) or 'none'} |"
             )
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure compared before and after a change; lower is better for each."""
+
+    label: str
+    value: Callable[[Mapping[str, Any]], float]
+    digits: int  # decimals shown, and the precision at which two runs count as even
+
+
+COMPARED = (
+    Figure("x bound", lambda r: _over_bound(r["cost_ratio"], r["budget_oracle_cost_ratio"]), 2),
+    Figure("SLO %", lambda r: 100 * r["slo_violation_fraction"], 2),
+    Figure("rescales/day", lambda r: r["rescales_per_day"], 1),
+    Figure("overshoot %", lambda r: 100 * r["overshoot_fraction"], 1),
+)
+
+
+def compare(runs: Sequence[Run], before: Path, after: Path) -> dict[str, Any]:
+    """Each policy's runs in ``after`` beside the same runs in ``before``: per run the figures of
+    ``COMPARED`` before and after, per policy how many runs each went lower, even or higher, and
+    the runs found in only one of the two."""
+    old, new = read_results(runs, before), read_results(runs, after)
+    out: dict[str, Any] = {"before": str(before), "policies": {}}
+    for policy in dict.fromkeys(r.policy for r in runs):
+        mine = [r for r in runs if r.policy == policy]
+        both = [r for r in mine if r in old and r in new]
+        rows: list[dict[str, Any]] = [
+            {"trace": r.trace.stem, "scale": r.scale.name,
+             **{f.label: [round(f.value(old[r]), f.digits), round(f.value(new[r]), f.digits)] for f in COMPARED}}
+            for r in both
+        ]
+        out["policies"][policy] = {
+            "runs": rows,
+            "tally": {f.label: _tally(row[f.label] for row in rows) for f in COMPARED},
+            "only_before": [f"{r.scale.name}/{r.trace.stem}" for r in mine if r in old and r not in new],
+            "only_after": [f"{r.scale.name}/{r.trace.stem}" for r in mine if r in new and r not in old],
+        }
+    return out
+
+
+def _tally(pairs: Iterable[Sequence[float]]) -> dict[str, int]:
+    counts = {"lower": 0, "even": 0, "higher": 0}
+    for was, now in pairs:
+        counts["lower" if now < was else "higher" if now > was else "even"] += 1
+    return counts
+
+
+def format_comparison(comp: Mapping[str, Any]) -> str:
+    """Per policy: a table of before -> after on each run, and the tally under it."""
+    out = []
+    for policy, entry in comp["policies"].items():
+        out += [f"**{policy}: {comp['before']} -> now**", ""]
+        if not entry["runs"]:
+            out += ["no run in both", ""]
+            continue
+        out.append("| trace | scale | " + " | ".join(f.label for f in COMPARED) + " |")
+        out.append("| --- | --- |" + " --- |" * len(COMPARED))
+        for row in entry["runs"]:
+            cells = (f"{row[f.label][0]:.{f.digits}f} -> {row[f.label][1]:.{f.digits}f}" for f in COMPARED)
+            out.append(f"| {row['trace']} | {row['scale']} | " + " | ".join(cells) + " |")
+        out.append("")
+        out += [f"- {label}: lower on {t['lower']}, even on {t['even']}, higher on {t['higher']}" for label, t in entry["tally"].items()]
+        for side in ("only_before", "only_after"):
+            if entry[side]:
+                out.append(f"- {side.replace('_', ' ')}: {', '.join(entry[side])}")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
