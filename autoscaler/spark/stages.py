@@ -11,7 +11,8 @@ input records, so the stages that report input are the ones that read the source
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+import time
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import structlog
 
@@ -20,7 +21,9 @@ from autoscaler.spark.rest import driver_api, get_json
 
 log = structlog.get_logger("autoscaler.spark.stages")
 
-TIMEOUT_SECONDS = 2.0  # the driver's own REST server: a slower answer is a stalled driver
+# the driver's own REST server: a slower answer is a stalled driver. The bound is on one query's
+# whole read, all its stages, so a stalled driver delays a tick by at most this per query
+TIMEOUT_SECONDS = 2.0
 
 
 def latest_attempts(attempts: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -54,19 +57,26 @@ def running_read(attempts: Iterable[Mapping[str, Any]]) -> RunningRead | None:
 class StageInput:
     """Reads a running batch's stages from the driver's REST API (None where the UI is off)."""
 
-    def __init__(self, spark: Any) -> None:
+    def __init__(self, spark: Any, clock: Callable[[], float] = time.monotonic) -> None:
         self._base = driver_api(spark, "stages")
+        self._clock = clock
 
     def read(self, stage_ids: Sequence[int]) -> RunningRead | None:
-        """The input the stages' finished tasks read; None when it cannot be read (no UI, a
-        stage the store no longer holds, the driver stopping): the batch is then judged by
-        how long it runs, as without this reader."""
+        """The input the stages' finished tasks read; None when it cannot be read within
+        ``TIMEOUT_SECONDS`` for all the stages (no UI, a stage the store no longer holds, the
+        driver stopping or stalled): the batch is then judged by how long it runs, as without
+        this reader."""
         if self._base is None or not stage_ids:
             return None
+        deadline = self._clock() + TIMEOUT_SECONDS
         attempts: list[Mapping[str, Any]] = []
         for stage in stage_ids:
+            left = deadline - self._clock()
+            if left <= 0:
+                log.debug("stage_read_timed_out", stages=len(stage_ids), read=stage_ids.index(stage))
+                return None
             try:
-                attempts.extend(get_json(f"{self._base}/{stage}?details=false", TIMEOUT_SECONDS))
+                attempts.extend(get_json(f"{self._base}/{stage}?details=false", left))
             except (OSError, ValueError) as exc:
                 log.debug("stage_read_failed", stage=stage, error=str(exc))
                 return None

@@ -58,3 +58,17 @@ def test_a_stage_that_cannot_be_read_leaves_the_batch_to_its_duration(httpserver
 
 def test_without_the_ui_there_is_nothing_to_read():
     assert StageInput(spark_at(None)).read([3]) is None
+
+
+def test_one_read_of_all_the_stages_is_bounded_by_the_timeout(httpserver):
+    """A stalled driver delays a tick by at most the timeout per query, not per stage: each stage
+    is asked with the time left, and none once it is spent (here each answer seems to take 1.5 s
+    of the 2 s)."""
+    for stage_id in (3, 4, 5):
+        httpserver.expect_request(f"/api/v1/applications/app-1/stages/{stage_id}").respond_with_json([stage(stage_id, 8, 8, 100)])
+    ticks = iter([0.0, 0.0, 1.5, 3.0])  # at the start, then before each stage
+    reader = StageInput(spark_at(httpserver.url_for("").rstrip("/")), clock=lambda: next(ticks))
+    assert reader.read([3, 4, 5]) is None
+    assert [r.path.rsplit("/", 1)[1] for r, _ in httpserver.log] == ["3", "4"]
+    fast = StageInput(spark_at(httpserver.url_for("").rstrip("/")), clock=lambda: 0.0)
+    assert fast.read([3, 4, 5]) == RunningRead(300, 24, 24)
