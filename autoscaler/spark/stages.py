@@ -70,10 +70,10 @@ class StageInput:
             return None
         deadline = self._clock() + TIMEOUT_SECONDS
         attempts: list[Mapping[str, Any]] = []
-        for stage in stage_ids:
+        for read, stage in enumerate(stage_ids):
             left = deadline - self._clock()
             if left <= 0:
-                log.debug("stage_read_timed_out", stages=len(stage_ids), read=stage_ids.index(stage))
+                log.debug("stage_read_timed_out", stages=len(stage_ids), read=read)
                 return None
             try:
                 attempts.extend(get_json(f"{self._base}/{stage}?details=false", left))
