@@ -70,6 +70,9 @@ class Demand:
     peak: float  # highest rate expected within the horizon
     method: str  # how the peak was forecast
     late: bool  # the lag exceeds the SLO
+    # the arrival rate is only what a running batch's age implies before its tasks told its rows:
+    # at least that, rising every tick the batch runs
+    provisional: bool
     lagging: bool  # the lag exceeds lag_fraction of the SLO
     target_lag: timedelta  # the SLO lag the query's schedule can meet (PolicyInput.target_lag_for)
 
@@ -313,6 +316,11 @@ class PredictivePolicy(Policy):
             # idle query needs no capacity whatever its batches cost)
             return hold(f"{cores} core(s) once a warm batch confirms it")
         if (demand.lagging or busy_soon > p.scale_up_utilization) and cores > have:
+            if demand.provisional and not demand.lagging:
+                # sized on a floor that rises every tick, a scale-up would add a little each tick
+                # (1 -> 2 -> 3 -> 32 cores on a burst after quiet): the batch's first finished task
+                # tells its rows (within a task's time); the lag nearing the SLO does not wait
+                return hold(f"at least {cores} core(s) once the running batch's rows are known")
             last_change = inp.history.last_change_at(EXECUTORS)
             settling = inp.resizing or (last_change is not None and inp.now - last_change < p.catch_up_duration)
             if settling and cores <= have * (1 + p.follow_up_margin) and not busy_soon > 1.0:
@@ -411,8 +419,12 @@ class PredictivePolicy(Policy):
         normal_lag = schedule_lag(trigger)
         target_lag = max(inp.target_lag, normal_lag)  # inp.target_lag_for(view)
         late = load.lag is not None and load.lag > target_lag
-        if load.live_rate is not None and (late or load.live_rate >= STEP_FACTOR * arrival):
-            arrival = max(arrival, load.live_rate)
+        # a running batch's figure counts at once after a quiet stretch (nothing else tells the
+        # burst), else when the query lags or it implies a step
+        live, provisional = load.live_rate, False
+        if live is not None and (view.quiet or late or live >= STEP_FACTOR * arrival):
+            provisional = load.live_rate_lower_bound and live >= arrival
+            arrival = max(arrival, live)
         catch_up = self._catch_up
         # rows waiting once executors asked for now could be working: the backlog now plus what
         # the size we have or are heading to falls behind by until then
@@ -436,6 +448,7 @@ class PredictivePolicy(Policy):
             peak=peak,
             method=method,
             late=late,
+            provisional=provisional,
             # lagging: beyond a share of the SLO, and beyond what the schedule alone explains
             lagging=load.lag is not None and load.lag > max(target_lag * p.lag_fraction, normal_lag),
             target_lag=target_lag,

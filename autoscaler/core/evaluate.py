@@ -11,6 +11,7 @@ import bisect
 import itertools
 import math
 import operator
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Optional, Sequence
 
@@ -128,7 +129,22 @@ def arrival_rate(samples: Sequence[BatchSample]) -> float | None:
     return max(0.0, rows / span)
 
 
-def live_rate_bound(view: QueryView, last: BatchSample, cores: int, now: datetime, executors: Sequence[Executor] = ()) -> float | None:
+@dataclass(frozen=True, slots=True)
+class RunningRate:
+    """Rows/s a running batch implies, and whether only at least that.
+
+    Told by how long the batch has run, before enough of its tasks have ended to tell its rows,
+    the figure is a lower bound that rises every tick the batch runs; counted from its finished
+    tasks' input, or extrapolated from a share of them, it is an estimate of the batch's rows.
+    """
+
+    rate: float
+    lower_bound: bool
+
+
+def live_rate_bound(
+    view: QueryView, last: BatchSample, cores: int, now: datetime, executors: Sequence[Executor] = ()
+) -> RunningRate | None:
     """Arrival rate implied by a batch still running unusually long, or None.
 
     Spark plans a batch with every row that arrived since the previous one, and progress
@@ -155,24 +171,24 @@ def live_rate_bound(view: QueryView, last: BatchSample, cores: int, now: datetim
     counted = view.running_batch_rows
     if counted is not None:
         interval = (started - last.started_at).total_seconds()
-        return counted / interval if interval > 0 and counted > LIVE_ROWS_RATIO * last.input_rows else None
+        return RunningRate(counted / interval, False) if interval > 0 and counted > LIVE_ROWS_RATIO * last.input_rows else None
     if last.cold or last.cores != cores_at(executors, started, cores) or last.parallelism != view.params.parallelism or last.input_rows <= 0:
         return None
     age = (now - started).total_seconds()
     interval = (started - last.started_at).total_seconds()
     if age <= 0 or interval <= 0:
         return None
-    duration = age
+    duration, extrapolated = age, False
     if view.batch_tasks is not None:
         done, total = view.batch_tasks
         if total > 0 and MIN_DONE_SHARE <= done / total < 1:
-            duration = max(age, age * total / done)
+            duration, extrapolated = max(age, age * total / done), True
     usual = last.duration.total_seconds()
     if duration <= LIVE_ROWS_RATIO * usual:
         return None
     fixed = last.fixed_overhead.total_seconds() if last.fixed_overhead is not None else 0.0
     factor = min(MAX_LIVE_FACTOR, (duration - fixed) / max(1e-3, usual - fixed))
-    return last.input_rows * factor / interval
+    return RunningRate(last.input_rows * factor / interval, not extrapolated)
 
 
 def cores_at(executors: Sequence[Executor], at: datetime, cores: int) -> int:
@@ -181,7 +197,7 @@ def cores_at(executors: Sequence[Executor], at: datetime, cores: int) -> int:
     return sum(e.cores for e in executors if e.added_at is None or e.added_at <= at) if executors else cores
 
 
-def burst_rate(view: QueryView, model: BatchCostModel | None, cores: int, now: datetime) -> float | None:
+def burst_rate(view: QueryView, model: BatchCostModel | None, cores: int, now: datetime) -> RunningRate | None:
     """Rows/s of the first batch after a quiet stretch, while it runs, from the cost model; None
     when there is no model or no task count yet.
 
@@ -196,7 +212,7 @@ def burst_rate(view: QueryView, model: BatchCostModel | None, cores: int, now: d
     trigger = view.params.trigger_interval
     counted = view.running_batch_rows
     if counted is not None and trigger:
-        return counted / trigger.total_seconds()
+        return RunningRate(counted / trigger.total_seconds(), False)
     if model is None or model.cold or view.idle_at is None or view.batch_tasks is None or cores <= 0 or not trigger:
         return None
     interval = trigger.total_seconds()
@@ -204,8 +220,9 @@ def burst_rate(view: QueryView, model: BatchCostModel | None, cores: int, now: d
     done, total = view.batch_tasks
     if age <= 0 or total <= 0:
         return None
-    duration = age if done / total < MIN_DONE_SHARE else max(age, age * total / max(1, done))
-    return model.rows_in(view.params.parallelism, cores, duration) / interval
+    extrapolated = done / total >= MIN_DONE_SHARE
+    duration = max(age, age * total / max(1, done)) if extrapolated else age
+    return RunningRate(model.rows_in(view.params.parallelism, cores, duration) / interval, not extrapolated)
 
 
 Fitter = Callable[[Sequence[BatchSample]], Optional[BatchCostModel]]
@@ -282,12 +299,14 @@ def evaluate_query(
         # them would take the batch for a larger one)
         started = view.idle_at + (view.params.trigger_interval or timedelta(0))
         burst = burst_rate(view, model, cores_at(executors, started, cores), now)
+        burst_figure = burst.rate if burst is not None else None
         return QueryLoad(
             name=view.name,
             samples=len(samples),
-            input_rate=burst,
-            recent_rate=burst,
-            live_rate=burst,
+            input_rate=burst_figure,
+            recent_rate=burst_figure,
+            live_rate=burst_figure,
+            live_rate_lower_bound=burst is not None and burst.lower_bound,
             processing_rate=sum(processing) / len(processing) if processing else None,
             model=model,
             busy_fraction=min(1.0, busy / span) if span > 0 else None,
@@ -297,7 +316,8 @@ def evaluate_query(
             parallelism=view.params.parallelism,
         )
     recent = active_rate(samples[-RECENT_BATCHES:]) if len(samples) >= RECENT_BATCHES else active_rate(samples)
-    live = live_rate_bound(view, last, cores, now, executors)
+    running = live_rate_bound(view, last, cores, now, executors)
+    live = running.rate if running is not None else None
     rate = live if recent is None else recent if live is None else max(recent, live)
     backlog = float(last.backlog_rows) if last.backlog_rows is not None else None
     # the oldest waiting row arrived after the newest batch started (plus the backlog it left)
@@ -317,6 +337,7 @@ def evaluate_query(
         parallelism=view.params.parallelism,
         recent_rate=recent,
         live_rate=live,
+        live_rate_lower_bound=running is not None and running.lower_bound,
     )
 
 

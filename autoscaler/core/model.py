@@ -357,7 +357,10 @@ class QueryLoad:
     batch_duration: timedelta | None = None
     parallelism: int | None = None
     recent_rate: float | None = None  # rows/s over the latest completed batches, while rows arrived
-    live_rate: float | None = None  # rows/s implied by a batch running unusually long (an upper bound)
+    live_rate: float | None = None  # rows/s implied by a batch running unusually long
+    # live_rate is only a lower bound, told by how long the batch has run before its tasks told
+    # its rows (evaluate.RunningRate): it rises every tick the batch runs
+    live_rate_lower_bound: bool = False
     idle: bool = False  # Spark reported a trigger that found no rows since the newest batch: rate and lag 0
 
     @property

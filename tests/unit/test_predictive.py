@@ -16,6 +16,7 @@ from autoscaler.core.model import (
     ExecutorView,
     QueryLoad,
     Reason,
+    RunningRead,
     Snapshot,
 )
 from autoscaler.tools.sim import SimConfig, Workload, simulate
@@ -661,3 +662,57 @@ def test_with_contention_no_size_is_searched_beyond_what_could_reach_the_target(
     assert fewest_cores(model, view, 100_000.0, 0.88, 10**9, True, 12) is None
     assert 0 < len(tried) <= 64, len(tried)  # a few sizes, not 10**9
     assert fewest_cores(model, view, 2000.0, 0.88, 10**9, True, 12) == _fewest_by_scan(model, view, 2000.0, 0.88, 64, True, 12)
+
+
+def _burst_after_quiet(tasks, read=None, lag_seconds=22):
+    """One core left at the floor after a quiet stretch (800 rows/s before it, 12 partitions,
+    10 s trigger); the first batch of a burst of 12,000 rows/s is running on it, evaluated as
+    the daemon does (the cost model fitted on the batches before the quiet stretch)."""
+    from autoscaler.core.evaluate import evaluate_query
+    from tests.fakes import steady_batches
+
+    trigger = timedelta(seconds=10)
+    before = steady_batches(start=NOW - timedelta(minutes=30), count=20, rate=800, cores=1, parallelism=12, trigger=trigger)
+    idle_at = NOW - timedelta(seconds=lag_seconds)
+    view = query_view(
+        samples=tuple(before),
+        parallelism=12,
+        idle_at=idle_at,
+        batch_running=True,
+        batch_tasks=tasks,
+        batch_read=read,
+        trigger=trigger,
+        partitions_per_core=2,
+        max_parallelism=256,
+    )
+    load = evaluate_query(view, NOW, timedelta(minutes=5), cores=1)
+    ex = ExecutorView(alive=(Executor("0", 1),), cores_per_executor=1, can_request=True, can_request_reason=Reason.CAN_REQUEST_EXECUTORS)
+    return PolicyInput(
+        now=NOW,
+        snapshot=Snapshot(NOW, ex, (view,)),
+        loads={"q": load},
+        history=ScalingHistory(),
+        min_executors=1,
+        max_executors=64,
+        cores_per_executor=1,
+        target_lag=timedelta(seconds=60),
+        interval=timedelta(seconds=10),
+    )
+
+
+def test_a_burst_after_quiet_is_sized_once_its_rows_are_known_not_a_core_a_tick():
+    # 12 s into the burst's first batch none of its 12 tasks has finished: its age says only
+    # "at least a core's worth", a floor that rises every tick. Sized on it the policy asked
+    # 1 -> 2 cores, and 10 s later, the first task's rows counted, 2 -> 29 (Twitter CVS, second
+    # scale: 12 such pairs in 4 days). It waits for the rows and then asks once.
+    floor = _burst_after_quiet(tasks=(0, 12))
+    assert floor.loads["q"].live_rate_lower_bound
+    held = policy().propose(floor)
+    assert (held.executors, held.reason) == (1, Reason.WITHIN_TARGET)
+    assert "once the running batch's rows are known" in held.message
+    counted = policy().propose(_burst_after_quiet(tasks=(1, 12), read=RunningRead(10_000, 1, 12), lag_seconds=28))
+    assert counted.reason == Reason.SCALE_UP_FOR_LOAD
+    assert counted.executors >= 12_000 / 900  # the whole burst at once: 12,000 rows/s at 900 rows/s a core
+    # the lag nearing the SLO (over lag_fraction of 60 s) does not wait for the rows
+    late = policy().propose(_burst_after_quiet(tasks=(0, 12), lag_seconds=50))
+    assert late.executors > 1 and late.reason == Reason.SCALE_UP_FOR_BACKLOG

@@ -491,8 +491,9 @@ def test_a_kept_series_holds_the_budget_schedule_for_the_plot():
 def test_rows_read_by_finished_tasks_answer_a_step_from_the_floor_in_one_change():
     # an hour at a twentieth of an executor's worth, then five minutes at 7.5 executors' worth
     # (150x): the step's first batch runs long on the one executor. From how long it runs the
-    # daemon infers at most 20x the batch before (1 -> 2) and sizes the step when the batch
-    # ends; from the rows its first tasks read it sizes the step while the batch runs
+    # daemon infers only a floor until a quarter of its tasks are done, then extrapolates them
+    # (1 -> 5; at most 20x the batch before) and sizes the step when the batch ends; from the
+    # rows its first tasks read it sizes the step while the batch runs
     cap = QUIET.executor_capacity()
     step = steps((60, 0.05 * cap), (5, 7.5 * cap), (25, 0.05 * cap))
     inferred, inferred_records = run(step, settings={"window.running_batch_rows": False})
@@ -501,9 +502,9 @@ def test_rows_read_by_finished_tasks_answer_a_step_from_the_floor_in_one_change(
     def ups(records):
         return [(t, r.decision.target) for r, _, t in records if 3600 <= t < 3900 and r.decision.changes and r.decision.target > r.decision.current]
 
-    assert len(ups(inferred_records)) == 2 and ups(inferred_records)[0][1] == 2
+    assert len(ups(inferred_records)) == 2 and ups(inferred_records)[0][1] < ups(inferred_records)[1][1]
     assert len(ups(counted_records)) == 1 and ups(counted_records)[0][0] <= 3600 + 30
-    assert counted.max_lag_seconds < 0.6 * inferred.max_lag_seconds
+    assert counted.max_lag_seconds < 0.7 * inferred.max_lag_seconds  # 57 s against 92 (110 while the floor was scaled on)
     assert counted.rescales < inferred.rescales
 
 

@@ -140,7 +140,14 @@ def test_a_stalled_batch_whose_tasks_read_the_usual_rows_is_not_read_as_load():
     assert evaluate_query(unreported, now, timedelta(seconds=30), cores=4).input_rate > 10 * 1600  # inferred from time
     # before a task has finished, the rows say nothing yet: inferred from time, capped
     none_done = query_view(samples=tuple(batches), batch_running=True, batch_tasks=(0, 8), batch_read=RunningRead(0, 0, 8))
-    assert evaluate_query(none_done, now, timedelta(seconds=30), cores=4).input_rate == pytest.approx(20 * 3200 / 2)
+    inferred = evaluate_query(none_done, now, timedelta(seconds=30), cores=4)
+    assert inferred.input_rate == pytest.approx(20 * 3200 / 2)
+    assert inferred.live_rate_lower_bound  # told by time alone: at least that
+    # counted from the finished tasks, or extrapolated from a quarter of them: an estimate
+    counted = query_view(samples=tuple(batches), batch_running=True, batch_tasks=(2, 8), batch_read=RunningRead(200_000, 2, 8))
+    assert not evaluate_query(counted, now, timedelta(seconds=30), cores=4).live_rate_lower_bound
+    extrapolated = evaluate_query(replace(counted, batch_read=None), now, timedelta(seconds=30), cores=4)
+    assert extrapolated.live_rate is not None and not extrapolated.live_rate_lower_bound
 
 
 def test_rows_read_by_finished_tasks_size_the_first_batch_after_quiet_triggers():
