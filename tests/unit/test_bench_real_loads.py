@@ -1,14 +1,16 @@
 """The real-Spark benchmarks' arithmetic, without Spark: the on/off profile, its summary, and what
-sim-to-real reads from a run (the executor start-up the daemon measured, its fitted cost model)."""
+sim-to-real reads from a run (the executor start-up the daemon measured, its fitted cost model),
+and how the executors a run held are sampled from the driver and summed."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
 from autoscaler.tools.bench.sim_to_real import fitted_model, measured_startup
-from autoscaler.tools.bench.step_load import WARMUP, OnOffProfile, daemon_settings, on_off_summary
+from autoscaler.tools.bench.step_load import WARMUP, ExecutorSampler, OnOffProfile, daemon_settings, on_off_summary
 
 CVS = Path(__file__).parents[3] / "shared" / "traces" / "Twitter_volume_CVS.csv"
 
@@ -99,3 +101,33 @@ def test_the_on_off_summary_lists_the_seconds_to_the_floor_of_each_quiet_stretch
     summary = on_off_summary(runs)
     assert summary["autoscaler"]["floor_after_idle_seconds"] == [31.5] and summary["autoscaler"]["floor_after_quiet_seconds"] == [40.0]
     assert "floor_after_idle_seconds" not in summary["spark-dra"]  # a result from before the stretches were kept
+
+
+def test_the_executor_sampler_counts_the_active_executors_the_driver_serves(httpserver):
+    payload = [
+        {"id": "driver", "isActive": True, "totalCores": 0},
+        {"id": "1", "isActive": True, "totalCores": 1, "addTime": "2026-11-27T18:00:00.000GMT"},
+        {"id": "2", "isActive": True, "totalCores": 1},
+        {"id": "3", "isActive": False, "totalCores": 1},  # removed: the driver keeps it listed
+    ]
+    httpserver.expect_request("/api/v1/applications/app-1/executors").respond_with_json(payload)
+    sampler = ExecutorSampler(httpserver.url_for("/api/v1/applications/app-1/executors"), interval=0.01)
+    sampler.start()
+    deadline = time.monotonic() + 10
+    while len(sampler.samples) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    sampler.stop()
+    assert len(sampler.samples) >= 3 and {n for _, n in sampler.samples} == {2}
+    # the UI off serves no address: no samples, and stopping does not wait
+    quiet = ExecutorSampler(None, interval=0.01)
+    quiet.start()
+    quiet.stop()
+    assert quiet.samples == []
+
+
+def test_executor_seconds_are_the_sampled_counts_held_between_samples():
+    sampler = ExecutorSampler(None)
+    sampler.samples = [(10.0, 1), (12.0, 3), (15.0, 2)]
+    # [8, 20]: 1 from 8 (the first count held back to the start) to 12, 3 to 15, 2 to 20
+    assert sampler.integrate(8.0, 20.0) == (1 * 4 + 3 * 3 + 2 * 5, 23 / 12, 1, 3)
+    assert sampler.integrate(30.0, 40.0) == (0.0, 0.0, 0, 0)

@@ -28,7 +28,6 @@ import shutil
 import tempfile
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import pairwise
@@ -37,7 +36,9 @@ from typing import Any, Callable, Protocol
 
 from autoscaler.app.compose import configure
 from autoscaler.core.settings import SparkSettings
+from autoscaler.spark.executors import parse_executors
 from autoscaler.spark.pipelines import PipelineContext, PipelineSpec
+from autoscaler.spark.rest import driver_api, get_json
 from autoscaler.spark.session import build_session, stop_session
 from autoscaler.tools.demo.params import ACTIVE_PARAMS
 from autoscaler.tools.demo.workload import trace_pipeline, verify_output
@@ -231,23 +232,27 @@ def quiet_stretches(
 
 
 class ExecutorSampler:
-    """Counts registered executors every second through the driver's REST API."""
+    """Counts the registered executors every ``interval`` through the driver's REST API (``url``,
+    from :meth:`of`); none where the UI is off."""
 
-    def __init__(self, spark: Any) -> None:
-        sc = spark.sparkContext
-        self.url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/executors"
+    def __init__(self, url: str | None, interval: float = 1.0) -> None:
+        self.url = url
+        self.interval = interval
         self.samples: list[tuple[float, int]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    @classmethod
+    def of(cls, spark: Any) -> ExecutorSampler:
+        return cls(driver_api(spark, "executors"))
+
     def _run(self) -> None:
-        while not self._stop.wait(1.0):
+        while self.url is not None and not self._stop.wait(self.interval):
             try:
-                with urllib.request.urlopen(self.url, timeout=2) as resp:
-                    count = sum(1 for e in json.load(resp) if e.get("id") != "driver" and e.get("isActive", True))
-                self.samples.append((time.time(), count))
-            except OSError:
-                pass
+                count = len(parse_executors(get_json(self.url, timeout=2)))
+            except (OSError, ValueError):
+                continue  # a missed second: the step function carries the last count over it
+            self.samples.append((time.time(), count))
 
     def start(self) -> None:
         self._thread.start()
@@ -292,7 +297,7 @@ def run_one(kind: str, profile: LoadProfile, workdir: Path, log: Callable[[str],
     out = workdir / kind / "out"
     ckpt = workdir / kind / "checkpoint"
     rates = profile.rate_profile()
-    sampler = ExecutorSampler(spark)
+    sampler = ExecutorSampler.of(spark)
     daemon = None
     query = None
     try:

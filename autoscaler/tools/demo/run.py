@@ -243,7 +243,7 @@ def _run(
             file=out,
             flush=True,
         )
-    sampler = ExecutorSampler(spark)
+    sampler = ExecutorSampler.of(spark)
     sampler.start()
     if options.mode == "active":
         for _ in range(options.max_executors - 1):
