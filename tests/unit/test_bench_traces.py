@@ -59,6 +59,18 @@ def test_the_bounds_own_overshoot_is_reported_from_any_result_that_has_it():
     assert "| 20.0 ! | 13.8 |" in format_report(rep)
 
 
+def test_the_ceilings_own_slo_violations_are_reported_beside_the_defaults():
+    old = result(1.5, 0.0153)  # made before simulate reported it
+    assert judge(old, {})["ceiling_slo_violation_fraction"] is None
+    judged = judge({**old, "ceiling_slo_violation_fraction": 0.0131}, {})
+    assert judged["ceiling_slo_violation_fraction"] == 0.0131
+    assert judged["met"]["slo"] is False  # the target stays the target; the ceiling says why
+    rep = {"scales": {"p99": {"title": "p99", "traces": {"aapl": {"judged": judged, "results": {}}}}}}
+    assert "| 1.53 ! | 1.31 | 10.0 |" in format_report(rep)
+    rep["scales"]["p99"]["traces"]["aapl"]["judged"] = judge(old, {})
+    assert "| 1.53 ! | - | 10.0 |" in format_report(rep)
+
+
 def test_the_online_ski_rental_is_reported_against_the_bound_from_any_result_that_has_it():
     old = result(1.6, 0.002, bound=1.25)  # 1.28x the bound
     assert judge(old, {})["ski_rental_x_bound"] is None

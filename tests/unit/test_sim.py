@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from autoscaler.core.model import QueryChange, QueryStatus, Reason
 from autoscaler.tools.sim import SimCluster, SimConfig, Workload, simulate
 from autoscaler.tools.sim.metrics import (
+    ceiling_slo_violation_fraction,
     lag_percentile,
     limited_oracle_executor_seconds,
     max_lag,
@@ -470,6 +471,25 @@ def test_the_result_tells_when_even_the_budget_schedule_overshoots():
     assert result.ski_rental_cost_ratio > result.budget_oracle_cost_ratio * 1.05
     assert steady.ski_rental_cost_ratio == steady.budget_oracle_cost_ratio == 1.0
     assert "ski_rental_cost_ratio" in result.to_json()
+
+
+def test_the_ceilings_own_slo_violations_are_those_of_a_queue_served_by_all_of_it():
+    # twice the ceiling's 1000 rows/s for 100 s, then nothing: the backlog grows 1000 rows a
+    # second, then drains at as many until 200 s. Served in arrival order the oldest waiting row
+    # at t arrived at t / 2 (2000 tau = 1000 t), so the lag is t / 2 until 200 s: over a 10 s
+    # SLO from 20 s to 200 s, 180 s of the 1000
+    burst = Workload.from_steps("burst", START, [0.0, 100.0], [2000.0, 0.0], 1000.0)
+    assert ceiling_slo_violation_fraction(burst, 1000.0, 10.0) == pytest.approx(0.18, abs=0.002)
+    # within the ceiling nothing waits; over a 50 s SLO only from 100 s to 200 s
+    assert ceiling_slo_violation_fraction(burst, 2000.0, 10.0) == 0.0
+    assert ceiling_slo_violation_fraction(burst, 1000.0, 50.0) == pytest.approx(0.10, abs=0.002)
+    # reported beside the policy's own (a floor under it)
+    result, _ = run(steps((10, 2000.0), (10, 60_000.0), (10, 2000.0)), policy="static", params={"executors": 8})
+    assert 0 < result.ceiling_slo_violation_fraction <= result.slo_violation_fraction
+    assert "ceiling_slo_violation_fraction" in result.to_json()
+    from autoscaler.tools.sim.compare import format_table
+
+    assert f"the whole ceiling at once would lag beyond the SLO {result.ceiling_slo_violation_fraction:.2%}" in format_table([result])
 
 
 def test_a_kept_series_holds_the_budget_schedule_for_the_plot():

@@ -58,6 +58,37 @@ def lag_percentile(completions: Sequence[tuple[float, float]], end: float, q: fl
     return hi
 
 
+CEILING_GRID = 1.0  # seconds between the points at which the ceiling's lag is evaluated
+
+
+def ceiling_slo_violation_fraction(workload: Workload, service_rate: float, slo_lag: float, grid: float = CEILING_GRID) -> float:
+    """Share of the time in which even the whole ceiling, at once, lags beyond ``slo_lag``: a
+    queue served at ``service_rate`` rows/s (every core of the ceiling busy from the first row,
+    no start-up, no batch or task overhead) still holds a row that arrived more than ``slo_lag``
+    seconds ago. No policy within the ceiling violates the SLO for less time: its batches wait
+    for a trigger and pay their overheads on top (a floor, not what the oracle's schedule gets).
+
+    A queue that works whenever rows wait has processed D(t) = min over s <= t of
+    A(s) + C (t - s) rows by t (A: rows arrived, C: ``service_rate``; Lindley's recursion in
+    closed form), and a row that arrived before t - S still waits iff D(t) < A(t - S).
+    Evaluated every ``grid`` seconds.
+    """
+    if workload.duration <= 0:
+        return 0.0
+    t = np.arange(0.0, workload.duration, grid)
+    starts, cumulative, rates = (np.asarray(a) for a in (workload.starts, workload.cumulative, workload.rates))
+
+    def arrived(at: np.ndarray) -> np.ndarray:
+        at = np.clip(at, 0.0, None)
+        i = np.searchsorted(starts, at, side="right") - 1
+        return cumulative[i] + rates[i] * (at - starts[i])
+
+    a = arrived(t)
+    done = np.minimum.accumulate(a - service_rate * t) + service_rate * t
+    # a row counts as waiting only when it is more than a fraction of one (the rows are whole)
+    return float((done < arrived(t - slo_lag) - 1.0).mean())
+
+
 def oracle_executors(rates: np.ndarray, capacity: float, min_executors: int, max_executors: int | None = None) -> np.ndarray:
     """Executors needed at each rate with perfect foresight and no start-up or restart cost, within
     the bounds: no schedule has more than ``max_executors`` (a spike beyond the ceiling then

@@ -31,6 +31,7 @@ from autoscaler.tools.sim.config import SimConfig
 from autoscaler.tools.sim.metrics import (
     BUDGET_RESCALES_PER_DAY,
     budget_oracle_schedule,
+    ceiling_slo_violation_fraction,
     executors_for_rate,
     lag_percentile,
     max_lag,
@@ -110,6 +111,9 @@ class SimResult:
     # the part of a policy's distance from the bound that knowing only the past costs by itself
     ski_rental_cost_ratio: float
     slo_violation_fraction: float
+    # the SLO violations no policy within the ceiling avoids: the share of time a queue served by
+    # every core of the ceiling at once, with no overhead, lags beyond the SLO (metrics)
+    ceiling_slo_violation_fraction: float
     # share of executor-seconds above twice the oracle's largest need in the surrounding 10 minutes
     overshoot_fraction: float
     p95_lag_seconds: float
@@ -310,6 +314,7 @@ def simulate(
         budget_oracle_overshoot_fraction=overshoot_fraction(budget_allocation, duration, workload, capacity, s.executors.min, max_exec),
         ski_rental_cost_ratio=ski_rental.executor_seconds / oracle if oracle > 0 else math.inf,
         slo_violation_fraction=time_above(completions, duration, slo_lag_seconds) / duration,
+        ceiling_slo_violation_fraction=ceiling_slo_violation_fraction(workload, max_exec * cfg.cores_per_executor * cfg.rows_per_core_second, slo_lag_seconds),
         overshoot_fraction=overshoot_fraction(cluster.allocation, duration, workload, capacity, s.executors.min, max_exec),
         p95_lag_seconds=lag_percentile(completions, duration, 0.95),
         max_lag_seconds=max_lag(completions, duration),
