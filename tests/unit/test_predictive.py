@@ -39,6 +39,11 @@ def inp(cores=10, rate=10_000.0, lag=12.0, parallelism=None, history=ScalingHist
         trigger=timedelta(seconds=trigger),
     )
     load = QueryLoad(name="q", samples=60, input_rate=rate, recent_rate=rate, model=model, lag=timedelta(seconds=lag), backlog_rows=0, idle=idle)
+    return policy_input(view, load, cores=cores, history=history, max_executors=max_executors, requested=requested)
+
+
+def policy_input(view, load, cores=1, history=ScalingHistory(), max_executors=64, requested=None):
+    """One query's view and load on ``cores`` 1-core executors, within 1..``max_executors``, a 60 s SLO."""
     ex = ExecutorView(
         alive=tuple(Executor(str(i), 1) for i in range(cores)),
         cores_per_executor=1,
@@ -49,7 +54,7 @@ def inp(cores=10, rate=10_000.0, lag=12.0, parallelism=None, history=ScalingHist
     return PolicyInput(
         now=NOW,
         snapshot=Snapshot(NOW, ex, (view,)),
-        loads={"q": load},
+        loads={view.name: load},
         history=history,
         min_executors=1,
         max_executors=max_executors,
@@ -674,30 +679,8 @@ def _burst_after_quiet(tasks, read=None, lag_seconds=22):
     trigger = timedelta(seconds=10)
     before = steady_batches(start=NOW - timedelta(minutes=30), count=20, rate=800, cores=1, parallelism=12, trigger=trigger)
     idle_at = NOW - timedelta(seconds=lag_seconds)
-    view = query_view(
-        samples=tuple(before),
-        parallelism=12,
-        idle_at=idle_at,
-        batch_running=True,
-        batch_tasks=tasks,
-        batch_read=read,
-        trigger=trigger,
-        partitions_per_core=2,
-        max_parallelism=256,
-    )
-    load = evaluate_query(view, NOW, timedelta(minutes=5), cores=1)
-    ex = ExecutorView(alive=(Executor("0", 1),), cores_per_executor=1, can_request=True, can_request_reason=Reason.CAN_REQUEST_EXECUTORS)
-    return PolicyInput(
-        now=NOW,
-        snapshot=Snapshot(NOW, ex, (view,)),
-        loads={"q": load},
-        history=ScalingHistory(),
-        min_executors=1,
-        max_executors=64,
-        cores_per_executor=1,
-        target_lag=timedelta(seconds=60),
-        interval=timedelta(seconds=10),
-    )
+    view = query_view(samples=tuple(before), parallelism=12, idle_at=idle_at, batch_running=True, batch_tasks=tasks, batch_read=read, trigger=trigger, partitions_per_core=2, max_parallelism=256)
+    return policy_input(view, evaluate_query(view, NOW, timedelta(minutes=5), cores=1))
 
 
 def test_a_burst_after_quiet_is_sized_once_its_rows_are_known_not_a_core_a_tick():
