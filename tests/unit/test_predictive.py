@@ -7,6 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from autoscaler.core.evaluate import evaluate_query
 from autoscaler.core.forecast import forecast_rate
 from autoscaler.core.history import EXECUTORS, RatePoint, ScalingEvent, ScalingHistory
 from autoscaler.core.model import (
@@ -23,7 +24,7 @@ from autoscaler.tools.sim import SimConfig, Workload, simulate
 from policies import PolicyError, PolicyInput, create_policy, resolve_name
 from policies.predictive import demand_records, fewest_cores, plan_partitions
 from policies.target_utilization import utilization
-from tests.fakes import query_view
+from tests.fakes import query_view, steady_batches
 
 NOW = datetime(2026, 1, 7, 12, 0, tzinfo=timezone.utc)
 MODEL = BatchCostModel(per_slot=900.0, per_task=0.07, fixed=0.2)
@@ -673,9 +674,6 @@ def _burst_after_quiet(tasks, read=None, lag_seconds=22):
     """One core left at the floor after a quiet stretch (800 rows/s before it, 12 partitions,
     10 s trigger); the first batch of a burst of 12,000 rows/s is running on it, evaluated as
     the daemon does (the cost model fitted on the batches before the quiet stretch)."""
-    from autoscaler.core.evaluate import evaluate_query
-    from tests.fakes import steady_batches
-
     trigger = timedelta(seconds=10)
     before = steady_batches(start=NOW - timedelta(minutes=30), count=20, rate=800, cores=1, parallelism=12, trigger=trigger)
     idle_at = NOW - timedelta(seconds=lag_seconds)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from autoscaler.core.model import QueryChange, QueryStatus, Reason
 from autoscaler.tools.sim import SimCluster, SimConfig, Workload, simulate
+from autoscaler.tools.sim.compare import format_table
 from autoscaler.tools.sim.metrics import (
     ceiling_slo_violation_fraction,
     lag_percentile,
@@ -182,6 +183,8 @@ def test_a_trace_is_replayed_in_real_time_scaled_to_its_peak():
     assert w.rows_before(450) == pytest.approx(2000 * 300 + 8000 * 150)
     assert w.time_of(2000 * 300 + 8000 * 150) == pytest.approx(450)
     assert workload_from_trace(trace, peak_rate=8000.0, days=600 / 86400).duration == 600
+    at = [-5.0, 0.0, 299.0, 450.0, 1199.0, 1200.0, 5000.0]
+    assert w.rows_before_each(np.asarray(at)).tolist() == pytest.approx([w.rows_before(t) for t in at])
 
 
 @pytest.mark.parametrize(
@@ -487,8 +490,6 @@ def test_the_ceilings_own_slo_violations_are_those_of_a_queue_served_by_all_of_i
     result, _ = run(steps((10, 2000.0), (10, 60_000.0), (10, 2000.0)), policy="static", params={"executors": 8})
     assert 0 < result.ceiling_slo_violation_fraction <= result.slo_violation_fraction
     assert "ceiling_slo_violation_fraction" in result.to_json()
-    from autoscaler.tools.sim.compare import format_table
-
     assert f"the whole ceiling at once would lag beyond the SLO {result.ceiling_slo_violation_fraction:.2%}" in format_table([result])
 
 

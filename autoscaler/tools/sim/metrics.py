@@ -76,17 +76,10 @@ def ceiling_slo_violation_fraction(workload: Workload, service_rate: float, slo_
     if workload.duration <= 0:
         return 0.0
     t = np.arange(0.0, workload.duration, grid)
-    starts, cumulative, rates = (np.asarray(a) for a in (workload.starts, workload.cumulative, workload.rates))
-
-    def arrived(at: np.ndarray) -> np.ndarray:
-        at = np.clip(at, 0.0, None)
-        i = np.searchsorted(starts, at, side="right") - 1
-        return cumulative[i] + rates[i] * (at - starts[i])
-
-    a = arrived(t)
-    done = np.minimum.accumulate(a - service_rate * t) + service_rate * t
+    arrived = workload.rows_before_each(t)
+    done = np.minimum.accumulate(arrived - service_rate * t) + service_rate * t
     # a row counts as waiting only when it is more than a fraction of one (the rows are whole)
-    return float((done < arrived(t - slo_lag) - 1.0).mean())
+    return float((done < workload.rows_before_each(t - slo_lag) - 1.0).mean())
 
 
 def oracle_executors(rates: np.ndarray, capacity: float, min_executors: int, max_executors: int | None = None) -> np.ndarray:

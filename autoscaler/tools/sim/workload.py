@@ -80,6 +80,12 @@ class Workload:
 
     # --- vector access (metrics) -------------------------------------------------------------
 
+    def rows_before_each(self, times: np.ndarray) -> np.ndarray:
+        """:meth:`rows_before` at each of ``times``."""
+        at = np.clip(times, 0.0, None)
+        i = np.searchsorted(self.starts, at, side="right") - 1
+        return np.asarray(self.cumulative)[i] + np.asarray(self.rates)[i] * (at - np.asarray(self.starts)[i])
+
     def step_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(lengths, rates) of the steps within the simulated duration."""
         starts = np.asarray(self.starts)
