@@ -677,7 +677,17 @@ def _burst_after_quiet(tasks, read=None, lag_seconds=22):
     trigger = timedelta(seconds=10)
     before = steady_batches(start=NOW - timedelta(minutes=30), count=20, rate=800, cores=1, parallelism=12, trigger=trigger)
     idle_at = NOW - timedelta(seconds=lag_seconds)
-    view = query_view(samples=tuple(before), parallelism=12, idle_at=idle_at, batch_running=True, batch_tasks=tasks, batch_read=read, trigger=trigger, partitions_per_core=2, max_parallelism=256)
+    view = query_view(
+        samples=tuple(before),
+        parallelism=12,
+        idle_at=idle_at,
+        batch_running=True,
+        batch_tasks=tasks,
+        batch_read=read,
+        trigger=trigger,
+        partitions_per_core=2,
+        max_parallelism=256,
+    )
     return policy_input(view, evaluate_query(view, NOW, timedelta(minutes=5), cores=1))
 
 

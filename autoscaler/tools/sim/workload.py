@@ -82,9 +82,10 @@ class Workload:
 
     def rows_before_each(self, times: np.ndarray) -> np.ndarray:
         """:meth:`rows_before` at each of ``times``."""
+        starts, cumulative, rates = (np.asarray(a) for a in (self.starts, self.cumulative, self.rates))
         at = np.clip(times, 0.0, None)
-        i = np.searchsorted(self.starts, at, side="right") - 1
-        return np.asarray(self.cumulative)[i] + np.asarray(self.rates)[i] * (at - np.asarray(self.starts)[i])
+        i = np.searchsorted(starts, at, side="right") - 1
+        return cumulative[i] + rates[i] * (at - starts[i])
 
     def step_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(lengths, rates) of the steps within the simulated duration."""
