@@ -824,11 +824,18 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         return _fail(problem)
     _exit_on_sigterm()
     log = lambda m: print(m, file=sys.stderr)
-    result = run_benchmark(runs, profile, workdir=args.workdir, log=log)
+    result = _with_code(run_benchmark(runs, profile, workdir=args.workdir, log=log))
     if args.output:
         args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2) if args.json else format_table(result))
     return 0
+
+
+def _with_code(result: dict[str, Any]) -> dict[str, Any]:
+    """A benchmark's result with the code that ran it: results in docs/results outlive commits."""
+    from autoscaler.tools.provenance import code_version
+
+    return {**result, "code": code_version()}
 
 
 def _shared_traces() -> Path | None:
@@ -850,7 +857,7 @@ def _cmd_sim_to_real(args: argparse.Namespace) -> int:
     if args.workdir is not None and (problem := _writable_dir(args.workdir, "--workdir")):
         return _fail(problem)
     _exit_on_sigterm()
-    result = run_sim_to_real(workdir=args.workdir, log=lambda m: print(m, file=sys.stderr))
+    result = _with_code(run_sim_to_real(workdir=args.workdir, log=lambda m: print(m, file=sys.stderr)))
     if args.output:
         args.output.write_text(json.dumps(result, indent=2) + "\n")
     if args.json:
@@ -1031,7 +1038,7 @@ def _cmd_latencies(args: argparse.Namespace) -> int:
 
     _exit_on_sigterm()
     log = (lambda m: print(m, file=sys.stderr)) if args.json else print
-    result = measure(args.repeats, log=log)
+    result = _with_code(measure(args.repeats, log=log))
     if args.output:
         args.output.write_text(json.dumps(result, indent=2) + "\n")
     if args.json:

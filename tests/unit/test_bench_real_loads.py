@@ -4,13 +4,17 @@ and how the executors a run held are sampled from the driver and summed."""
 
 from __future__ import annotations
 
+import importlib
+import json
 import time
 from pathlib import Path
 
 import pytest
 
+from autoscaler.cli import main
 from autoscaler.tools.bench.sim_to_real import fitted_model, measured_startup
 from autoscaler.tools.bench.step_load import WARMUP, ExecutorSampler, OnOffProfile, daemon_settings, on_off_summary
+from autoscaler.tools.provenance import code_version
 
 CVS = Path(__file__).parents[3] / "shared" / "traces" / "Twitter_volume_CVS.csv"
 
@@ -131,3 +135,24 @@ def test_executor_seconds_are_the_sampled_counts_held_between_samples():
     # [8, 20]: 1 from 8 (the first count held back to the start) to 12, 3 to 15, 2 to 20
     assert sampler.integrate(8.0, 20.0) == (1 * 4 + 3 * 3 + 2 * 5, 23 / 12, 1, 3)
     assert sampler.integrate(30.0, 40.0) == (0.0, 0.0, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("module", "function", "command"),
+    [
+        ("autoscaler.tools.bench.step_load", "run_benchmark", ["benchmark", "step-load"]),
+        ("autoscaler.tools.bench.step_load", "run_benchmark", ["benchmark", "on-off", "--trace", "TRACE"]),
+        ("autoscaler.tools.bench.sim_to_real", "run_sim_to_real", ["benchmark", "sim-to-real"]),
+        ("autoscaler.tools.bench.latencies", "measure", ["benchmark", "latencies"]),
+    ],
+)
+def test_each_real_spark_benchmark_keeps_the_code_it_ran_beside_its_figures(tmp_path, monkeypatch, capsys, module, function, command):
+    # the run itself is Spark's (the integration tests and the benchmarks run it); here only what is written
+    monkeypatch.setattr(importlib.import_module(module), function, lambda *a, **k: {"figure": 1.5})
+    trace = tmp_path / "t.csv"
+    trace.write_text("timestamp,value\n" + "".join(f"2024-03-01 00:{m:02d}:00,{m % 3}\n" for m in range(0, 60, 5)))
+    output = tmp_path / "result.json"
+    command = [str(trace) if c == "TRACE" else c for c in command]
+    assert main([*command, "--json", "--output", str(output)]) == 0
+    written = json.loads(output.read_text())
+    assert written == {"figure": 1.5, "code": code_version()} == json.loads(capsys.readouterr().out)

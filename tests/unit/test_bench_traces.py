@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from autoscaler._version import __version__
 from autoscaler.cli import main
 from autoscaler.tools.bench.traces import format_report, judge, plan_runs, read_results
+from autoscaler.tools.provenance import code_label, code_version
 
 
 def write_trace(path, values):
@@ -310,3 +312,51 @@ def test_sigterm_stops_the_runs_at_once_and_leaves_no_partial_result(tmp_path):
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     assert not list(results.rglob("*.json"))
+
+
+def _git(repo, *args):
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_the_code_of_a_result_is_its_commit_and_whether_its_code_differed_from_it(tmp_path):
+    repo = tmp_path / "repo"
+    for name in ("autoscaler/a.py", "policies/p.py", "docs/d.md"):
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text("x = 1\n")
+    _git(tmp_path, "init", "-q", str(repo))
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "one")
+    head = _git(repo, "rev-parse", "HEAD")
+    assert code_version(repo) == {"version": __version__, "commit": head, "modified": False}
+    (repo / "docs/d.md").write_text("other\n")  # not code: the figures are the commit's
+    assert code_version(repo)["modified"] is False
+    (repo / "policies/new.py").write_text("y = 2\n")  # an untracked module is code
+    assert code_version(repo) == {"version": __version__, "commit": head, "modified": True}
+    assert code_label(code_version(repo)) == f"{head[:7]}+changes"
+    (repo / "policies/new.py").unlink()
+    (repo / "autoscaler/a.py").write_text("x = 2\n")
+    assert code_version(repo)["modified"] is True
+    # not the top of a checkout (an installed copy inside some repository), or no checkout at all
+    assert code_version(repo / "autoscaler")["commit"] is None
+    (tmp_path / "plain").mkdir()
+    assert code_version(tmp_path / "plain") == {"version": __version__, "commit": None, "modified": None}
+    assert code_label(code_version(tmp_path / "plain")) == f"version {__version__}"
+    assert code_label(None) == "not recorded"
+
+
+def test_each_result_keeps_its_code_and_the_report_counts_the_results_by_code(traces, tmp_path, capsys):
+    results = tmp_path / "results"
+    args = ["benchmark", "traces", "--traces", str(traces), "--results", str(results)]
+    assert main([*args, "--policies", "static"]) == 0
+    capsys.readouterr()
+    kept = json.loads((results / "peak" / "static-step.json").read_text())
+    assert kept["code"] == code_version()
+    # a result from before the code was kept reads as such beside them
+    old = json.loads((results / "peak" / "static-burst.json").read_text())
+    del old["code"]
+    (results / "peak" / "static-burst.json").write_text(json.dumps(old))
+    assert main([*args, "--policies", "static", "--report-only", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["code"] == {"static": {code_label(kept["code"]): 3, "not recorded": 1}}
+    assert main([*args, "--policies", "static", "--report-only"]) == 0  # the most results first
+    assert f"Code of the results: static {code_label(kept['code'])} (3), not recorded (1)" in capsys.readouterr().out

@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from autoscaler.runtime.files import write_whole
 from autoscaler.tools.parallel import as_finished
+from autoscaler.tools.provenance import code_label, code_version
 from autoscaler.tools.sim.runner import simulate
 from autoscaler.tools.traces import load_trace
 
@@ -123,14 +124,17 @@ def _write(path: Path, result: Mapping[str, Any]) -> None:
 
 
 def run_all(runs: Sequence[Run], results: Path, *, jobs: int = 1, log: Callable[[str], None] = lambda _: None) -> int:
-    """Run every run whose result file is missing, ``jobs`` at a time; the number run."""
+    """Run every run whose result file is missing, ``jobs`` at a time; the number run. Each
+    result keeps the code it was run with (:func:`~autoscaler.tools.provenance.code_version`,
+    read once: the runs of one call share it)."""
     todo = [r for r in runs if not r.result_file(results).is_file()]
     for run in runs:
         if run not in todo:
             _check_params(run, run.result_file(results))
     log(f"{len(runs) - len(todo)} of {len(runs)} runs already in {results}; {len(todo)} to run")
+    code = code_version() if todo else None
     for done, (run, result) in enumerate(_finished(todo, jobs), start=1):
-        _write(run.result_file(results), result)
+        _write(run.result_file(results), {**result, "code": code})
         log(f"[{done}/{len(todo)}] {run.scale.name} {run.policy} {run.trace.stem}")
     return len(todo)
 
@@ -210,9 +214,11 @@ def _over_bound(cost_ratio: float, bound: float) -> float:
 
 
 def report(runs: Sequence[Run], results: Path) -> dict[str, Any]:
-    """Per scale and trace: the default policy judged (None when it has not run), and every result."""
+    """Per scale and trace: the default policy judged (None when it has not run), and every
+    result; per policy, how many of its results each code made (a set of results from several
+    commits says so)."""
     found = read_results(runs, results)
-    out: dict[str, Any] = {"scales": {}}
+    out: dict[str, Any] = {"scales": {}, "code": _codes(found)}
     for scale in dict.fromkeys(r.scale for r in runs):
         traces: dict[str, Any] = {}
         for trace in dict.fromkeys(r.trace for r in runs if r.scale == scale):
@@ -223,6 +229,16 @@ def report(runs: Sequence[Run], results: Path) -> dict[str, Any]:
                 "results": {name: _kpis(r) for name, r in mine.items()},
             }
         out["scales"][scale.name] = {"title": scale.title, "traces": traces}
+    return out
+
+
+def _codes(found: Mapping[Run, Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per policy, the number of its results by the code that made them (``code_label``)."""
+    out: dict[str, dict[str, int]] = {}
+    for run, result in found.items():
+        counts = out.setdefault(run.policy, {})
+        label = code_label(result.get("code"))
+        counts[label] = counts.get(label, 0) + 1
     return out
 
 
@@ -257,6 +273,11 @@ def format_report(rep: Mapping[str, Any]) -> str:
                 f"| {', '.join(j['dominated_by']) or 'none'} |"
             )
         out.append("")
+    if rep.get("code"):
+        out.append("Code of the results: " + "; ".join(
+            f"{policy} " + ", ".join(f"{label} ({n})" for label, n in sorted(counts.items(), key=lambda c: (-c[1], c[0])))
+            for policy, counts in rep["code"].items()
+        ))
     return "\n".join(out).rstrip() + "\n"
 
 
