@@ -107,11 +107,12 @@ def normalize(inp: NormalizeInput) -> tuple[ExecutorDecision, ScalingHistory]:
     if waited < s.scale_down_delay:
         left = (s.scale_down_delay - waited).total_seconds()
         return hold(Reason.SCALE_DOWN_DELAYED, f"scale-down to {target} waits {left:.0f}s more", history)
+    proposed = target
     window_max = history.max_recommendation_since(now - s.scale_down_delay) or target
     target = max(target, window_max)
     if target >= current:
         return hold(Reason.SCALE_DOWN_DELAYED, f"{window_max} recommended within the delay window", history)
-    lasting = _lasting_window_max(history, now, s, since, last)
+    lasting = _lasting_window_max(history, now, s, since, last, proposed)
     if lasting is not None and lasting < window_max:
         return hold(
             Reason.SCALE_DOWN_DELAYED,
@@ -126,7 +127,9 @@ def normalize(inp: NormalizeInput) -> tuple[ExecutorDecision, ScalingHistory]:
     return done(target, p.message, history)
 
 
-def _lasting_window_max(history: ScalingHistory, now: datetime, s: NormalizeSettings, since: datetime, last: datetime | None) -> int | None:
+def _lasting_window_max(
+    history: ScalingHistory, now: datetime, s: NormalizeSettings, since: datetime, last: datetime | None, proposed: int
+) -> int | None:
     """The delay window's largest recommendation a stabilization from now (the earliest a next
     change may come), when waiting for it is worth it; else None.
 
@@ -136,14 +139,18 @@ def _lasting_window_max(history: ScalingHistory, now: datetime, s: NormalizeSett
     of two, and costs at most a stabilization of the capacity the first step would free (less
     than a rescale is worth to any policy). The wait ends a delay and a stabilization after the
     scale-down was first proposed or the executors last changed, so a recommendation that keeps
-    falling still comes down, a step each delay and stabilization instead of each stabilization.
+    falling still comes down, a step each delay and stabilization instead of each stabilization;
+    except when the wait ends at ``proposed``, the count recommended now: a recommendation that
+    has settled there gets there in one change however long the scale-down has been pending
+    (the last step of a descent to the floor, a stabilization later, was the staircase left).
     """
     if s.stabilization >= s.scale_down_delay:
         return None
+    lasting = history.max_recommendation_since(now - (s.scale_down_delay - s.stabilization))
     started = since if last is None else max(since, last)
-    if now - started >= s.scale_down_delay + s.stabilization:
+    if now - started >= s.scale_down_delay + s.stabilization and lasting != proposed:
         return None
-    return history.max_recommendation_since(now - (s.scale_down_delay - s.stabilization))
+    return lasting
 
 
 def _bound_crossed(inp: NormalizeInput) -> tuple[int, Reason] | None:
