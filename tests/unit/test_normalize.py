@@ -151,7 +151,7 @@ def test_a_tick_at_the_current_count_keeps_a_pending_scale_down_and_counts_in_it
         pytest.param(61, id="a-falling-recommendation-comes-down-in-one-change-not-a-staircase"),
         # the same pending for 80 s (a delay and a stabilization): the count waited for is the
         # one recommended now, so the wait still makes one change of two (on the real-Spark on/off
-        # run of 2026-11-27 a descent went 4 -> 2 -> 1, the floor 10 s late)
+        # run of 2026-11-27 a descent went 4 -> 2 -> 1, the floor 8 s late)
         pytest.param(80, id="a-settled-recommendation-gets-there-in-one-change-however-long-pending"),
     ],
 )

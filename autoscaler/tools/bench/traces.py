@@ -274,11 +274,14 @@ def format_report(rep: Mapping[str, Any]) -> str:
             )
         out.append("")
     if rep.get("code"):
-        out.append("Code of the results: " + "; ".join(
-            f"{policy} " + ", ".join(f"{label} ({n})" for label, n in sorted(counts.items(), key=lambda c: (-c[1], c[0])))
-            for policy, counts in rep["code"].items()
-        ))
+        out.append("Code of the results: " + "; ".join(_code_counts(policy, counts) for policy, counts in rep["code"].items()))
     return "\n".join(out).rstrip() + "\n"
+
+
+def _code_counts(policy: str, counts: Mapping[str, int]) -> str:
+    """``default 5292acd (20), not recorded (2)``: the code that made most results first."""
+    ordered = sorted(counts.items(), key=lambda c: (-c[1], c[0]))
+    return f"{policy} " + ", ".join(f"{label} ({n})" for label, n in ordered)
 
 
 @dataclass(frozen=True)
