@@ -21,6 +21,7 @@ went down, stayed, went up, at the precision shown).
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -234,12 +235,10 @@ def report(runs: Sequence[Run], results: Path) -> dict[str, Any]:
 
 def _codes(found: Mapping[Run, Mapping[str, Any]]) -> dict[str, dict[str, int]]:
     """Per policy, the number of its results by the code that made them (``code_label``)."""
-    out: dict[str, dict[str, int]] = {}
+    counts: dict[str, Counter[str]] = {}
     for run, result in found.items():
-        counts = out.setdefault(run.policy, {})
-        label = code_label(result.get("code"))
-        counts[label] = counts.get(label, 0) + 1
-    return out
+        counts.setdefault(run.policy, Counter())[code_label(result.get("code"))] += 1
+    return {policy: dict(by_code) for policy, by_code in counts.items()}
 
 
 def _kpis(result: Mapping[str, Any]) -> dict[str, Any]:
