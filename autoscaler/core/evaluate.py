@@ -159,19 +159,25 @@ def live_rate_bound(
 
     Where the rows its finished tasks read are reported (:attr:`QueryView.running_batch_rows`),
     they say the batch's rows instead: counted, not inferred from how long it runs, so no cap (a
-    stalled batch does not read as load) and executors that joined it do not matter; while none
-    has finished, the inference above.
+    stalled batch does not read as load) and executors that joined it do not matter, nor does a
+    new run's first batch being cold: its rows arrived from the latest batch's planning until the
+    run started; while none has finished, the inference above.
     """
     if not view.batch_running or cores <= 0:
         return None
-    if view.run_started_at is not None and last.started_at < view.run_started_at:
-        return None
+    new_run = view.run_started_at is not None and last.started_at < view.run_started_at
     trigger = view.params.trigger_interval or timedelta(0)
     started = max(last.ended_at, last.started_at + trigger)
     counted = view.running_batch_rows
     if counted is not None:
-        interval = (started - last.started_at).total_seconds()
+        # its rows arrived after the latest batch was planned and by the trigger that planned it:
+        # the next trigger, or for a new run's first batch the run's start (it takes the rows of
+        # the restart pause; counted, they tell a step during the pause however slow it runs cold)
+        planned = max(started, view.run_started_at) if new_run and view.run_started_at is not None else started
+        interval = (planned - last.started_at).total_seconds()
         return RunningRate(counted / interval, False) if interval > 0 and counted > LIVE_ROWS_RATIO * last.input_rows else None
+    if new_run:
+        return None
     if last.cold or last.cores != cores_at(executors, started, cores) or last.parallelism != view.params.parallelism or last.input_rows <= 0:
         return None
     age = (now - started).total_seconds()

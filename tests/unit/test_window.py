@@ -256,3 +256,22 @@ def test_a_burst_after_quiet_triggers_is_a_burst_not_its_average_over_the_quiet_
     # without a rate (the first batch of a run) the previous batch's start bounds the arrival
     first = BatchSample(11, T0 + timedelta(seconds=28), timedelta(seconds=1), 5000, None, None, 0)
     assert arrival_start(quiet, first) == quiet.started_at
+
+
+def test_the_first_batch_of_a_new_run_is_sized_by_its_counted_rows():
+    # steady 1600 rows/s, then a restart: the new run started 12 s after the latest batch was
+    # planned, and its first batch took the rows of those 12 s. A step to 10x during the pause:
+    # 192,000 rows, of which its 2 finished tasks of 8 read 48,000
+    batches = steady_batches(start=T0, count=10, rate=1600, per_slot=900, cores=4)
+    last = batches[-1]
+    run_started = last.started_at + timedelta(seconds=12)
+    now = run_started + timedelta(seconds=20)
+    read = RunningRead(rows=48_000, tasks_done=2, tasks=8)
+    view = query_view(samples=tuple(batches), batch_running=True, batch_tasks=(2, 8), batch_read=read, run_started_at=run_started)
+    assert evaluate_query(view, now, timedelta(seconds=30), cores=4).input_rate == pytest.approx(192_000 / 12)
+    # no rows counted: a new run's first batch, slow because cold, tells nothing by its time
+    blind = replace(view, batch_read=None)
+    assert evaluate_query(blind, now, timedelta(seconds=30), cores=4).input_rate == pytest.approx(1600)
+    # the pause's rows at the rate before (19,200): no step, the rate stays that of the batches
+    usual = replace(view, batch_read=RunningRead(rows=4_800, tasks_done=2, tasks=8))
+    assert evaluate_query(usual, now, timedelta(seconds=30), cores=4).input_rate == pytest.approx(1600)
