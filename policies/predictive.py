@@ -62,6 +62,26 @@ RETURN_RATE = 0.95  # a size the load outgrew stays too small while the rate is 
 MAX_LOOKBACK = timedelta(days=365)
 
 
+class Hindsight:
+    """What the remembered load says of a release: what a rescale was worth (executor-seconds,
+    :meth:`PredictivePolicy._hindsight_price`) and, by executor count, how long the load stayed at
+    or below it before it needed more (:func:`return_gaps`, found when first asked for)."""
+
+    def __init__(self, price: float, need: np.ndarray | None = None, step: float = 0.0) -> None:
+        self.price = price
+        self._need, self._step = need, step
+        self._gaps: dict[int, np.ndarray] = {}
+
+    def gaps(self, count: int) -> np.ndarray:
+        """Seconds of each remembered stretch at or below ``count`` executors that the load ended
+        by needing more, sorted (none without a remembered load)."""
+        if self._need is None:
+            return np.empty(0)
+        if count not in self._gaps:
+            self._gaps[count] = np.sort(return_gaps(self._need, count)) * self._step
+        return self._gaps[count]
+
+
 @dataclass(frozen=True, slots=True)
 class Demand:
     arrival: float  # rows/s arriving now
@@ -263,36 +283,69 @@ class PredictivePolicy(Policy):
         return found[key]
 
     def _release(
-        self, view: QueryView, model: BatchCostModel, inp: PolicyInput, cores: int, have: int, price: float, memo: PredictiveMemo
+        self,
+        view: QueryView,
+        model: BatchCostModel,
+        inp: PolicyInput,
+        cores: int,
+        have: int,
+        price: float,
+        memo: PredictiveMemo,
+        known: Hindsight | None = None,
     ) -> tuple[int, int] | None:
         """The fewest cores (from ``cores`` up, at most ``have`` less the margin) whose idle
-        capacity has cost ``price``, with their partitions; None while none has.
+        capacity has cost ``price``, or is expected to before the load needs it again, with
+        their partitions; None while none has.
 
         Releasing only what the load has not needed for a while (rather than all the current
         rate does not need) keeps the size the last bursts needed: the next burst then finds it
         instead of costing a scale-up and another scale-down. The load's records (each rate
         higher than all later ones, newest first) split the sizes: the sizes that carry every
         rate newer than record ``j`` but not record ``j`` have idled since ``j``; of those the
-        smallest releases the most.
+        smallest releases the most. ``known`` (the remembered load's gaps) lets capacity go
+        before its break-even when holding it on is the dearer bet: the size above a rare large
+        burst is released as the burst ends, while the size of frequent bursts is held through
+        their gaps (:func:`release_pays`).
         """
         p = self.p
         horizon = inp.now - timedelta(seconds=min(price, MAX_LOOKBACK.total_seconds()))
         largest = math.floor(have * (1 - p.scale_down_margin))
         max_cores = inp.max_executors * max(1, inp.cores_per_executor)
         carried = 0.0  # the highest rate newer than the record at hand
+        idled: tuple[int, float] | None = None  # the sizes from here up have idled this many seconds
         kept = memo.records.setdefault(view.name, LoadRecords())
         for at, rate in itertools.chain(demand_records(inp, view, horizon, kept), [(horizon, math.inf)]):
             size = cores
             if carried > 0:
                 sized = self._fewest_cores(model, view, carried, max_cores, memo)
-                if sized is None:
-                    return None
-                size = max(cores, sized[0])
+                size = max(cores, sized[0]) if sized is not None else largest + 1
+            if idled is not None:
+                paid = self._paid(idled, min(size, largest + 1), have, price, inp, known)
+                if paid is not None:
+                    return paid, plan_partitions(view, paid, p.align_partitions, p.min_partitions)
             if size > largest:
                 return None
-            if (have - size) * (inp.now - at).total_seconds() >= price:
-                return size, plan_partitions(view, size, p.align_partitions, p.min_partitions)
+            idled = (size, (inp.now - at).total_seconds())
             carried = rate
+        # the sizes from the oldest record's up: idle since the horizon, or longer
+        paid = self._paid(idled, largest + 1, have, price, inp, known) if idled is not None else None
+        return None if paid is None else (paid, plan_partitions(view, paid, p.align_partitions, p.min_partitions))
+
+    @staticmethod
+    def _paid(
+        idled: tuple[int, float], below: int, have: int, price: float, inp: PolicyInput, known: Hindsight | None
+    ) -> int | None:
+        """The fewest cores from ``idled``'s size up to ``below`` (exclusive) whose release has
+        paid for itself: the capacity above them has idled ``idled`` seconds at a cost of at
+        least ``price``, or the load's remembered gaps make holding it on dearer
+        (:func:`release_pays`)."""
+        lowest, seconds = idled
+        k = max(1, inp.cores_per_executor)
+        for size in range(lowest, below):
+            if (have - size) * seconds >= price:
+                return size
+            if known is not None and release_pays(known.gaps(size // k), seconds, have - size, price):
+                return size
         return None
 
     def _size(self, view: QueryView, load: QueryLoad, inp: PolicyInput, memo: PredictiveMemo) -> Sizing:
@@ -341,14 +394,15 @@ class PredictivePolicy(Policy):
         # back, each at what the cheapest clairvoyant schedule within the budget paid per change
         # over the remembered load (on a load whose bursts come more often than the budget
         # allows, holding their size through the gaps is the cheaper way to stay within it)
-        hindsight = 2 * self._hindsight_price(view, model, inp, memo) * k
+        known = self._hindsight(view, model, inp, memo)
+        hindsight = 2 * known.price * k
         price = max(p.rescale_price.total_seconds() * have, hindsight)
-        release = self._release(view, model, inp, cores, have, price, memo)
+        release = self._release(view, model, inp, cores, have, price, memo, known)
         if release is not None:
             floor = smallest_proven_size(inp, view, demand.arrival, p.budget_window) * k
             if release[0] < floor <= have:
                 # a smaller size failed at about this rate: release only down to the floor
-                release = self._release(view, model, inp, floor, have, price, memo)
+                release = self._release(view, model, inp, floor, have, price, memo, known)
         if release is None:
             return hold(f"{cores} core(s) once idle cores cost a rescale ({price / 60:.0f} core-min, hindsight {hindsight / 60:.0f})")
         size, size_partitions = release
@@ -365,6 +419,11 @@ class PredictivePolicy(Policy):
         held a burst's whole size through hours of quiet once a bursty stretch had used the
         budget, whatever holding it cost; this one holds a size only as long as hindsight says
         a change is worth."""
+        return self._hindsight(view, model, inp, memo).price
+
+    def _hindsight(self, view: QueryView, model: BatchCostModel, inp: PolicyInput, memo: PredictiveMemo) -> Hindsight:
+        """The hindsight price (:meth:`_hindsight_price`) and the remembered load's gaps
+        (:class:`Hindsight`), kept for the rate step."""
         bucket = math.floor(inp.now.timestamp() / inp.rate_step.total_seconds())
         rates = inp.history.rates
         # the inputs by value: the rate step, the newest remembered rate (points are appended in
@@ -375,7 +434,8 @@ class PredictivePolicy(Policy):
             return kept[2]
         p = self.p
         series = inp.history.rate_series(view.name, since=inp.now - p.hindsight)
-        price = 0.0
+        found = Hindsight(0.0)
+        programme = None
         if len(series) >= 2:
             k = max(1, inp.cores_per_executor)
             max_cores = inp.max_executors * k
@@ -394,13 +454,13 @@ class PredictivePolicy(Policy):
             # whole executors, and then the programme's answer is the one already found
             programme = (step, budget, np.asarray(need, np.int32).tobytes())
             if kept is not None and kept[1] == programme:
-                price = kept[2]
+                found = kept[2]
             else:
-                price = budget_price(np.full(len(need), step), np.asarray(need, float), budget)
-        else:
-            programme = None
-        memo.hindsight[view.name] = (key, programme, price)
-        return price
+                counts = np.asarray(need, np.int64)
+                price = budget_price(np.full(len(need), step), counts.astype(float), budget)
+                found = Hindsight(price, counts, step)
+        memo.hindsight[view.name] = (key, programme, found)
+        return found
 
     def _demand(self, view: QueryView, load: QueryLoad, inp: PolicyInput, have: int, memo: PredictiveMemo) -> Demand:
         """The rates to provision for: now, within ``lead_time``, within ``horizon``, and the backlog's."""
@@ -523,9 +583,9 @@ class PredictiveMemo:
         self.records: dict[str, LoadRecords] = {}  # each query's batch records
         # each query's seasonal peaks of the current rate step: (rates, step, lead time's, horizon's, method)
         self.peaks: dict[str, tuple[object, int, float | None, float | None, str]] = {}
-        # each query's hindsight price, the inputs it was computed from and the programme they
-        # made (PredictivePolicy._hindsight_price)
-        self.hindsight: dict[str, tuple[tuple[object, ...], tuple[float, float, bytes] | None, float]] = {}
+        # each query's hindsight price and return times, the inputs they were computed from and
+        # the programme they made (PredictivePolicy._hindsight)
+        self.hindsight: dict[str, tuple[tuple[object, ...], tuple[float, float, bytes] | None, Hindsight]] = {}
 
 
 class LoadRecords:
@@ -596,6 +656,49 @@ def demand_records(
     steps = inp.history.rate_series(view.name, since=horizon, until=oldest - inp.rate_step)[::-1]
     for i in _rises([r for _, r in steps], top):
         yield steps[i][0] + inp.rate_step, steps[i][1]
+
+
+def return_gaps(need: np.ndarray, count: int) -> np.ndarray:
+    """The lengths (in steps) of the stretches in which ``need`` stayed at or below ``count`` and
+    that ended with a step above it: the gaps the load left a size above ``count`` idle before
+    it needed it again. The stretch before the first such step counts (the load was at most
+    ``count`` at least that long); the stretch still running at the end does not (it has not ended).
+    """
+    above = np.concatenate(([True], need > count))
+    changes = np.diff(above.astype(np.int8))
+    falls = np.flatnonzero(changes == -1)  # a stretch at or below the count starts at this step
+    rises = np.flatnonzero(changes == 1)  # ... and ends here
+    return rises - falls[: len(rises)]
+
+
+def release_pays(gaps: np.ndarray, idle: float, spare: int, price: float) -> bool:
+    """Whether releasing ``spare`` cores, idle ``idle`` seconds, now is the cheapest time to
+    release them, given the load's past ``gaps`` (sorted seconds it stayed below their size
+    before it needed them again).
+
+    Ski rental with the gaps as the odds. Of the gaps, only those longer than the idle time so
+    far can be the one running: with none, the past says nothing of this gap, and the capacity
+    goes at the break-even (``spare x idle >= price``), as the classic rule has it. Otherwise
+    releasing at a later time ``t`` costs, averaged over the gaps that can be running: the idle
+    cores until the gap ends or until ``t``, and the rescale price (the release and the
+    scale-up that undoes it) for each gap longer than ``t``. Releasing now costs the price.
+    Now is the time when no later time up to the break-even is cheaper: the capacity above a
+    rare large burst goes as the burst ends, the size of frequent bursts is held through their
+    gaps, and a gap longer than the frequent ones is cut short once it has outlasted them.
+    """
+    if spare * idle >= price:
+        return True
+    running = gaps[np.searchsorted(gaps, idle, side="right") :] - idle
+    if len(running) == 0:
+        return False
+    until = price / spare - idle  # seconds to the break-even
+    ends = running[running <= until]
+    n, i = len(running), np.arange(len(ends))
+    # waiting until the i-th shortest gap ends: the gaps up to it cost their idle time, the
+    # longer ones the idle time to then and the price
+    at_ends = (np.cumsum(spare * ends) + (n - i - 1) * (spare * ends + price)) / n
+    at_break_even = (spare * ends.sum() + (n - len(ends)) * (spare * until + price)) / n
+    return price <= min(at_break_even, float(at_ends.min(initial=math.inf)))
 
 
 def _rises(values: list[float], floor: float) -> Iterator[int]:

@@ -3,6 +3,7 @@
 import math
 from datetime import datetime, timedelta, timezone
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -707,3 +708,39 @@ def test_a_burst_after_quiet_is_sized_once_its_rows_are_known_not_a_core_a_tick(
     # the lag nearing the SLO (over lag_fraction of 60 s) does not wait for the rows
     late = policy().propose(_burst_after_quiet(tasks=(0, 12), lag_seconds=50))
     assert late.executors > 1 and late.reason == Reason.SCALE_UP_FOR_BACKLOG
+
+
+def test_the_gaps_a_count_left_idle_are_the_stretches_at_or_below_it_that_a_rise_ended():
+    from policies.predictive import return_gaps
+
+    need = np.array([0, 0, 8, 8, 0, 0, 8, 0, 0, 32, 0, 0])
+    # at or below 0: from the start (2 steps), between the 8s (2), before the 32 (2); the
+    # stretch running at the end has not ended and does not count
+    assert return_gaps(need, 0).tolist() == [2, 2, 2]
+    # at or below 8 executors only once, until the 32
+    assert return_gaps(need, 8).tolist() == [9]
+    # a count the load never outgrew, and a load that never went below a count: no gap
+    assert return_gaps(need, 32).tolist() == []
+    assert return_gaps(np.array([30, 30, 30, 0]), 3).tolist() == []
+
+
+def test_releasing_early_is_a_bet_on_the_remembered_gaps():
+    from policies.predictive import release_pays
+
+    price, spare = 600.0, 10  # break-even after 60 s idle
+    # idle to the break-even: released whatever the gaps (the classic rule)
+    assert release_pays(np.array([30.0] * 5), 60.0, spare, price)
+    # no gap remembered longer than this idle time: the past says nothing, hold to the break-even
+    assert not release_pays(np.empty(0), 10.0, spare, price)
+    assert not release_pays(np.array([5.0, 8.0]), 10.0, spare, price)
+    # every remembered gap outlasted the break-even (a rare large burst): release now
+    assert release_pays(np.array([3600.0, 7200.0]), 10.0, spare, price)
+    # the load came back within 20 s each time (frequent bursts): holding 20 s (200 core-s) beats
+    # paying the price (600) for each return
+    assert not release_pays(np.array([15.0, 20.0, 20.0, 25.0]), 5.0, spare, price)
+    # ... but once the gap has outlasted them all, the past says nothing: the classic rule again
+    assert not release_pays(np.array([15.0, 20.0, 20.0, 25.0]), 30.0, spare, price)
+    # one return in ten came soon: holding for it would cost each of the other nine the wait too
+    assert release_pays(np.array([20.0] + [7200.0] * 9), 5.0, spare, price)
+    # half came back within 20 s: holding 20 s (200 core-s) saves the price on half of them
+    assert not release_pays(np.array([20.0] * 5 + [7200.0] * 5), 5.0, spare, price)
