@@ -64,7 +64,7 @@ MAX_LOOKBACK = timedelta(days=365)
 
 class Hindsight:
     """What the remembered load says of a release: what a rescale was worth (executor-seconds,
-    :meth:`PredictivePolicy._hindsight_price`) and, by executor count, how long the load stayed at
+    :meth:`PredictivePolicy._hindsight`) and, by executor count, how long the load stayed at
     or below it before it needed more (:func:`return_gaps`, found when first asked for)."""
 
     def __init__(self, price: float, need: np.ndarray | None = None, step: float = 0.0) -> None:
@@ -408,22 +408,18 @@ class PredictivePolicy(Policy):
         size, size_partitions = release
         return Sizing(view.name, size, _changed(size_partitions, partitions), busy_now, Reason.SCALE_DOWN_FOR_LOAD, f"{text} -> {size} core(s)")
 
-    def _hindsight_price(self, view: QueryView, model: BatchCostModel, inp: PolicyInput, memo: PredictiveMemo) -> float:
-        """Executor-seconds a rescale was worth over the remembered ``hindsight``: the price at
+    def _hindsight(self, view: QueryView, model: BatchCostModel, inp: PolicyInput, memo: PredictiveMemo) -> Hindsight:
+        """The remembered load's verdict on a release (:class:`Hindsight`): its price is the
+        executor-seconds a rescale was worth over the remembered ``hindsight``, the price at
         which the cheapest clairvoyant schedule for the remembered rates (each sized as this
         policy sizes it, :func:`~autoscaler.core.budget.budget_price`) stays within the rescale
         budget; 0 when following the load stays within it. Kept for the rate step, and the
         programme rerun only when the sizes it reads have changed.
 
-        It replaces a price that grew with the square of the changes over the budget: that
+        The price replaces one that grew with the square of the changes over the budget: that
         held a burst's whole size through hours of quiet once a bursty stretch had used the
         budget, whatever holding it cost; this one holds a size only as long as hindsight says
         a change is worth."""
-        return self._hindsight(view, model, inp, memo).price
-
-    def _hindsight(self, view: QueryView, model: BatchCostModel, inp: PolicyInput, memo: PredictiveMemo) -> Hindsight:
-        """The hindsight price (:meth:`_hindsight_price`) and the remembered load's gaps
-        (:class:`Hindsight`), kept for the rate step."""
         bucket = math.floor(inp.now.timestamp() / inp.rate_step.total_seconds())
         rates = inp.history.rates
         # the inputs by value: the rate step, the newest remembered rate (points are appended in

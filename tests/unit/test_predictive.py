@@ -253,12 +253,12 @@ def test_the_hindsight_price_is_what_holding_the_remembered_gaps_costs():
     for budget in (20.0, 1e-300):
         i = inp(cores=14, rate=5000, history=ScalingHistory(rates=bursts_every(10, 9000.0, 500.0)))
         view, load = i.modelled_queries()[0]
-        price = policy(rescale_budget=budget)._hindsight_price(view, load.model, i, PredictiveMemo())
+        price = policy(rescale_budget=budget)._hindsight(view, load.model, i, PredictiveMemo()).price
         assert 1800 < price <= 3600 * 1.06
     # a day that changes within the budget prices nothing
     i = inp(cores=14, rate=5000, history=ScalingHistory(rates=bursts_every(720, 9000.0, 500.0)))
     view, load = i.modelled_queries()[0]
-    assert policy()._hindsight_price(view, load.model, i, PredictiveMemo()) == 0.0
+    assert policy()._hindsight(view, load.model, i, PredictiveMemo()).price == 0.0
 
 
 def quiet_days_before(day: tuple[RatePoint, ...], days: int, rate: float) -> tuple[RatePoint, ...]:
@@ -272,7 +272,7 @@ def hindsight_price(rates: tuple[RatePoint, ...], **params) -> float:
 
     i = inp(cores=14, rate=5000, history=ScalingHistory(rates=rates))
     view, load = i.modelled_queries()[0]
-    return policy(**params)._hindsight_price(view, load.model, i, PredictiveMemo())
+    return policy(**params)._hindsight(view, load.model, i, PredictiveMemo()).price
 
 
 def test_quiet_days_lend_their_rescale_budget_to_a_spiky_one():

@@ -260,7 +260,7 @@ def hindsight_price_cost(days: Sequence[int] = (1, 7), *, repeats: int = 5, seed
         costs, price = [], 0.0
         for _ in range(repeats):
             began = time.process_time()
-            price = policy._hindsight_price(view, MODEL, inp, PredictiveMemo())  # a fresh memo: computed, not kept
+            price = policy._hindsight(view, MODEL, inp, PredictiveMemo()).price  # a fresh memo: computed, not kept
             costs.append((time.process_time() - began) * 1000)
         out.append({"days_remembered": d, "steps": d * 288, "price_executor_seconds": round(price), "cpu_ms_median": round(statistics.median(costs), 1)})
     return out
