@@ -182,7 +182,7 @@ class PredictivePolicy(Policy):
         )
         forecast: bool = Field(True, description="Use the seasonal forecast when it beats the current rate.")
         rescale_budget: float = Field(
-            20.0, gt=0, description="Executor changes per day the policy aims to stay under: a rescale is priced at what the "
+            10.0, gt=0, description="Executor changes per day the policy aims to stay under: a rescale is priced at what the "
             "cheapest clairvoyant schedule within this budget paid per change over the remembered load.",
         )
         hindsight: Duration = Field(

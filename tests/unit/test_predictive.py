@@ -276,19 +276,21 @@ def hindsight_price(rates: tuple[RatePoint, ...], **params) -> float:
 
 
 def test_quiet_days_lend_their_rescale_budget_to_a_spiky_one():
-    # a day of bursts every 30 minutes changes the need 96 times. With a week's hindsight,
-    # remembered alone it is held to one day's budget (20; not the week's 140, which would
-    # price nothing until a week is remembered): a change has a price
-    week = timedelta(days=7)
+    # a day of bursts every 30 minutes changes the need 96 times. With a week's hindsight and a
+    # budget of 20 a day, remembered alone it is held to one day's budget (20; not the week's
+    # 140, which would price nothing until a week is remembered): a change has a price
+    week, budget = timedelta(days=7), 20.0
     day = bursts_every(30, 9000.0, 500.0)
-    assert hindsight_price(day, hindsight=week) > 0
+    assert hindsight_price(day, hindsight=week, rescale_budget=budget) > 0
     # after two quiet days the remembered three days allow 60 changes: still priced; after six,
     # the week's 140 hold all 96, as the whole trace's budget does for the bound: no price
-    assert hindsight_price(quiet_days_before(day, 2, 500.0), hindsight=week) > 0
-    assert hindsight_price(quiet_days_before(day, 6, 500.0), hindsight=week) == 0.0
+    assert hindsight_price(quiet_days_before(day, 2, 500.0), hindsight=week, rescale_budget=budget) > 0
+    assert hindsight_price(quiet_days_before(day, 6, 500.0), hindsight=week, rescale_budget=budget) == 0.0
     # the default hindsight is a week; quiet days older than a shorter hindsight lend nothing
-    assert hindsight_price(quiet_days_before(day, 6, 500.0)) == 0.0
-    assert hindsight_price(quiet_days_before(day, 6, 500.0), hindsight=timedelta(days=1)) > 0
+    assert hindsight_price(quiet_days_before(day, 6, 500.0), rescale_budget=budget) == 0.0
+    assert hindsight_price(quiet_days_before(day, 6, 500.0), hindsight=timedelta(days=1), rescale_budget=budget) > 0
+    # at the default budget (10 a day) the week's 70 do not hold the 96: still priced
+    assert hindsight_price(quiet_days_before(day, 6, 500.0)) > 0
 
 
 def up(minutes_ago: float, reason: Reason, to: int = 14) -> ScalingEvent:
