@@ -165,7 +165,8 @@ def live_rate_bound(
     """
     if not view.batch_running or cores <= 0:
         return None
-    new_run = view.run_started_at is not None and last.started_at < view.run_started_at
+    # when the run the running batch belongs to started, if it is that run's first batch
+    new_run_at = view.run_started_at if view.run_started_at is not None and last.started_at < view.run_started_at else None
     trigger = view.params.trigger_interval or timedelta(0)
     started = max(last.ended_at, last.started_at + trigger)
     counted = view.running_batch_rows
@@ -173,10 +174,10 @@ def live_rate_bound(
         # its rows arrived after the latest batch was planned and by the trigger that planned it:
         # the next trigger, or for a new run's first batch the run's start (it takes the rows of
         # the restart pause; counted, they tell a step during the pause however slow it runs cold)
-        planned = max(started, view.run_started_at) if new_run and view.run_started_at is not None else started
+        planned = max(started, new_run_at) if new_run_at is not None else started
         interval = (planned - last.started_at).total_seconds()
         return RunningRate(counted / interval, False) if interval > 0 and counted > LIVE_ROWS_RATIO * last.input_rows else None
-    if new_run:
+    if new_run_at is not None:
         return None
     if last.cold or last.cores != cores_at(executors, started, cores) or last.parallelism != view.params.parallelism or last.input_rows <= 0:
         return None
