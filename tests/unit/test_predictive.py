@@ -763,3 +763,21 @@ def test_the_capacity_above_a_rare_burst_goes_as_the_burst_ends():
     frequent = inp(cores=14, rate=5000, history=ScalingHistory(rates=bursts_every(10, 9000.0, 5000.0, ended_ago=3)))
     proposal = policy().propose(frequent)
     assert (proposal.executors, proposal.reason) == (14, Reason.WITHIN_TARGET), proposal.message
+
+
+@given(
+    gaps=st.lists(st.floats(1.0, 20_000.0), max_size=30),
+    idle=st.floats(0.0, 600.0),
+    spare=st.integers(1, 64),
+    price=st.floats(60.0, 50_000.0),
+    cheaper=st.floats(0.05, 1.0),
+)
+def test_a_release_the_bet_makes_at_a_price_it_makes_at_any_lower_price(gaps, idle, spare, price, cheaper):
+    from policies.predictive import release_pays
+
+    # releasing now costs the price once the load returns; waiting costs the idle cores and, for
+    # the gaps that outlast the wait, the price too: a lower price lowers the first at least as
+    # much as the second, and brings the break-even nearer, so it never turns a release into a hold
+    remembered = np.sort(np.asarray(gaps))
+    if release_pays(remembered, idle, spare, price):
+        assert release_pays(remembered, idle, spare, price * cheaper)
