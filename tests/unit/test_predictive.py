@@ -245,20 +245,14 @@ def test_an_idle_query_goes_back_to_the_floor_whatever_its_batches_would_cost():
 
 
 def test_the_hindsight_price_is_what_holding_the_remembered_gaps_costs():
-    from policies.predictive import PredictiveMemo
-
     # bursts every 10 minutes: dropping to about 2 cores through a 5-minute gap saves 12 x 300 =
     # 3600 core-s for two changes; within a budget of 20 a day hindsight holds them all, so a
     # change is worth about that (within the bisection's 5 %), however small the budget
     for budget in (20.0, 1e-300):
-        i = inp(cores=14, rate=5000, history=ScalingHistory(rates=bursts_every(10, 9000.0, 500.0)))
-        view, load = i.modelled_queries()[0]
-        price = policy(rescale_budget=budget)._hindsight(view, load.model, i, PredictiveMemo()).price
+        price = hindsight_price(bursts_every(10, 9000.0, 500.0), rescale_budget=budget)
         assert 1800 < price <= 3600 * 1.06
     # a day that changes within the budget prices nothing
-    i = inp(cores=14, rate=5000, history=ScalingHistory(rates=bursts_every(720, 9000.0, 500.0)))
-    view, load = i.modelled_queries()[0]
-    assert policy()._hindsight(view, load.model, i, PredictiveMemo()).price == 0.0
+    assert hindsight_price(bursts_every(720, 9000.0, 500.0)) == 0.0
 
 
 def quiet_days_before(day: tuple[RatePoint, ...], days: int, rate: float) -> tuple[RatePoint, ...]:
