@@ -41,7 +41,7 @@ from autoscaler.runtime.observe import WithExecutorPods
 from autoscaler.runtime.ports import ClusterObserver, StateStore
 from autoscaler.runtime.reconciler import Reconciler
 from autoscaler.runtime.state.schema import restore_state
-from autoscaler.spark.executors import SparkExecutors
+from autoscaler.spark.executors import SparkExecutors, driver_runs_tasks
 from autoscaler.spark.host import QueryHost, StopReport
 from autoscaler.spark.kubernetes import is_kubernetes
 from autoscaler.spark.observer import SparkObserver
@@ -201,10 +201,16 @@ class DriverDaemon:
             if extra:
                 ex.remove(extra, now)
             ex.set_target(wanted, now)
-        have = ex.wait_for(wanted, s.resource_wait_timeout, self.clock, self._stopped)
-        waited = self.clock.now() - now
-        if have < wanted:
-            log.warning("starting_with_fewer_executors", wanted=wanted, registered=have, waited_seconds=waited.total_seconds())
+        if driver_runs_tasks(s.spark.master):
+            # local[N]: the driver runs the tasks and no executor will ever register; waiting
+            # for one would only delay the start by the whole timeout
+            have, waited = view.count, timedelta(0)
+            log.info("no_executors_to_wait_for", master=s.spark.master, detail="the driver runs the tasks")
+        else:
+            have = ex.wait_for(wanted, s.resource_wait_timeout, self.clock, self._stopped)
+            waited = self.clock.now() - now
+            if have < wanted:
+                log.warning("starting_with_fewer_executors", wanted=wanted, registered=have, waited_seconds=waited.total_seconds())
         log.info("mode_selected", mode=mode.mode.value, reason=mode.reason.value, detail=mode.message)
         return StartupReport(mode.mode, mode.message, wanted, have, waited)
 

@@ -45,6 +45,12 @@ def java_error(exc: BaseException) -> str:
         return str(exc).splitlines()[0]
 
 
+def driver_runs_tasks(master: str) -> bool:
+    """``local``, ``local[N]``, ``local[N, F]``: one JVM whose driver runs the tasks, where no
+    executor ever registers (``local-cluster`` starts real executors)."""
+    return master.strip() == "local" or master.strip().startswith("local[")
+
+
 def request_capability(master: str, dynamic_allocation: bool) -> tuple[bool, Reason]:
     """Whether the driver can ask the cluster manager for executors."""
     if dynamic_allocation:

@@ -107,6 +107,10 @@ def test_a_pipeline_that_raises_starts_nothing_and_names_the_pipeline(tmp_path):
     assert "pipeline 'broken' raised while building: RuntimeError: cannot reach the Kafka cluster" in result.stderr
     assert "query_started" not in result.stdout
     assert not (tmp_path / "ckpt").exists() or not any((tmp_path / "ckpt").iterdir())
+    # on local[1] the driver runs the tasks: no executor will register, so none is waited for
+    # (before, the start waited out the whole resource_wait_timeout, a minute, for nothing)
+    events = [e.get("event") for e in json_lines(result.stdout + result.stderr)]
+    assert "no_executors_to_wait_for" in events and "starting_with_fewer_executors" not in events, events
 
 
 def test_pipeline_module_that_fails_to_import_is_named(tmp_path):

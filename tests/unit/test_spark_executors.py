@@ -93,3 +93,10 @@ def test_a_request_the_cluster_manager_cannot_take_is_an_error_that_also_starts_
         executors.set_target(3, T0)
     view = executors.observe(T0 + timedelta(seconds=5))
     assert view.requested_total == 3 and view.waiting_since == T0  # a request not granted, timed as such
+
+
+def test_only_local_masters_run_their_tasks_in_the_driver():
+    from autoscaler.spark.executors import driver_runs_tasks
+
+    assert [m for m in ("local", "local[1]", "local[*]", "local[4, 2]", " local[2]") if not driver_runs_tasks(m)] == []
+    assert [m for m in ("local-cluster[2,1,512]", "spark://127.0.0.1:7077", "k8s://https://api:6443", "yarn") if driver_runs_tasks(m)] == []
