@@ -182,8 +182,9 @@ class PredictivePolicy(Policy):
         )
         forecast: bool = Field(True, description="Use the seasonal forecast when it beats the current rate.")
         rescale_budget: float = Field(
-            10.0, gt=0, description="Executor changes per day the policy aims to stay under: a rescale is priced at what the "
-            "cheapest clairvoyant schedule within this budget paid per change over the remembered load.",
+            10.0, gt=0, description="Executor changes per day that price a rescale: it is priced at what the cheapest "
+            "clairvoyant schedule within this budget paid per change over the remembered load. The price's aim, not a cap: "
+            "on bursty loads the policy makes more (up to 2.5 times on the shared traces; docs/policies.md).",
         )
         hindsight: Duration = Field(
             timedelta(days=7),
