@@ -48,7 +48,8 @@ def java_error(exc: BaseException) -> str:
 def driver_runs_tasks(master: str) -> bool:
     """``local``, ``local[N]``, ``local[N, F]``: one JVM whose driver runs the tasks, where no
     executor ever registers (``local-cluster`` starts real executors)."""
-    return master.strip() == "local" or master.strip().startswith("local[")
+    master = master.strip()
+    return master == "local" or master.startswith("local[")
 
 
 def request_capability(master: str, dynamic_allocation: bool) -> tuple[bool, Reason]:
