@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from autoscaler._version import __version__
+from autoscaler.tools.demo.params import WARMUP_SECONDS
 
 INTERRUPTED = 130  # exit code after Ctrl-C or SIGTERM cut a command short (128 + SIGINT, as shells report it)
 
@@ -348,7 +349,7 @@ def _demo_parser(sub: Any) -> None:
                       help="rows per second at the trace's busiest moment")
     demo.add_argument("--max-executors", type=_positive_int, default=6, metavar="N",
                       help="most executors (and, in active mode, the workers started)")
-    demo.add_argument("--warmup", type=_non_negative_float, default=30.0, metavar="SECONDS",
+    demo.add_argument("--warmup", type=_non_negative_float, default=WARMUP_SECONDS, metavar="SECONDS",
                       help="seconds at the trace's first rate before the trace starts (the first batches are slow)")
     demo.add_argument("--workdir", type=Path, metavar="DIR", help="keep checkpoints, output and Spark logs in DIR (default: a temporary directory, removed)")
     demo.add_argument("--record", type=_output_file(), metavar="FILE",
@@ -364,6 +365,11 @@ def _real_spark_flags(parser: argparse.ArgumentParser, runs: bool) -> None:
         parser.add_argument("--runs", default="autoscaler,spark-dra,static-max", metavar="LIST", help="comma-separated subset of the runs")
     parser.add_argument("--output", type=_output_file(), metavar="FILE", help="also write the JSON result to FILE")
     parser.add_argument("--workdir", type=Path, metavar="DIR", help="keep checkpoints, sink records and tick logs in DIR (default: a temporary directory, removed)")
+
+
+def _warmup_flag(parser: argparse.ArgumentParser, rate: str) -> None:
+    parser.add_argument("--warmup", type=_non_negative_float, default=WARMUP_SECONDS, metavar="SECONDS",
+                        help=f"seconds at {rate} before the measured phases: the JVMs' first batches are slow (default: {WARMUP_SECONDS:g})")
 
 
 def _benchmark_parser(sub: Any) -> None:
@@ -383,6 +389,7 @@ def _benchmark_parser(sub: Any) -> None:
     )
     _real_spark_flags(step, runs=True)
     step.add_argument("--phases", default="120,180,180", metavar="S1,S2,S3", help="seconds of the low, high and low phases")
+    _warmup_flag(step, "the low rate")
 
     onoff = _command(
         bench_sub, "on-off", "a compressed bursty trace: our daemon vs Spark dynamic allocation vs static maximum",
@@ -393,6 +400,7 @@ def _benchmark_parser(sub: Any) -> None:
     )
     _real_spark_flags(onoff, runs=True)
     onoff.add_argument("--trace", type=Path, metavar="CSV", help="trace to compress (default: ../shared/traces/Twitter_volume_CVS.csv)")
+    _warmup_flag(onoff, "100 rows/s")
 
     s2r = _command(
         bench_sub, "sim-to-real", "the step load on the local cluster and in the simulator set up with what that run measured",
@@ -811,7 +819,7 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         trace = args.trace or _shared_trace("Twitter_volume_CVS.csv")
         if trace is None or not trace.is_file():
             return _fail("--trace: ../shared/traces/Twitter_volume_CVS.csv not found; pass --trace CSV")
-        profile = OnOffProfile(trace=trace)
+        profile = OnOffProfile(trace=trace, warmup=args.warmup)
     else:
         try:
             phases = tuple(float(p) for p in args.phases.split(","))
@@ -819,7 +827,7 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
             return _fail(f"--phases: {args.phases!r} must be three numbers of seconds")
         if len(phases) != 3 or not all(math.isfinite(p) and p > 0 for p in phases):
             return _fail(f"--phases: {args.phases!r} must be three positive numbers of seconds")
-        profile = StepProfile(phases=phases)
+        profile = StepProfile(phases=phases, warmup=args.warmup)
     if args.workdir is not None and (problem := _writable_dir(args.workdir, "--workdir")):
         return _fail(problem)
     _exit_on_sigterm()

@@ -10,7 +10,9 @@ import pytest
 
 from autoscaler.app.driver import DriverDaemon
 from autoscaler.core.history import EXECUTORS
+from autoscaler.runtime.clock import SystemClock
 from autoscaler.runtime.config import load_settings
+from autoscaler.spark.executors import SparkExecutors
 from autoscaler.spark.pipelines import PipelineSpec
 from autoscaler.tools.demo.workload import drain, trace_pipeline
 from autoscaler.tools.traces import RateProfile
@@ -18,13 +20,18 @@ from tests.integration.conftest import assert_every_row_once, trail, wait_until
 
 pytestmark = pytest.mark.spark
 
-
+LOW = 20  # seconds of the first low phase: the loop runs at the floor's one executor before the step
 
 
 def test_active_mode_scales_executors_up_and_down_with_the_load(spark_session_factory, tmp_path):
     spark = spark_session_factory("local-cluster[4,1,512]")
+    # local-cluster starts an executor on each of its 4 workers, registering over some seconds:
+    # the start sees them all (seen: on a warm JVM it saw 1 of the 4, and the loop then took the
+    # 3 that came after as its current size, to be released only after the scale-down delay)
+    executors = SparkExecutors(spark)
+    wait_until(lambda: executors.observe(SystemClock().now()).count == 4, 60, "the cluster's 4 executors", interval=0.5)
     # low 300 rows/s, high 2400 rows/s (1 ms of work per row), low again
-    profile = RateProfile.steps([(40, 300), (50, 2400), (70, 300)])
+    profile = RateProfile.steps([(LOW, 300), (50, 2400), (70, 300)])
     start = time.time() + 8
     build = trace_pipeline(profile=profile, start=start, cost_seconds=0.001, out_dir=tmp_path / "out")
     spec = PipelineSpec("steps", build, trigger=timedelta(seconds=2), initial_parallelism=8, min_parallelism=8, max_parallelism=8)
@@ -54,11 +61,11 @@ def test_active_mode_scales_executors_up_and_down_with_the_load(spark_session_fa
     try:  # from the start on: a failed check must not leave the query supervisor running
         report = daemon.start()
         assert report.mode.value == "active"
-        # executors left from an earlier test are removed down to the initial one (a removal takes ~5 s)
+        # the start removes the executors beyond the initial one (a removal takes ~5 s)
         wait_until(lambda: daemon.executors.observe(daemon.clock.now()).count == 1, 30, "the extra executors to go", interval=1)
         loop = threading.Thread(target=daemon.loop.run, daemon=True)  # type: ignore[union-attr]  # (set by start)
         loop.start()
-        high_from, high_to = start + 40, start + 90
+        high_from, high_to = start + LOW, start + LOW + 50
         wait_until(lambda: time.time() > high_to, 200, "the high phase to end", interval=2)
         during_high = [r.executors_alive for r in records if high_from + 15 <= r.at.timestamp() <= high_to]
         assert max(during_high) >= 3, f"executors during the high phase: {during_high}\n{trail(records)}"

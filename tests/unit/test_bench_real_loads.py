@@ -13,7 +13,8 @@ import pytest
 
 from autoscaler.cli import main
 from autoscaler.tools.bench.sim_to_real import fitted_model, measured_startup
-from autoscaler.tools.bench.step_load import WARMUP, ExecutorSampler, OnOffProfile, daemon_settings, on_off_summary
+from autoscaler.tools.bench.step_load import ExecutorSampler, OnOffProfile, StepProfile, daemon_settings, on_off_summary
+from autoscaler.tools.demo.params import WARMUP_SECONDS
 from autoscaler.tools.provenance import code_version
 
 CVS = Path(__file__).parents[3] / "shared" / "traces" / "Twitter_volume_CVS.csv"
@@ -24,7 +25,7 @@ def test_the_on_off_profile_is_a_compressed_stretch_of_bursts_and_quiet_steps():
         pytest.skip("the shared traces are not on this machine")
     profile = OnOffProfile(trace=CVS)
     windows = profile.bounds()
-    assert windows[0][1] == WARMUP and len(windows) == 48  # 4 hours of 5-minute steps, 15 s each
+    assert windows[0][1] == WARMUP_SECONDS and len(windows) == 48  # 4 hours of 5-minute steps, 15 s each
     bursts = [w for w in windows if w[0].startswith("burst")]
     assert len(bursts) == 6 and all(b - a == 15 for _, a, b in windows)
     rates = profile.rate_profile()
@@ -67,14 +68,22 @@ def test_sim_to_real_reads_the_start_up_and_the_cost_model_of_the_run():
     assert fitted_model(ticks) == {"mu": 870.0, "w": 0.05, "o": 0.21, "k": 0.12}
 
 
+def test_the_phases_count_from_the_end_of_the_warm_up_given():
+    profile = StepProfile(low=400.0, high=2500.0, phases=(10.0, 20.0, 30.0), warmup=5.0)
+    assert profile.bounds() == [("P1", 5.0, 15.0), ("P2", 15.0, 35.0), ("P3", 35.0, 65.0)]
+    rates = profile.rate_profile()
+    assert (rates.rate_at(4.9), rates.rate_at(14.9), rates.rate_at(15.1), rates.rate_at(35.1)) == (400.0, 400.0, 2500.0, 400.0)
+    assert profile.to_json()["warmup_seconds"] == 5.0 and StepProfile().warmup == WARMUP_SECONDS
+    assert OnOffProfile(trace=CVS, warmup=5.0).to_json()["warmup_seconds"] == 5.0  # (reads no trace)
+
+
 def test_sim_to_real_simulates_the_same_profile_with_the_daemons_settings(tmp_path):
     from autoscaler.tools.bench.sim_to_real import simulate_profile
-    from autoscaler.tools.bench.step_load import StepProfile
     from autoscaler.tools.sim.config import SimConfig
 
     profile = StepProfile(phases=(30.0, 30.0, 30.0))
     config = SimConfig(trigger_interval=2.0, partitions=8, min_partitions=8, executor_startup=8.0, duration_noise=0.0, slow_batch_probability=0.0)
-    out = simulate_profile(profile, config, daemon_settings("autoscaler", tmp_path), (WARMUP, profile.bounds()[-1][2]))
+    out = simulate_profile(profile, config, daemon_settings("autoscaler", tmp_path), (profile.warmup, profile.bounds()[-1][2]))
     assert out["batches"] > 30 and 90 <= out["executor_seconds"] <= 6 * 90 and out["p95_lag_seconds"] > 0
 
 

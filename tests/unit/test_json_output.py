@@ -48,8 +48,9 @@ def test_benchmark_sim_speed_json(trace):
 
 @pytest.mark.spark
 def test_benchmark_step_load_json(tmp_path):
-    out = run_json("benchmark", "step-load", "--runs", "autoscaler", "--phases", "5,5,5", "--json", "--workdir", str(tmp_path), timeout=600)
+    out = run_json("benchmark", "step-load", "--runs", "autoscaler", "--phases", "5,5,5", "--warmup", "5", "--json", "--workdir", str(tmp_path), timeout=600)
     assert set(out["runs"]) == {"autoscaler"} and out["profile"]["phases_seconds"] == [5.0, 5.0, 5.0]
+    assert out["profile"]["warmup_seconds"] == 5.0
 
 
 @pytest.mark.spark

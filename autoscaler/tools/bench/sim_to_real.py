@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from autoscaler.tools.bench.step_load import PARTITIONS, TRIGGER, WARMUP, LoadProfile, StepProfile, daemon_settings, run_one
+from autoscaler.tools.bench.step_load import PARTITIONS, TRIGGER, LoadProfile, StepProfile, daemon_settings, run_one
 from autoscaler.tools.sim.cluster import SimCluster
 from autoscaler.tools.sim.config import SimConfig
 from autoscaler.tools.sim.runner import simulate
@@ -114,7 +114,7 @@ def run_sim_to_real(profile: LoadProfile | None = None, workdir: Path | None = N
         ticks = [json.loads(line) for line in (root / "autoscaler" / "ticks.jsonl").read_text().splitlines() if line.strip()]
         model = fitted_model(ticks)
         startup = measured_startup(ticks)
-        window = (WARMUP, profile.bounds()[-1][2])
+        window = (profile.warmup, profile.bounds()[-1][2])
         start = real.started_at
         real_lags = batch_lags_real(root / "autoscaler" / "out", start + window[0], start + window[1])
         fitted: dict[str, float] = {}

@@ -40,12 +40,14 @@ from autoscaler.spark.executors import parse_executors
 from autoscaler.spark.pipelines import PipelineContext, PipelineSpec
 from autoscaler.spark.rest import driver_api, get_json
 from autoscaler.spark.session import build_session, stop_session
-from autoscaler.tools.demo.params import ACTIVE_PARAMS
+from autoscaler.tools.demo.params import ACTIVE_PARAMS, WARMUP_SECONDS
 from autoscaler.tools.demo.workload import trace_pipeline, verify_output
 from autoscaler.tools.traces import RateProfile, compress_trace, load_trace, prefixed
 
 
 class LoadProfile(Protocol):
+    @property
+    def warmup(self) -> float: ...  # seconds at a low rate before the phases, which count from its end
     def rate_profile(self) -> RateProfile: ...
     def bounds(self) -> list[tuple[str, float, float]]: ...
     @property
@@ -59,7 +61,6 @@ MASTER = "local-cluster[6,1,512]"
 PARTITIONS = 8
 TRIGGER = timedelta(seconds=2)
 COST_SECONDS = 0.001
-WARMUP = 30.0
 NEED = (1, 4, 1)  # measured need per phase on this machine (team notes, calibration)
 
 
@@ -68,15 +69,17 @@ class StepProfile:
     low: float = 400.0
     high: float = 2500.0
     phases: tuple[float, float, float] = (120.0, 180.0, 180.0)
+    warmup: float = WARMUP_SECONDS
 
     def rate_profile(self) -> RateProfile:
         p1, p2, p3 = self.phases
-        return RateProfile.steps([(WARMUP, self.low), (p1, self.low), (p2, self.high), (p3, self.low)])
+        return RateProfile.steps([(self.warmup, self.low), (p1, self.low), (p2, self.high), (p3, self.low)])
 
     def bounds(self) -> list[tuple[str, float, float]]:
         """(phase, start, end) in seconds from the profile start."""
         p1, p2, p3 = self.phases
-        t0, t1, t2, t3 = WARMUP, WARMUP + p1, WARMUP + p1 + p2, WARMUP + p1 + p2 + p3
+        w = self.warmup
+        t0, t1, t2, t3 = w, w + p1, w + p1 + p2, w + p1 + p2 + p3
         return [("P1", t0, t1), ("P2", t1, t2), ("P3", t2, t3)]
 
     @property
@@ -84,7 +87,7 @@ class StepProfile:
         return sum(n * p for n, p in zip(NEED, self.phases, strict=True))
 
     def to_json(self) -> dict[str, Any]:
-        return {"low": self.low, "high": self.high, "phases_seconds": list(self.phases), "warmup_seconds": WARMUP}
+        return {"low": self.low, "high": self.high, "phases_seconds": list(self.phases), "warmup_seconds": self.warmup}
 
 
 EXECUTOR_RATE = 850.0  # rows/s one executor sustains here with 8 partitions (team notes: 820-900)
@@ -107,19 +110,20 @@ class OnOffProfile:
     duration: float = 720.0
     peak_rate: float = 2500.0
     warmup_rate: float = 100.0
+    warmup: float = WARMUP_SECONDS
 
     def _trace_profile(self) -> RateProfile:
         trace = load_trace(self.trace)
         return compress_trace(trace, seconds_per_day=self.seconds_per_day, peak_rate=self.peak_rate, duration=self.duration, start=self.start)
 
     def rate_profile(self) -> RateProfile:
-        return prefixed(self._trace_profile(), WARMUP, self.warmup_rate)
+        return prefixed(self._trace_profile(), self.warmup, self.warmup_rate)
 
     def bounds(self) -> list[tuple[str, float, float]]:
         p = self._trace_profile()
         out = []
         for k, (a, b) in enumerate(pairwise(p.starts)):
-            out.append((f"{'quiet' if p.rates[k] == 0 else 'burst'}-{k}", WARMUP + a, WARMUP + b))
+            out.append((f"{'quiet' if p.rates[k] == 0 else 'burst'}-{k}", self.warmup + a, self.warmup + b))
         return out
 
     @property
@@ -134,7 +138,7 @@ class OnOffProfile:
             "seconds_per_day": self.seconds_per_day,
             "duration_seconds": self.duration,
             "peak_rate": self.peak_rate,
-            "warmup_seconds": WARMUP,
+            "warmup_seconds": self.warmup,
         }
 
 
@@ -149,7 +153,7 @@ class RunResult:
     lost_rows: int
     duplicate_rows: int
     notes: list[str] = field(default_factory=list)
-    started_at: float = 0.0  # wall-clock seconds of the profile's start (T0 is WARMUP later)
+    started_at: float = 0.0  # wall-clock seconds of the profile's start (T0 is its warm-up later)
     executor_timeline: list[tuple[float, int]] = field(default_factory=list)  # (s from start, executors) at each change
     quiet_stretches: list[QuietStretch] = field(default_factory=list)
 
@@ -324,7 +328,7 @@ def run_one(kind: str, profile: LoadProfile, workdir: Path, log: Callable[[str],
         else:
             # like the baseline runs: the executors Spark starts with are registered first
             wanted = floor_executors(kind)
-            while (sampler.samples[-1][1] if sampler.samples else 0) < wanted and time.time() < start + WARMUP / 2:
+            while (sampler.samples[-1][1] if sampler.samples else 0) < wanted and time.time() < start + profile.warmup / 2:
                 time.sleep(0.5)
             query = _start_plain(spark, build, ckpt)
         end = start + profile.bounds()[-1][2]

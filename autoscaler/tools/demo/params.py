@@ -1,9 +1,14 @@
 """The default policy's time constants for loads compressed from a day into minutes (the demo and
-the real-Spark benchmarks), in a module of their own: both import it, neither imports the other."""
+the real-Spark benchmarks), and the warm-up both run first, in a module of their own: both import
+it, neither imports the other, and the command line reads its defaults here without importing Spark."""
 
 from __future__ import annotations
 
 from typing import Any
+
+# Seconds at a low rate before a demo's trace or a benchmark's measured phases: the JVMs' first
+# batches are slow, and the policy needs a few batches to estimate the cost of a row.
+WARMUP_SECONDS = 30.0
 
 # The demo compresses a day into minutes, so the default policy's time constants (minutes to
 # hours, made for loads that move over a day) shrink with it, down to what this cluster can

@@ -45,7 +45,7 @@ from autoscaler.spark.standalone import LocalStandaloneCluster
 from autoscaler.tools.bench.step_load import ExecutorSampler
 from autoscaler.tools.dashboard.recording import MetricsRecorder
 from autoscaler.tools.demo.explain import explain_rescale, explain_tick
-from autoscaler.tools.demo.params import ACTIVE_PARAMS, COMPRESSED_TIME_PARAMS
+from autoscaler.tools.demo.params import ACTIVE_PARAMS, COMPRESSED_TIME_PARAMS, WARMUP_SECONDS
 from autoscaler.tools.demo.workload import drain, trace_pipeline, verify_output
 from autoscaler.tools.traces import RateProfile, compress_trace, load_trace, prefixed
 
@@ -64,7 +64,7 @@ class DemoOptions:
     workdir: Path | None = None
     cost_seconds: float = 0.001  # per-row work
     start_hour: float = 3.0
-    warmup: float = 30.0  # seconds at the trace's first rate before the trace starts (cold start)
+    warmup: float = WARMUP_SECONDS  # seconds at the trace's first rate before the trace starts (cold start)
     http_host: str = "127.0.0.1"
     http_port: int = 8090
     http: bool = True
