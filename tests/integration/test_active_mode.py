@@ -28,8 +28,8 @@ def test_active_mode_scales_executors_up_and_down_with_the_load(spark_session_fa
     # local-cluster starts an executor on each of its 4 workers, registering over some seconds:
     # the start sees them all (seen: on a warm JVM it saw 1 of the 4, and the loop then took the
     # 3 that came after as its current size, to be released only after the scale-down delay)
-    executors = SparkExecutors(spark)
-    wait_until(lambda: executors.observe(SystemClock().now()).count == 4, 60, "the cluster's 4 executors", interval=0.5)
+    registered = SparkExecutors(spark).wait_for(4, timedelta(seconds=60), SystemClock())
+    assert registered == 4, f"{registered} of the cluster's 4 executors registered in 60 s"
     # low 300 rows/s, high 2400 rows/s (1 ms of work per row), low again
     profile = RateProfile.steps([(LOW, 300), (50, 2400), (70, 300)])
     start = time.time() + 8
