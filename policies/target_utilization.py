@@ -80,9 +80,13 @@ class TargetUtilizationPolicy(Policy):
             return Proposal(executors=None, reason=Reason.NO_METRICS, message="no query has evaluated batches yet")
         details = {f"{n.name}.busy": round(n.busy, 3) for n in needs}
         moving = [n for n in needs if n.reason != Reason.WITHIN_TARGET]
+        # "where we are" is the target the daemon asserts, as for every policy: registered
+        # executors above it (late ones nobody asked for, or a removal in flight) are not kept
+        # because they are there, and a scale-up still in flight is not proposed away
+        hold = inp.target_executors
         if not moving:
             return Proposal(
-                executors=inp.current_executors,
+                executors=hold,
                 reason=Reason.WITHIN_TARGET,
                 message="utilization within target band for every query",
                 details=details,
@@ -90,7 +94,7 @@ class TargetUtilizationPolicy(Policy):
         k = max(1, inp.cores_per_executor)
         executors = math.ceil(sum(n.cores for n in needs) / k)
         parallelism = {n.name: n.parallelism for n in needs if n.parallelism is not None}
-        if executors == inp.current_executors and not parallelism:
+        if executors == hold and not parallelism:
             return Proposal(
                 executors=executors,
                 reason=Reason.WITHIN_TARGET,

@@ -56,6 +56,9 @@ class PolicyInput:
 
     @property
     def current_executors(self) -> int:
+        """Executors registered now: the capacity the measured batches ran on. Not where the
+        daemon stands: a policy that holds its size proposes :attr:`target_executors`, so late
+        registrations above the asserted target are removed and a scale-up in flight is kept."""
         return self.snapshot.executors.count
 
     @property

@@ -198,3 +198,23 @@ def test_target_utilization_judges_a_long_trigger_against_its_schedule(lag, reas
     i = inp(cores=4, rate=400, trigger=timedelta(minutes=2))
     i = replace(i, loads={"q": replace(i.loads["q"], lag=timedelta(seconds=lag))})
     assert create_policy("target-utilization").propose(i).reason == reason
+
+
+@pytest.mark.parametrize(
+    "requested, expected",
+    [
+        # 2 executors registered where 1 was asked for (late registrations after the start set
+        # the target): the policy holds what the daemon asserts, so the extras are removed, not
+        # adopted because they happen to be there
+        pytest.param(1, 1, id="unasked-extras-are-not-adopted"),
+        # a scale-up 2 -> 4 in flight: holding the 2 registered would propose undoing it
+        pytest.param(4, 4, id="a-scale-up-in-flight-is-held"),
+        pytest.param(2, 2, id="as-asked"),
+    ],
+)
+def test_target_utilization_within_band_holds_the_asserted_target_not_the_registered_count(requested, expected):
+    i = inp(cores=2, rate=1200)  # 0.81 busy on 2 cores: within 0.7 +- 0.2 (above)
+    i = replace(i, snapshot=replace(i.snapshot, executors=replace(i.snapshot.executors, requested_total=requested)))
+    proposal = create_policy("target-utilization").propose(i)
+    assert proposal.reason == Reason.WITHIN_TARGET
+    assert proposal.executors == expected
