@@ -42,6 +42,13 @@ DEFAULT_CONF: Mapping[str, str] = {
     # rate and a growing lag for 10-12 s at the start of every quiet stretch (measured: the
     # on-off benchmark); at 1 s every such trigger of a query triggered 1 s or slower reports
     "spark.sql.streaming.noDataProgressEventInterval": "1s",
+    # standalone (and local-cluster): the driver drops an executor whose connection closed only
+    # after this long, waiting for the master's reason for the loss (Spark's default 5 s). An
+    # executor the daemon removed was gone from the machine 0.2 s after the kill and from the
+    # driver's list 5.2 s after; each removal held the count, and whatever waits for it to
+    # settle, 5 s longer (measured: benchmark latencies). The master's reason comes within
+    # milliseconds on a standalone cluster, so 1 s keeps it ahead of the disconnection.
+    "spark.standalone.executorRemoveDelayOnDisconnection": "1s",
 }
 DRIVER_LOG_CONFIG = Path(__file__).with_name("log4j2-driver.properties")
 CLUSTER_LOG_CONFIG = Path(__file__).with_name("log4j2-cluster.properties")

@@ -51,3 +51,12 @@ def test_the_daemons_session_reports_a_quiet_trigger_at_once_unless_the_user_say
     key = "spark.sql.streaming.noDataProgressEventInterval"
     assert spark_conf(SparkSettings(master="local[1]"))[key] == "1s"  # Spark's 10 s hid a quiet stream 10-12 s
     assert spark_conf(SparkSettings(master="local[1]", conf={key: "30s"}))[key] == "30s"
+
+
+def test_the_daemons_session_drops_a_removed_executor_after_a_second_unless_the_user_says_otherwise():
+    from autoscaler.core.settings import SparkSettings
+    from autoscaler.spark.session import spark_conf
+
+    key = "spark.standalone.executorRemoveDelayOnDisconnection"
+    assert spark_conf(SparkSettings(master="local-cluster[2,1,512]"))[key] == "1s"  # Spark's 5 s held every removal 5 s
+    assert spark_conf(SparkSettings(master="local-cluster[2,1,512]", conf={key: "5s"}))[key] == "5s"
