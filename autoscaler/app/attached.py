@@ -18,7 +18,9 @@ driver mode; ``serve_http=True`` also serves ``/metrics`` and the REST API on
 
 Your session is yours: set ``spark.sql.streaming.noDataProgressEventInterval=1s`` in it, as the
 daemon's own session does, for a quiet stream to be seen at its first trigger without rows
-(Spark's 10 s keeps its last rate and a growing lag that long).
+(Spark's 10 s keeps its last rate and a growing lag that long); on standalone, also
+``spark.standalone.executorRemoveDelayOnDisconnection=1s``, for an executor the daemon removed
+to leave the driver's list a second after its process, not five.
 """
 
 from __future__ import annotations

@@ -77,7 +77,12 @@ class SimConfig:
         "extra seconds on the first tasks of new executors (Python workers, JIT)",
         "first timings right after adding executors are 20-40 % lower on the local cluster",
     )
-    removal_delay: float = _p(5.0, "seconds from killExecutors to the executor being gone", "measured 5.07-5.18 s")
+    removal_delay: float = _p(
+        5.0,
+        "seconds from killExecutors to the executor being gone",
+        "measured 5.07-5.18 s on the local cluster with Spark's 5 s standalone disconnection delay, 1.13-1.15 s with the "
+        "daemon's 1 s; 5 s stands for a cluster manager that takes seconds to report the executor gone (a pod's deletion)",
+    )
     restart_delay: float = _p(
         1.5,
         "seconds from stopping a query at a batch boundary to its new run's first trigger",
