@@ -46,8 +46,10 @@ DEFAULT_CONF: Mapping[str, str] = {
     # after this long, waiting for the master's reason for the loss (Spark's default 5 s). An
     # executor the daemon removed was gone from the machine 0.2 s after the kill and from the
     # driver's list 5.2 s after; each removal held the count, and whatever waits for it to
-    # settle, 5 s longer (measured: benchmark latencies). The master's reason comes within
-    # milliseconds on a standalone cluster, so 1 s keeps it ahead of the disconnection.
+    # settle, 5 s longer (measured: benchmark latencies). The wait lets the master's reason
+    # (a worker lost, an exit code) come before the removal: Spark judges by it whether the
+    # tasks that ran there failed by the application's fault. On a standalone cluster it comes
+    # within milliseconds, so 1 s still lets it come first.
     "spark.standalone.executorRemoveDelayOnDisconnection": "1s",
 }
 DRIVER_LOG_CONFIG = Path(__file__).with_name("log4j2-driver.properties")
