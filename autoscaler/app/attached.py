@@ -20,7 +20,8 @@ Your session is yours: set ``spark.sql.streaming.noDataProgressEventInterval=1s`
 daemon's own session does, for a quiet stream to be seen at its first trigger without rows
 (Spark's 10 s keeps its last rate and a growing lag that long); on standalone, also
 ``spark.standalone.executorRemoveDelayOnDisconnection=1s``, for an executor the daemon removed
-to leave the driver's list a second after its process, not five.
+to leave the driver's list a second after its process, not five. ``attach`` logs a warning
+(``session_setting_slows_the_daemon``) for each it finds slower.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+import structlog
 from prometheus_client import CollectorRegistry
 
 from autoscaler.app.compose import assemble, configure, new_metrics, open_store
@@ -42,6 +44,9 @@ from autoscaler.spark.executors import SparkExecutors
 from autoscaler.spark.host import QueryHost
 from autoscaler.spark.observer import SparkObserver
 from autoscaler.spark.pipelines import PipelineSpec
+from autoscaler.spark.session import untimely_session_conf
+
+log = structlog.get_logger("autoscaler.attach")
 
 
 @dataclass
@@ -93,6 +98,8 @@ def attach(
     store = open_store(settings)
     if store is not None:
         store.check_writable()  # before anything starts, as `run` does
+    for advice in untimely_session_conf(spark):
+        log.warning("session_setting_slows_the_daemon", detail=advice)
     specs = [p.pipeline_spec if hasattr(p, "pipeline_spec") else p for p in pipelines]
     executors = SparkExecutors(spark, settings.executors.cores)
     host = QueryHost(

@@ -24,7 +24,7 @@ import shutil
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from autoscaler.core.settings import SparkSettings
 from autoscaler.spark.kubernetes import kubernetes_driver_conf
@@ -52,6 +52,18 @@ DEFAULT_CONF: Mapping[str, str] = {
     # within milliseconds, so 1 s still lets it come first.
     "spark.standalone.executorRemoveDelayOnDisconnection": "1s",
 }
+# The settings above that make the daemon see the cluster in time, with Spark's own default and
+# what a session left at it costs: a session the daemon does not build (attach mode) is told.
+TIMELY_CONF: Mapping[str, tuple[str, str]] = {
+    "spark.sql.streaming.noDataProgressEventInterval": (
+        "10s",
+        "a quiet stream keeps its last batch's rate and a growing lag until Spark reports it idle",
+    ),
+    "spark.standalone.executorRemoveDelayOnDisconnection": (
+        "5s",
+        "an executor the daemon removed is still counted, and waited for, this long after its process has gone",
+    ),
+}
 DRIVER_LOG_CONFIG = Path(__file__).with_name("log4j2-driver.properties")
 CLUSTER_LOG_CONFIG = Path(__file__).with_name("log4j2-cluster.properties")
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
@@ -73,6 +85,29 @@ def spark_conf(settings: SparkSettings, extra: Mapping[str, Any] | None = None) 
     conf = {**DEFAULT_CONF, **{k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in settings.conf.items()}}
     conf.update({k: str(v) for k, v in (extra or {}).items()})
     return with_log_config(conf, settings.master)
+
+
+def untimely_conf(values: Mapping[str, str | None], master: str, to_ms: Callable[[str], int]) -> list[str]:
+    """What a session's ``values`` (None: not set, Spark's default applies) of :data:`TIMELY_CONF`
+    cost against the daemon's own session, one line each: the key, its value, the daemon's, the
+    effect. ``to_ms`` reads a Spark duration ("1s", "500ms"; the JVM's parser in the shell);
+    the standalone setting only where the master is standalone."""
+    standalone = master.startswith(("spark://", "local-cluster"))
+    advice = []
+    for key, (spark_default, cost) in TIMELY_CONF.items():
+        if key.startswith("spark.standalone.") and not standalone:
+            continue
+        value = values.get(key) or spark_default
+        if to_ms(value) > to_ms(DEFAULT_CONF[key]):
+            advice.append(f"{key} is {value}, the daemon's own session sets {DEFAULT_CONF[key]}: {cost}")
+    return advice
+
+
+def untimely_session_conf(spark: Any) -> list[str]:
+    """:func:`untimely_conf` of a live session, durations read by Spark's own parser."""
+    parse = spark.sparkContext._jvm.org.apache.spark.network.util.JavaUtils.timeStringAsMs
+    values = {key: spark.conf.get(key, None) for key in TIMELY_CONF}
+    return untimely_conf(values, spark.sparkContext.master, lambda text: int(parse(text)))
 
 
 def log_config_option(path: Path) -> str:

@@ -83,3 +83,16 @@ def test_a_running_querys_trigger_is_read_from_spark(spark, tmp_path):
     finally:
         for q in queries:
             q.stop()
+
+
+def test_attach_names_a_session_setting_that_slows_the_daemon(spark):
+    from autoscaler.spark.session import untimely_session_conf
+
+    assert untimely_session_conf(spark) == []  # the test sessions are built as the daemon builds its own
+    key = "spark.sql.streaming.noDataProgressEventInterval"
+    spark.conf.set(key, "10000ms")  # a user's session at Spark's default
+    try:
+        [advice] = untimely_session_conf(spark)
+    finally:
+        spark.conf.set(key, "1s")
+    assert advice.startswith(f"{key} is 10000ms, the daemon's own session sets 1s")

@@ -60,3 +60,30 @@ def test_the_daemons_session_drops_a_removed_executor_after_a_second_unless_the_
     key = "spark.standalone.executorRemoveDelayOnDisconnection"
     assert spark_conf(SparkSettings(master="local-cluster[2,1,512]"))[key] == "1s"  # Spark's 5 s held every removal 5 s
     assert spark_conf(SparkSettings(master="local-cluster[2,1,512]", conf={key: "5s"}))[key] == "5s"
+
+
+def _ms(text: str) -> int:
+    # the few Spark durations these cases use (the daemon reads them with Spark's own parser)
+    return int(text[:-2]) if text.endswith("ms") else int(text[:-1]) * 1000
+
+
+@pytest.mark.parametrize(
+    "values, master, slow",
+    [
+        pytest.param({}, "local-cluster[2,1,512]", ["noDataProgressEventInterval is 10s", "executorRemoveDelayOnDisconnection is 5s"],
+                     id="spark-defaults-on-standalone"),
+        pytest.param({}, "local[2]", ["noDataProgressEventInterval is 10s"], id="no-standalone-setting-off-standalone"),
+        pytest.param({"spark.sql.streaming.noDataProgressEventInterval": "1000ms",
+                      "spark.standalone.executorRemoveDelayOnDisconnection": "500ms"}, "spark://10.0.0.5:7077", [], id="as-fast-or-faster"),
+        pytest.param({"spark.sql.streaming.noDataProgressEventInterval": "30s",
+                      "spark.standalone.executorRemoveDelayOnDisconnection": "1s"}, "spark://10.0.0.5:7077",
+                     ["noDataProgressEventInterval is 30s"], id="the-users-own-slow-value"),
+    ],
+)
+def test_a_session_the_daemon_did_not_build_is_told_which_settings_slow_it(values, master, slow):
+    from autoscaler.spark.session import untimely_conf
+
+    advice = untimely_conf(values, master, _ms)
+    assert len(advice) == len(slow)
+    for line, expected in zip(advice, slow, strict=True):
+        assert expected in line and "the daemon's own session sets" in line
