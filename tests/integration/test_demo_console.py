@@ -6,13 +6,12 @@ Before (a whole run of the README's commands): the active demo printed 1417 line
 `StacklessClosedChannelException` errors when executors were removed, Spark's start-up
 chatter); the reactive one 2817 lines, 2048 of them frames, and three `Lost executor` errors.
 
-A short run (reactive: a day in 40 s, after 10 s of warm-up, 91 s against 141 s for a day in a
-minute after 20 s; active: a day in a minute after 20 s, see ``DAY``): the start-up, the stop at the end and the drain,
-and in active mode executors added (1 -> 2 -> 3, and no scale-down: none in a day of a minute
-either, so the removal noise above is not exercised here), in
-reactive mode workers added and killed mid-batch and the query rescaled from its checkpoint
-twice. The test asserts those events happened, so a shorter run cannot pass on a quiet console
-it never put to the test.
+A short run (``DAY``: reactive, a day in 40 s after 10 s of warm-up, 91 s against 141 s for a
+day in a minute after 20 s; active, a day in a minute after 20 s): the start-up, the stop at the
+end and the drain, and in active mode executors added (1 -> 2 -> 3, and no scale-down, so the
+removal noise above is not exercised here), in reactive mode workers added and killed
+mid-batch and the query rescaled from its checkpoint twice. The test asserts those events
+happened, so a shorter run cannot pass on a quiet console it never put to the test.
 """
 
 from __future__ import annotations

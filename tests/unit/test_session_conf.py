@@ -63,8 +63,13 @@ def test_the_daemons_session_drops_a_removed_executor_after_a_second_unless_the_
 
 
 def _ms(text: str) -> int:
-    # the few Spark durations these cases use (the daemon reads them with Spark's own parser)
-    return int(text[:-2]) if text.endswith("ms") else int(text[:-1]) * 1000
+    # the cases' durations read by the project's own parser (the daemon reads a live session's
+    # with Spark's, which also takes Spark's other units)
+    from datetime import timedelta
+
+    from autoscaler.core.settings import parse_duration
+
+    return round(parse_duration(text) / timedelta(milliseconds=1))
 
 
 @pytest.mark.parametrize(
