@@ -81,7 +81,12 @@ def _holding(r: TickRecord) -> str:
     n = r.decision.current
     if r.mode.requesting and r.executors_pending:
         return f"waiting for {r.executors_pending} more executor(s) to start ({r.executors_alive} of {n} there)"
-    waiting = _overloaded(r) and any(q.warming for q in r.queries)  # the policies size on warm batches only
+    # the default policy sizes on warm batches only: while a query's cost model has nothing else
+    # (the first batches of a run, executors just started) it waits for one unless already late.
+    # The model, not the view's ``warming``: the third batch of a run is warm by count, but until
+    # it ends the model still has only the two cold ones (a demo once held through such a batch
+    # running 20 s, its console saying "keeping 1 executor" and no why)
+    waiting = _overloaded(r) and any(load.model is not None and load.model.cold for load in r.loads)
     if r.mode.requesting:
         return f"keeping {_executors(n)}" + (" until a warm batch confirms the load" if waiting else "")
     if waiting:
