@@ -3,9 +3,18 @@ the value."""
 
 from __future__ import annotations
 
-import helm_python
-import pytest
+import json
+from functools import cache
 
+import helm_python
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autoscaler.core.settings import parse_duration
+from autoscaler.operator.model import DURATION
+from autoscaler.operator.settings import load_operator_settings
 from tests.unit.chart.render import CHART, render
 
 
@@ -30,6 +39,19 @@ from tests.unit.chart.render import CHART, render
                      id="cidr-without-prefix"),
         pytest.param({"operator": {"leaderElection": {"leaseDurationn": 10}}}, "- at '/operator/leaderElection': additional properties 'leaseDurationn' not allowed",
                      id="typo-deep-down"),
+        # the daemon's parse_duration takes each unit once, the largest first: the operator refused these at start
+        pytest.param({"operator": {"resyncInterval": "30s30s"}}, "at '/operator/resyncInterval': '30s30s' does not match pattern",
+                     id="unit-repeated"),
+        pytest.param({"operator": {"daemonTimeout": "1s1h"}}, "at '/operator/daemonTimeout': '1s1h' does not match pattern", id="units-ascending"),
+        pytest.param({"appDefaults": {"requestTimeout": "5m5m"}}, "at '/appDefaults/requestTimeout': '5m5m' does not match pattern",
+                     id="minutes-repeated"),
+        pytest.param({"appDefaults": {"resourceWaitTimeout": "5s1m"}}, "at '/appDefaults/resourceWaitTimeout': '5s1m' does not match pattern",
+                     id="seconds-before-minutes"),
+        pytest.param({"operator": {"watchTimeout": ""}}, "at '/operator/watchTimeout': minLength: got 0, want 1", id="empty-duration"),
+        pytest.param({"metrics": {"serviceMonitor": {"scrapeTimeout": "10s5m"}}}, "at '/metrics/serviceMonitor/scrapeTimeout': '10s5m' does not match pattern",
+                     id="scrape-units-ascending"),
+        pytest.param({"metrics": {"serviceMonitor": {"interval": "1.5m"}}}, "at '/metrics/serviceMonitor/interval': '1.5m' does not match pattern",
+                     id="scrape-fraction"),  # Prometheus takes whole numbers only
     ],
 )
 def test_bad_values_are_refused_naming_them(values, message):
@@ -57,9 +79,52 @@ def test_values_for_a_parent_chart_are_accepted():
                      "operator.replicas is 2 but operator.leaderElection.enabled is false", id="two-operators-without-election"),
         pytest.param({"apps": [{"name": "a", "namespace": "other", "spec": {}}]},
                      'apps[0].namespace "other" is not in namespaces (default): the operator would not see it', id="app-outside"),
+        pytest.param({"operator": {"resyncInterval": "99999999h"}},
+                     'operator.resyncInterval: duration must be at most 3650d (about ten years), got "99999999h"', id="duration-too-long"),
+        pytest.param({"appDefaults": {"requestTimeout": "87600h1ms"}},  # 3650d and a millisecond
+                     'appDefaults.requestTimeout: duration must be at most 3650d (about ten years), got "87600h1ms"', id="duration-just-too-long"),
+        pytest.param({"metrics": {"serviceMonitor": {"interval": "3651d"}}},
+                     'metrics.serviceMonitor.interval: duration must be at most 3650d (about ten years), got "3651d"', id="scrape-too-long"),
     ],
 )
 def test_what_a_schema_cannot_say_fails_the_render_naming_it(values, message):
     with pytest.raises(helm_python.HelmRenderError) as info:
         render(values)
     assert message in str(info.value)
+
+
+@cache
+def chart_schema() -> dict:
+    return json.loads((CHART / "values.schema.json").read_text())
+
+
+DURATION_KEYS = [("operator", "resyncInterval"), ("operator", "watchTimeout"), ("operator", "daemonTimeout"),
+                 ("operator", "eventsRepeatInterval"), ("appDefaults", "requestTimeout"), ("appDefaults", "resourceWaitTimeout")]
+# what the chart takes is a part of what parse_duration reads: no "90", no spaces, but every unit it knows
+DURATION_TEXTS = st.one_of(st.text(alphabet="0123456789.dhms", max_size=9), st.from_regex(DURATION, fullmatch=True))
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=st.sampled_from(DURATION_KEYS), text=DURATION_TEXTS)
+def test_a_duration_the_schema_accepts_is_one_the_operator_and_the_daemon_read(key, text):
+    section, name = key
+    if list(jsonschema.Draft7Validator(chart_schema()).iter_errors({section: {name: text}})):
+        return
+    try:
+        parse_duration(text)
+    except ValueError as exc:
+        assert "at most 3650d" in str(exc)  # the render refuses those (test_what_a_schema_cannot_say...)
+
+
+def test_the_charts_durations_are_written_as_the_crds():
+    assert chart_schema()["definitions"]["duration"]["pattern"] == DURATION
+
+
+@pytest.mark.parametrize("text", ["3650d", "87600h", "1.5h", "2d12h", "1h30m", "250ms"])
+def test_the_operator_reads_every_duration_form_the_chart_renders(tmp_path, text):
+    objs = render({"operator": {"resyncInterval": text, "daemonTimeout": text}, "appDefaults": {"requestTimeout": text}})
+    [cm] = [c for c in objs if c["kind"] == "ConfigMap" and "operator.yaml" in c.get("data", {})]
+    path = tmp_path / "operator.yaml"
+    path.write_text(cm["data"]["operator.yaml"])
+    s = load_operator_settings(path)
+    assert s.resync_interval == s.daemon.timeout == s.app_defaults.request_timeout == parse_duration(text)
