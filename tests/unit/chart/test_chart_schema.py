@@ -52,6 +52,12 @@ from tests.unit.chart.render import CHART, render
                      id="scrape-units-ascending"),
         pytest.param({"metrics": {"serviceMonitor": {"interval": "1.5m"}}}, "at '/metrics/serviceMonitor/interval': '1.5m' does not match pattern",
                      id="scrape-fraction"),  # Prometheus takes whole numbers only
+        # 0 fails every daemon call, spins the resync loop, gives up every executor request at once
+        pytest.param({"operator": {"daemonTimeout": "0s"}}, "at '/operator/daemonTimeout': '0s' does not match pattern '[1-9]'", id="no-daemon-timeout"),
+        pytest.param({"operator": {"resyncInterval": "0h0m"}}, "at '/operator/resyncInterval': '0h0m' does not match pattern '[1-9]'",
+                     id="no-resync-interval"),
+        pytest.param({"appDefaults": {"requestTimeout": "0.0s"}}, "at '/appDefaults/requestTimeout': '0.0s' does not match pattern '[1-9]'",
+                     id="no-request-timeout"),
     ],
 )
 def test_bad_values_are_refused_naming_them(values, message):
@@ -100,6 +106,7 @@ def chart_schema() -> dict:
 
 DURATION_KEYS = [("operator", "resyncInterval"), ("operator", "watchTimeout"), ("operator", "daemonTimeout"),
                  ("operator", "eventsRepeatInterval"), ("appDefaults", "requestTimeout"), ("appDefaults", "resourceWaitTimeout")]
+MORE_THAN_ZERO = {("operator", "resyncInterval"), ("operator", "daemonTimeout"), ("appDefaults", "requestTimeout")}
 # what the chart takes is a part of what parse_duration reads: no "90", no spaces, but every unit it knows
 DURATION_TEXTS = st.one_of(st.text(alphabet="0123456789.dhms", max_size=9), st.from_regex(DURATION, fullmatch=True))
 
@@ -111,9 +118,11 @@ def test_a_duration_the_schema_accepts_is_one_the_operator_and_the_daemon_read(k
     if list(jsonschema.Draft7Validator(chart_schema()).iter_errors({section: {name: text}})):
         return
     try:
-        parse_duration(text)
+        seconds = parse_duration(text).total_seconds()
     except ValueError as exc:
         assert "at most 3650d" in str(exc)  # the render refuses those (test_what_a_schema_cannot_say...)
+        return
+    assert seconds > 0 or key not in MORE_THAN_ZERO
 
 
 def test_the_charts_durations_are_written_as_the_crds():

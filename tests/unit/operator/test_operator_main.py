@@ -38,6 +38,9 @@ def test_operator_help_lists_its_flags():
                      id="lease-timings"),
         pytest.param("resyncInterval: soon\n", "resyncInterval: Value error, expected a duration", id="bad-duration"),
         pytest.param("wokers: 2\n", "wokers: unknown key", id="typo"),
+        pytest.param("resyncInterval: 0s\n", "resyncInterval: must be more than 0, got 0s", id="spinning-resync"),
+        pytest.param("daemon: {timeout: 0s}\n", "daemon.timeout: must be more than 0, got 0s", id="no-daemon-timeout"),
+        pytest.param("appDefaults: {requestTimeout: 0s}\n", "appDefaults.requestTimeout: must be more than 0, got 0s", id="no-request-timeout"),
     ],
 )
 def test_a_bad_configuration_is_named(tmp_path, text, problem):
