@@ -48,7 +48,9 @@ class LeaderElection(_Model):
 
     @model_validator(mode="after")
     def _timings(self) -> LeaderElection:
-        if problems := self.timings.problems():
+        # checked only when on, as the chart checks them: timings a disabled election never uses
+        # do not stop the operator (--leader-election turns it on, and they are checked then)
+        if self.enabled and (problems := self.timings.problems()):
             raise ValueError("; ".join(problems))
         return self
 

@@ -59,6 +59,15 @@ def test_the_command_refuses_a_bad_configuration_before_it_connects(tmp_path):
     assert done.returncode == 2 and "workers: Input should be less than or equal to 32" in done.stderr
 
 
+def test_timings_of_a_disabled_election_are_checked_only_when_a_flag_turns_it_on(tmp_path):
+    path = tmp_path / "operator.yaml"
+    path.write_text("leaderElection: {enabled: false, leaseDuration: 5, renewDeadline: 10}\n")
+    assert load_operator_settings(path).leader_election.enabled is False
+    with pytest.raises(OperatorSettingsError) as info:
+        load_operator_settings(path, {"leaderElection.enabled": True})
+    assert "leaderElection: lease_duration (5s) must exceed renew_deadline (10s)" in str(info.value)
+
+
 def test_flags_override_the_file(tmp_path):
     path = tmp_path / "operator.yaml"
     path.write_text("namespaces: [a]\nworkers: 2\nleaderElection: {leaseName: from-file}\n")
