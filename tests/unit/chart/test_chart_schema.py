@@ -52,6 +52,10 @@ from tests.unit.chart.render import CHART, render
                      id="scrape-units-ascending"),
         pytest.param({"metrics": {"serviceMonitor": {"interval": "1.5m"}}}, "at '/metrics/serviceMonitor/interval': '1.5m' does not match pattern",
                      id="scrape-fraction"),  # Prometheus takes whole numbers only
+        # the operator's configuration would hold a null service account: it refused to start
+        pytest.param({"driver": {"serviceAccount": {"name": ""}}}, "- at '/driver/serviceAccount/name': minLength: got 0, want 1", id="no-driver-account"),
+        pytest.param({"executor": {"serviceAccount": {"name": ""}}}, "- at '/executor/serviceAccount/name': minLength: got 0, want 1",
+                     id="no-executor-account"),
         # 0 fails every daemon call, spins the resync loop, gives up every executor request at once
         pytest.param({"operator": {"daemonTimeout": "0s"}}, "at '/operator/daemonTimeout': '0s' does not match pattern '[1-9]'", id="no-daemon-timeout"),
         pytest.param({"operator": {"resyncInterval": "0h0m"}}, "at '/operator/resyncInterval': '0h0m' does not match pattern '[1-9]'",
