@@ -52,6 +52,12 @@ from tests.unit.chart.render import CHART, render
                      id="scrape-units-ascending"),
         pytest.param({"metrics": {"serviceMonitor": {"interval": "1.5m"}}}, "at '/metrics/serviceMonitor/interval': '1.5m' does not match pattern",
                      id="scrape-fraction"),  # Prometheus takes whole numbers only
+        # object names and labels are made of them
+        pytest.param({"nameOverride": "Bad_Name"}, "- at '/nameOverride': 'Bad_Name' does not match pattern '^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'",
+                     id="bad-name-override"),
+        pytest.param({"fullnameOverride": "sa.prod"}, "- at '/fullnameOverride': 'sa.prod' does not match pattern", id="dotted-fullname"),
+        pytest.param({"nameOverride": "n" * 64}, "- at '/nameOverride': maxLength: got 64, want 63", id="name-beyond-a-label"),
+        pytest.param({"fullnameOverride": "f" * 55}, "- at '/fullnameOverride': maxLength: got 55, want 54", id="no-room-for-operator"),
         # the operator's configuration would hold a null service account: it refused to start
         pytest.param({"driver": {"serviceAccount": {"name": ""}}}, "- at '/driver/serviceAccount/name': minLength: got 0, want 1", id="no-driver-account"),
         pytest.param({"executor": {"serviceAccount": {"name": ""}}}, "- at '/executor/serviceAccount/name': minLength: got 0, want 1",
@@ -71,6 +77,11 @@ def test_bad_values_are_refused_naming_them(values, message):
     assert message in str(info.value)
     report = helm_python.lint(str(CHART), values, strict=True, kube_version="v1.29.0")
     assert any(message in m["error"] for m in report["messages"] if m["severity"] == 3), report
+
+
+def test_the_longest_full_name_keeps_every_object_name_whole():
+    objs = render({"fullnameOverride": "f" * 54})
+    assert any(o["metadata"]["name"] == "f" * 54 + "-operator" for o in objs if o["kind"] == "Service")
 
 
 def test_values_for_a_parent_chart_are_accepted():
