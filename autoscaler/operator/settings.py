@@ -38,9 +38,10 @@ class LeaderElection(_Model):
     lease_namespace: Annotated[str, Field(max_length=63, pattern=r"^$|" + NAMESPACE)] = Field(
         "", description="The Lease's namespace; empty: the operator pod's."
     )
-    lease_duration: int = Field(15, ge=1, description="Seconds a leader's Lease lasts without renewal (client-go's default).")
-    renew_deadline: int = Field(10, ge=1, description="Seconds a leader keeps trying to renew before it gives up.")
-    retry_period: int = Field(2, ge=1, description="Seconds between two tries.")
+    # at most an hour (the chart's maximum too): a failover slower than that is none
+    lease_duration: int = Field(15, ge=1, le=3600, description="Seconds a leader's Lease lasts without renewal (client-go's default).")
+    renew_deadline: int = Field(10, ge=1, le=3600, description="Seconds a leader keeps trying to renew before it gives up.")
+    retry_period: int = Field(2, ge=1, le=3600, description="Seconds between two tries.")
 
     @property
     def timings(self) -> LeaseTimings:

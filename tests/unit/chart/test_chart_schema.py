@@ -52,6 +52,11 @@ from tests.unit.chart.render import CHART, render
                      id="scrape-units-ascending"),
         pytest.param({"metrics": {"serviceMonitor": {"interval": "1.5m"}}}, "at '/metrics/serviceMonitor/interval': '1.5m' does not match pattern",
                      id="scrape-fraction"),  # Prometheus takes whole numbers only
+        # a million rendered as 1e+06, which the operator cannot read
+        pytest.param({"operator": {"leaderElection": {"leaseDuration": 1000000}}},
+                     "- at '/operator/leaderElection/leaseDuration': maximum: got 1×10⁰⁶, want 3,600", id="lease-of-a-million-seconds"),
+        pytest.param({"operator": {"leaderElection": {"retryPeriod": 3601}}},
+                     "- at '/operator/leaderElection/retryPeriod': maximum: got 3,601, want 3,600", id="retry-beyond-an-hour"),
         # object names and labels are made of them
         pytest.param({"nameOverride": "Bad_Name"}, "- at '/nameOverride': 'Bad_Name' does not match pattern '^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'",
                      id="bad-name-override"),

@@ -132,6 +132,7 @@ def test_the_operator_reads_the_configuration_the_chart_renders(tmp_path: Path, 
     pytest.param({"enabled": True, "leaseDuration": 5, "renewDeadline": 10}, id="on-lease-shorter"),
     pytest.param({"enabled": True, "renewDeadline": 2, "retryPeriod": 2}, id="on-deadline-too-short"),
     pytest.param({"enabled": True, "leaseDuration": 20, "renewDeadline": 15, "retryPeriod": 3}, id="on-good"),
+    pytest.param({"enabled": True, "leaseDuration": 3600, "renewDeadline": 3599, "retryPeriod": 2}, id="on-longest"),
 ])
 def test_the_chart_renders_exactly_the_leader_elections_the_operator_starts_with(tmp_path: Path, election):
     try:

@@ -38,6 +38,8 @@ def test_operator_help_lists_its_flags():
                      id="lease-timings"),
         pytest.param("resyncInterval: soon\n", "resyncInterval: Value error, expected a duration", id="bad-duration"),
         pytest.param("wokers: 2\n", "wokers: unknown key", id="typo"),
+        pytest.param("leaderElection: {leaseDuration: 1000000}\n", "leaderElection.leaseDuration: Input should be less than or equal to 3600",
+                     id="lease-beyond-an-hour"),
         pytest.param("resyncInterval: 0s\n", "resyncInterval: must be more than 0, got 0s", id="spinning-resync"),
         pytest.param("daemon: {timeout: 0s}\n", "daemon.timeout: must be more than 0, got 0s", id="no-daemon-timeout"),
         pytest.param("appDefaults: {requestTimeout: 0s}\n", "appDefaults.requestTimeout: must be more than 0, got 0s", id="no-request-timeout"),
