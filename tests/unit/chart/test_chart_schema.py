@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from autoscaler.core.settings import parse_duration
 from autoscaler.operator.model import DURATION
 from autoscaler.operator.settings import load_operator_settings
-from tests.unit.chart.render import CHART, render
+from tests.unit.chart.render import CHART, render, values_of
 
 
 @pytest.mark.parametrize(
@@ -157,3 +157,30 @@ def test_the_operator_reads_every_duration_form_the_chart_renders(tmp_path, text
     path.write_text(cm["data"]["operator.yaml"])
     s = load_operator_settings(path)
     assert s.resync_interval == s.daemon.timeout == s.app_defaults.request_timeout == parse_duration(text)
+
+
+def value_paths(node: dict, prefix: tuple[str, ...] = ()):
+    for key, value in node.items():
+        yield prefix + (key,)
+        if isinstance(value, dict):
+            yield from value_paths(value, prefix + (key,))
+
+
+def nulled(path: tuple[str, ...]) -> dict:
+    values: dict = {path[-1]: None}  # Helm drops a key set to null: its default goes with it
+    for key in reversed(path[:-1]):
+        values = {key: values}
+    return values
+
+
+@pytest.mark.parametrize("path", list(value_paths(values_of(CHART / "values.yaml"))), ids=".".join)
+def test_a_key_set_to_null_is_refused_by_name_or_renders_what_the_operator_reads(tmp_path, path):
+    values = nulled(path)
+    try:
+        objs = render(values)  # no nil pointer in a template
+    except helm_python.HelmValuesError as exc:
+        assert f"missing property '{path[-1]}'" in str(exc)
+        return
+    [cm] = [c for c in objs if c["kind"] == "ConfigMap" and "operator.yaml" in c.get("data", {})]
+    (tmp_path / "operator.yaml").write_text(cm["data"]["operator.yaml"])
+    load_operator_settings(tmp_path / "operator.yaml")
