@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -84,6 +85,16 @@ def format_duration(value: timedelta) -> str:
 
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration), PlainSerializer(format_duration, return_type=str)]
+
+
+def _more_than_zero(value: timedelta) -> timedelta:
+    if value <= timedelta(0):
+        raise ValueError(f"must be more than 0, got {format_duration(value)}")
+    return value
+
+
+# a timeout or an interval that 0 would break: not "never", but "at once" (every call fails, a loop spins)
+PositiveDuration = Annotated[Duration, AfterValidator(_more_than_zero)]
 
 
 class _Model(BaseModel):
@@ -312,10 +323,11 @@ class Settings(_Model):
     resource_wait_timeout: Duration = Field(
         timedelta(seconds=60), description="At start-up, wait at most this long for the initial executors."
     )
-    request_timeout: Duration = Field(
+    # 0 meant every request "not granted" at once: active mode never tried, with no word of why
+    request_timeout: PositiveDuration = Field(
         timedelta(seconds=60),
         description="An executor request during which no requested executor registered for this long is reported "
-        "as not granted and the daemon falls back to reactive behaviour.",
+        "as not granted and the daemon falls back to reactive behaviour (more than 0).",
     )
     executors: ExecutorSettings = Field(default_factory=ExecutorSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)

@@ -162,6 +162,8 @@ def _unknown_policy(problem: str) -> bool:
 def _spec_field(problem: str) -> str:
     """A daemon problem (``normalize.dead_band: ...``) named by the spec field that set it."""
     key, _, message = problem.partition(": ")
+    if key == "request_timeout":
+        return f"spec.scaling.requestTimeout: {message}"
     if key.split(".")[0] == "policy":
         return f"spec.scaling.policy: {message}"
     if key.split(".")[0] == "executors":

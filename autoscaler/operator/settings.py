@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from autoscaler.core.settings import Duration
+from autoscaler.core.settings import Duration, PositiveDuration
 from autoscaler.k8s.leader import LeaseTimings
 
 NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -38,9 +38,10 @@ class LeaderElection(_Model):
     lease_namespace: Annotated[str, Field(max_length=63, pattern=r"^$|" + NAMESPACE)] = Field(
         "", description="The Lease's namespace; empty: the operator pod's."
     )
-    lease_duration: int = Field(15, ge=1, description="Seconds a leader's Lease lasts without renewal (client-go's default).")
-    renew_deadline: int = Field(10, ge=1, description="Seconds a leader keeps trying to renew before it gives up.")
-    retry_period: int = Field(2, ge=1, description="Seconds between two tries.")
+    # at most an hour (the chart's maximum too): a failover slower than that is none
+    lease_duration: int = Field(15, ge=1, le=3600, description="Seconds a leader's Lease lasts without renewal (client-go's default).")
+    renew_deadline: int = Field(10, ge=1, le=3600, description="Seconds a leader keeps trying to renew before it gives up.")
+    retry_period: int = Field(2, ge=1, le=3600, description="Seconds between two tries.")
 
     @property
     def timings(self) -> LeaseTimings:
@@ -48,13 +49,15 @@ class LeaderElection(_Model):
 
     @model_validator(mode="after")
     def _timings(self) -> LeaderElection:
-        if problems := self.timings.problems():
+        # checked only when on, as the chart checks them: timings a disabled election never uses
+        # do not stop the operator (--leader-election turns it on, and they are checked then)
+        if self.enabled and (problems := self.timings.problems()):
             raise ValueError("; ".join(problems))
         return self
 
 
 class AppDefaults(_Model):
-    request_timeout: Duration = Field(
+    request_timeout: PositiveDuration = Field(  # the daemon's request_timeout: it refuses 0
         timedelta(minutes=5),
         description="An app's scaling.requestTimeout when it sets none: long enough for a new node and a ~1 GB image pull.",
     )
@@ -67,7 +70,7 @@ class AppDefaults(_Model):
 
 class DaemonAccess(_Model):
     port: int = Field(8090, ge=1, le=65535, description="The daemons' HTTP port (REST API, metrics, health).")
-    timeout: Duration = Field(timedelta(seconds=5), description="Timeout of one request to a daemon.")
+    timeout: PositiveDuration = Field(timedelta(seconds=5), description="Timeout of one request to a daemon (0 would fail every call).")
     token_file: Path = Field(
         Path("/etc/spark-autoscaler/operator-token/tokens"),
         description="The control token file (the chart's Secret, mounted): the line `k8s-operator TOKEN` is the operator's.",
@@ -83,7 +86,9 @@ class OperatorSettings(_Model):
         default_factory=lambda: ["default"], description="Namespaces whose SparkStreamingApps this operator runs (a Role in each)."
     )
     workers: int = Field(4, ge=1, le=32, description="Apps reconciled at once.")
-    resync_interval: Duration = Field(timedelta(seconds=30), description="Every app is reconciled (and its daemon polled) this often.")
+    resync_interval: PositiveDuration = Field(
+        timedelta(seconds=30), description="Every app is reconciled (and its daemon polled) this often (0 would spin the resync loop)."
+    )
     watch_timeout: Duration = Field(timedelta(minutes=5), description="A watch is renewed from its resourceVersion after this long.")
     unreachable_after: int = Field(3, ge=1, description="Failed polls in a row before a daemon counts as unreachable.")
     events_repeat_interval: Duration = Field(

@@ -179,6 +179,7 @@ def test_the_token_variable_is_not_taken_for_a_setting():
         pytest.param("mode: turbo\n", "mode: Input should be 'auto', 'reactive' or 'active'", id="bad-mode"),
         pytest.param("reconcile_interval: soon\n", "reconcile_interval: expected a duration", id="bad-duration"),
         pytest.param("reconcile_interval: 0s\n", "reconcile_interval: must be at least 100ms, got 0s", id="spinning-interval"),
+        pytest.param("request_timeout: 0s\n", "request_timeout: must be more than 0, got 0s", id="every-request-not-granted"),
         pytest.param("policy: {name: magic}\n", "policy: unknown policy 'magic'", id="unknown-policy"),
         pytest.param("policy: {params: {target_utilization: 2}}\n", "policy: policy 'default': params.target_utilization", id="bad-policy-param"),
         pytest.param("pipelines: {module: missing.py}\n", "pipelines.module: pipeline file", id="missing-pipeline-file"),

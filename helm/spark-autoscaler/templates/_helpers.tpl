@@ -73,8 +73,35 @@ spark-autoscaler.io/role: executor
 {{- default (include "sa.operatorName" .) .Values.operator.leaderElection.leaseName -}}
 {{- end -}}
 
+{{/* Seconds in a duration the schema accepted (1h30m, 1.5d, 250ms), read as the daemon's
+parse_duration reads it: each number times its unit, summed. */}}
+{{- define "sa.durationSeconds" -}}
+{{- $unit := dict "d" 86400.0 "h" 3600.0 "m" 60.0 "s" 1.0 "ms" 0.001 -}}
+{{- $total := 0.0 -}}
+{{- range regexFindAll "[0-9.]+(ms|d|h|m|s)" . -1 -}}
+{{- $total = addf $total (mulf (regexFind "^[0-9.]+" . | float64) (get $unit (regexReplaceAll "^[0-9.]+" . ""))) -}}
+{{- end -}}
+{{- $total -}}
+{{- end -}}
+
 {{/* Checks JSON Schema cannot express, each failing with the value it names. */}}
 {{- define "sa.checks" -}}
+{{- /* the operator and the daemon refuse longer durations at start (autoscaler/core/settings.py
+       MAX_DURATION): a crash loop, so refuse them here; a pattern cannot bound a sum */ -}}
+{{- $durations := dict
+      "operator.resyncInterval" .Values.operator.resyncInterval
+      "operator.watchTimeout" .Values.operator.watchTimeout
+      "operator.daemonTimeout" .Values.operator.daemonTimeout
+      "operator.eventsRepeatInterval" .Values.operator.eventsRepeatInterval
+      "appDefaults.requestTimeout" .Values.appDefaults.requestTimeout
+      "appDefaults.resourceWaitTimeout" .Values.appDefaults.resourceWaitTimeout
+      "metrics.serviceMonitor.interval" .Values.metrics.serviceMonitor.interval
+      "metrics.serviceMonitor.scrapeTimeout" .Values.metrics.serviceMonitor.scrapeTimeout -}}
+{{- range $key, $text := $durations -}}
+{{- if gt (include "sa.durationSeconds" $text | float64) 315360000.0 -}}
+{{- fail (printf "%s: duration must be at most 3650d (about ten years), got %q" $key $text) -}}
+{{- end -}}
+{{- end -}}
 {{- $le := .Values.operator.leaderElection -}}
 {{- if and $le.enabled (le (int $le.leaseDuration) (int $le.renewDeadline)) -}}
 {{- fail (printf "operator.leaderElection: leaseDuration (%v) must exceed renewDeadline (%v)" $le.leaseDuration $le.renewDeadline) -}}

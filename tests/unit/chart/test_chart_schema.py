@@ -3,10 +3,19 @@ the value."""
 
 from __future__ import annotations
 
-import helm_python
-import pytest
+import json
+from functools import cache
 
-from tests.unit.chart.render import CHART, render
+import helm_python
+import jsonschema
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autoscaler.core.settings import parse_duration
+from autoscaler.operator.model import DURATION
+from autoscaler.operator.settings import load_operator_settings
+from tests.unit.chart.render import CHART, render, values_of
 
 
 @pytest.mark.parametrize(
@@ -30,6 +39,40 @@ from tests.unit.chart.render import CHART, render
                      id="cidr-without-prefix"),
         pytest.param({"operator": {"leaderElection": {"leaseDurationn": 10}}}, "- at '/operator/leaderElection': additional properties 'leaseDurationn' not allowed",
                      id="typo-deep-down"),
+        # the daemon's parse_duration takes each unit once, the largest first: the operator refused these at start
+        pytest.param({"operator": {"resyncInterval": "30s30s"}}, "at '/operator/resyncInterval': '30s30s' does not match pattern",
+                     id="unit-repeated"),
+        pytest.param({"operator": {"daemonTimeout": "1s1h"}}, "at '/operator/daemonTimeout': '1s1h' does not match pattern", id="units-ascending"),
+        pytest.param({"appDefaults": {"requestTimeout": "5m5m"}}, "at '/appDefaults/requestTimeout': '5m5m' does not match pattern",
+                     id="minutes-repeated"),
+        pytest.param({"appDefaults": {"resourceWaitTimeout": "5s1m"}}, "at '/appDefaults/resourceWaitTimeout': '5s1m' does not match pattern",
+                     id="seconds-before-minutes"),
+        pytest.param({"operator": {"watchTimeout": ""}}, "at '/operator/watchTimeout': minLength: got 0, want 1", id="empty-duration"),
+        pytest.param({"metrics": {"serviceMonitor": {"scrapeTimeout": "10s5m"}}}, "at '/metrics/serviceMonitor/scrapeTimeout': '10s5m' does not match pattern",
+                     id="scrape-units-ascending"),
+        pytest.param({"metrics": {"serviceMonitor": {"interval": "1.5m"}}}, "at '/metrics/serviceMonitor/interval': '1.5m' does not match pattern",
+                     id="scrape-fraction"),  # Prometheus takes whole numbers only
+        # a million rendered as 1e+06, which the operator cannot read
+        pytest.param({"operator": {"leaderElection": {"leaseDuration": 1000000}}},
+                     "- at '/operator/leaderElection/leaseDuration': maximum: got 1×10⁰⁶, want 3,600", id="lease-of-a-million-seconds"),
+        pytest.param({"operator": {"leaderElection": {"retryPeriod": 3601}}},
+                     "- at '/operator/leaderElection/retryPeriod': maximum: got 3,601, want 3,600", id="retry-beyond-an-hour"),
+        # object names and labels are made of them
+        pytest.param({"nameOverride": "Bad_Name"}, "- at '/nameOverride': 'Bad_Name' does not match pattern '^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'",
+                     id="bad-name-override"),
+        pytest.param({"fullnameOverride": "sa.prod"}, "- at '/fullnameOverride': 'sa.prod' does not match pattern", id="dotted-fullname"),
+        pytest.param({"nameOverride": "n" * 64}, "- at '/nameOverride': maxLength: got 64, want 63", id="name-beyond-a-label"),
+        pytest.param({"fullnameOverride": "f" * 55}, "- at '/fullnameOverride': maxLength: got 55, want 54", id="no-room-for-operator"),
+        # the operator's configuration would hold a null service account: it refused to start
+        pytest.param({"driver": {"serviceAccount": {"name": ""}}}, "- at '/driver/serviceAccount/name': minLength: got 0, want 1", id="no-driver-account"),
+        pytest.param({"executor": {"serviceAccount": {"name": ""}}}, "- at '/executor/serviceAccount/name': minLength: got 0, want 1",
+                     id="no-executor-account"),
+        # 0 fails every daemon call, spins the resync loop, gives up every executor request at once
+        pytest.param({"operator": {"daemonTimeout": "0s"}}, "at '/operator/daemonTimeout': '0s' does not match pattern '[1-9]'", id="no-daemon-timeout"),
+        pytest.param({"operator": {"resyncInterval": "0h0m"}}, "at '/operator/resyncInterval': '0h0m' does not match pattern '[1-9]'",
+                     id="no-resync-interval"),
+        pytest.param({"appDefaults": {"requestTimeout": "0.0s"}}, "at '/appDefaults/requestTimeout': '0.0s' does not match pattern '[1-9]'",
+                     id="no-request-timeout"),
     ],
 )
 def test_bad_values_are_refused_naming_them(values, message):
@@ -39,6 +82,11 @@ def test_bad_values_are_refused_naming_them(values, message):
     assert message in str(info.value)
     report = helm_python.lint(str(CHART), values, strict=True, kube_version="v1.29.0")
     assert any(message in m["error"] for m in report["messages"] if m["severity"] == 3), report
+
+
+def test_the_longest_full_name_keeps_every_object_name_whole():
+    objs = render({"fullnameOverride": "f" * 54})
+    assert any(o["metadata"]["name"] == "f" * 54 + "-operator" for o in objs if o["kind"] == "Service")
 
 
 def test_values_for_a_parent_chart_are_accepted():
@@ -57,9 +105,82 @@ def test_values_for_a_parent_chart_are_accepted():
                      "operator.replicas is 2 but operator.leaderElection.enabled is false", id="two-operators-without-election"),
         pytest.param({"apps": [{"name": "a", "namespace": "other", "spec": {}}]},
                      'apps[0].namespace "other" is not in namespaces (default): the operator would not see it', id="app-outside"),
+        pytest.param({"operator": {"resyncInterval": "99999999h"}},
+                     'operator.resyncInterval: duration must be at most 3650d (about ten years), got "99999999h"', id="duration-too-long"),
+        pytest.param({"appDefaults": {"requestTimeout": "87600h1ms"}},  # 3650d and a millisecond
+                     'appDefaults.requestTimeout: duration must be at most 3650d (about ten years), got "87600h1ms"', id="duration-just-too-long"),
+        pytest.param({"metrics": {"serviceMonitor": {"interval": "3651d"}}},
+                     'metrics.serviceMonitor.interval: duration must be at most 3650d (about ten years), got "3651d"', id="scrape-too-long"),
     ],
 )
 def test_what_a_schema_cannot_say_fails_the_render_naming_it(values, message):
     with pytest.raises(helm_python.HelmRenderError) as info:
         render(values)
     assert message in str(info.value)
+
+
+@cache
+def chart_schema() -> dict:
+    return json.loads((CHART / "values.schema.json").read_text())
+
+
+DURATION_KEYS = [("operator", "resyncInterval"), ("operator", "watchTimeout"), ("operator", "daemonTimeout"),
+                 ("operator", "eventsRepeatInterval"), ("appDefaults", "requestTimeout"), ("appDefaults", "resourceWaitTimeout")]
+MORE_THAN_ZERO = {("operator", "resyncInterval"), ("operator", "daemonTimeout"), ("appDefaults", "requestTimeout")}
+# what the chart takes is a part of what parse_duration reads: no "90", no spaces, but every unit it knows
+DURATION_TEXTS = st.one_of(st.text(alphabet="0123456789.dhms", max_size=9), st.from_regex(DURATION, fullmatch=True))
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=st.sampled_from(DURATION_KEYS), text=DURATION_TEXTS)
+def test_a_duration_the_schema_accepts_is_one_the_operator_and_the_daemon_read(key, text):
+    section, name = key
+    if list(jsonschema.Draft7Validator(chart_schema()).iter_errors({section: {name: text}})):
+        return
+    try:
+        seconds = parse_duration(text).total_seconds()
+    except ValueError as exc:
+        assert "at most 3650d" in str(exc)  # the render refuses those (test_what_a_schema_cannot_say...)
+        return
+    assert seconds > 0 or key not in MORE_THAN_ZERO
+
+
+def test_the_charts_durations_are_written_as_the_crds():
+    assert chart_schema()["definitions"]["duration"]["pattern"] == DURATION
+
+
+@pytest.mark.parametrize("text", ["3650d", "87600h", "1.5h", "2d12h", "1h30m", "250ms"])
+def test_the_operator_reads_every_duration_form_the_chart_renders(tmp_path, text):
+    objs = render({"operator": {"resyncInterval": text, "daemonTimeout": text}, "appDefaults": {"requestTimeout": text}})
+    [cm] = [c for c in objs if c["kind"] == "ConfigMap" and "operator.yaml" in c.get("data", {})]
+    path = tmp_path / "operator.yaml"
+    path.write_text(cm["data"]["operator.yaml"])
+    s = load_operator_settings(path)
+    assert s.resync_interval == s.daemon.timeout == s.app_defaults.request_timeout == parse_duration(text)
+
+
+def value_paths(node: dict, prefix: tuple[str, ...] = ()):
+    for key, value in node.items():
+        yield prefix + (key,)
+        if isinstance(value, dict):
+            yield from value_paths(value, prefix + (key,))
+
+
+def nulled(path: tuple[str, ...]) -> dict:
+    values: dict = {path[-1]: None}  # Helm drops a key set to null: its default goes with it
+    for key in reversed(path[:-1]):
+        values = {key: values}
+    return values
+
+
+@pytest.mark.parametrize("path", list(value_paths(values_of(CHART / "values.yaml"))), ids=".".join)
+def test_a_key_set_to_null_is_refused_by_name_or_renders_what_the_operator_reads(tmp_path, path):
+    values = nulled(path)
+    try:
+        objs = render(values)  # no nil pointer in a template
+    except helm_python.HelmValuesError as exc:
+        assert f"missing property '{path[-1]}'" in str(exc)
+        return
+    [cm] = [c for c in objs if c["kind"] == "ConfigMap" and "operator.yaml" in c.get("data", {})]
+    (tmp_path / "operator.yaml").write_text(cm["data"]["operator.yaml"])
+    load_operator_settings(tmp_path / "operator.yaml")

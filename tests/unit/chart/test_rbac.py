@@ -11,13 +11,14 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
+import helm_python
 import pytest
 import yaml
 
 from autoscaler.operator.changes import restart_hash
 from autoscaler.operator.children import desired_children, executor_pod_template
 from autoscaler.operator.daemon_client import token_from_file
-from autoscaler.operator.settings import load_operator_settings
+from autoscaler.operator.settings import OperatorSettingsError, load_operator_settings
 from tests.unit.chart.render import NAMESPACE, of_kind, render
 from tests.unit.k8s.api_calls import DAEMON_CALLS, OPERATOR_CALLS
 from tests.unit.operator.samples import ref_of, sample, spec_of
@@ -123,6 +124,29 @@ def test_the_operator_reads_the_configuration_the_chart_renders(tmp_path: Path, 
     assert settings.leader_election.lease_name == "sa-spark-autoscaler-operator"
     assert settings.daemon.token_secret == "spark-autoscaler-control-token"
     assert settings.driver_service_account == "spark-autoscaler-driver"
+
+
+@pytest.mark.parametrize("election", [
+    pytest.param({"enabled": False, "leaseDuration": 5, "renewDeadline": 10}, id="off-lease-shorter"),
+    pytest.param({"enabled": False, "renewDeadline": 2, "retryPeriod": 2}, id="off-deadline-too-short"),
+    pytest.param({"enabled": True, "leaseDuration": 5, "renewDeadline": 10}, id="on-lease-shorter"),
+    pytest.param({"enabled": True, "renewDeadline": 2, "retryPeriod": 2}, id="on-deadline-too-short"),
+    pytest.param({"enabled": True, "leaseDuration": 20, "renewDeadline": 15, "retryPeriod": 3}, id="on-good"),
+    pytest.param({"enabled": True, "leaseDuration": 3600, "renewDeadline": 3599, "retryPeriod": 2}, id="on-longest"),
+])
+def test_the_chart_renders_exactly_the_leader_elections_the_operator_starts_with(tmp_path: Path, election):
+    try:
+        text = operator_config(render({"operator": {"leaderElection": election}}))
+    except helm_python.HelmRenderError:
+        text = None
+    path = tmp_path / "operator.yaml"
+    path.write_text(text or yaml.safe_dump({"leaderElection": election}))
+    try:
+        load_operator_settings(path)
+        starts = True
+    except OperatorSettingsError:
+        starts = False
+    assert (text is not None) == starts
 
 
 def test_the_operator_finds_its_token_in_the_charts_secret(tmp_path: Path):

@@ -135,6 +135,12 @@ def test_settings_the_daemon_would_refuse_are_named_by_their_spec_field(settings
     assert any(p.startswith(problem) for p in problems), problems
 
 
+def test_a_request_timeout_the_daemon_would_refuse_is_named_by_its_spec_field():
+    app = sample(scaling={"requestTimeout": "0s"})
+    _, problems = check_daemon_settings(ref_of(app), spec_of(app), SETTINGS)
+    assert problems == ["spec.scaling.requestTimeout: must be more than 0, got 0s"]
+
+
 def test_policy_parameters_are_checked_by_the_policy_and_an_unknown_policy_is_left_to_the_pod():
     app = sample(scaling={"policy": {"name": "target-utilization", "params": {"target_utilisation": 0.5}}})
     _, problems = check_daemon_settings(ref_of(app), spec_of(app), SETTINGS)

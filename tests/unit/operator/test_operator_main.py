@@ -38,6 +38,11 @@ def test_operator_help_lists_its_flags():
                      id="lease-timings"),
         pytest.param("resyncInterval: soon\n", "resyncInterval: Value error, expected a duration", id="bad-duration"),
         pytest.param("wokers: 2\n", "wokers: unknown key", id="typo"),
+        pytest.param("leaderElection: {leaseDuration: 1000000}\n", "leaderElection.leaseDuration: Input should be less than or equal to 3600",
+                     id="lease-beyond-an-hour"),
+        pytest.param("resyncInterval: 0s\n", "resyncInterval: must be more than 0, got 0s", id="spinning-resync"),
+        pytest.param("daemon: {timeout: 0s}\n", "daemon.timeout: must be more than 0, got 0s", id="no-daemon-timeout"),
+        pytest.param("appDefaults: {requestTimeout: 0s}\n", "appDefaults.requestTimeout: must be more than 0, got 0s", id="no-request-timeout"),
     ],
 )
 def test_a_bad_configuration_is_named(tmp_path, text, problem):
@@ -54,6 +59,15 @@ def test_the_command_refuses_a_bad_configuration_before_it_connects(tmp_path):
     done = subprocess.run([sys.executable, "-m", "autoscaler", "operator", "--config", str(path)], capture_output=True, text=True, timeout=60,
                           cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 2 and "workers: Input should be less than or equal to 32" in done.stderr
+
+
+def test_timings_of_a_disabled_election_are_checked_only_when_a_flag_turns_it_on(tmp_path):
+    path = tmp_path / "operator.yaml"
+    path.write_text("leaderElection: {enabled: false, leaseDuration: 5, renewDeadline: 10}\n")
+    assert load_operator_settings(path).leader_election.enabled is False
+    with pytest.raises(OperatorSettingsError) as info:
+        load_operator_settings(path, {"leaderElection.enabled": True})
+    assert "leaderElection: lease_duration (5s) must exceed renew_deadline (10s)" in str(info.value)
 
 
 def test_flags_override_the_file(tmp_path):
