@@ -7,7 +7,8 @@ tests build one per case around a reconciler on the fake cluster. Schema at ``/o
   ``/api/v1/decisions``, ``/api/v1/queries``, ``/api/v1/queries/{name}``.
 * Control (bearer token; disabled with 403 when no token is configured): ``PATCH
   /api/v1/control``, ``POST /api/v1/control/pause|resume``, ``PATCH /api/v1/queries/{name}``,
-  ``DELETE /api/v1/queries/{name}/request``, ``PUT /api/v1/log-level``.
+  ``DELETE /api/v1/queries/{name}/request``, ``PUT /api/v1/log-level``. The token is checked
+  before a body is read, and a body longer than ``MAX_BODY_BYTES`` is refused (413) unread.
 
 Every error body is ``{"detail": [{"loc": [...], "msg": "...", "type": "..."}]}`` and ``loc``
 names the offending field (as FastAPI's own validation errors do). A change is validated as a
@@ -17,7 +18,7 @@ whole and applied atomically (:mod:`autoscaler.runtime.commands`); it takes effe
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Annotated, Any, Callable, Literal, Mapping, TypeAlias, TypeVar
+from typing import Annotated, Any, Awaitable, Callable, Literal, Mapping, TypeAlias, TypeVar
 
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -27,8 +28,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import HTTPConnection
 from starlette.routing import Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from autoscaler._version import __version__
 from autoscaler.core.evaluate import judged_lag
@@ -53,6 +57,10 @@ T = TypeVar("T")
 Ref: TypeAlias = T | Callable[[], T] | None  # a value, or how to get it once it exists
 
 MAX_COUNT = 100_000
+# The largest body a control request may have. The largest real one, a ControlPatch with a
+# 500-character note and a policy's parameters, is a few KiB; the limit is there to bound what a
+# broken or hostile client makes the daemon hold, in the process that is also the Spark driver.
+MAX_BODY_BYTES = 1 << 20
 
 
 def _no_default(schema: dict[str, Any]) -> None:
@@ -323,6 +331,10 @@ CONTROL_ERRORS: dict[int | str, dict[str, Any]] = {
         "token file became unreadable or malformed (every change is refused until it is fixed).",
     },
 }
+BODY_ERRORS: dict[int | str, dict[str, Any]] = {
+    **CONTROL_ERRORS,
+    413: {"model": ErrorBody, "description": f"The body is longer than {MAX_BODY_BYTES} bytes; it was not read."},
+}
 QUERY_ERRORS: dict[int | str, dict[str, Any]] = {
     **CONTROL_ERRORS,
     404: {"model": ErrorBody, "description": "Unknown query, or no pending request."},
@@ -341,6 +353,75 @@ class _Refused(Exception):
 
 def _resolve(ref: Any) -> Any:
     return ref() if callable(ref) and not isinstance(ref, (Reconciler, ReconcileLoop)) else ref
+
+
+class _ControlGate:
+    """ASGI middleware in front of the control routes: the token first, then the body within
+    ``MAX_BODY_BYTES``, read here and handed on to the route.
+
+    FastAPI reads and parses a route's body before it runs the route's dependencies, the bearer
+    check among them: left to it, a client without a token could make the daemon hold a body of
+    any size, and would hear about its JSON before its token. FastAPI's own ``max_body_size``
+    does not help here: it answers 413 in plain text, ahead of authentication.
+    """
+
+    def __init__(self, app: ASGIApp, *, control_route: Callable[[Scope], APIRoute | None],
+                 authenticate: Callable[[HTTPConnection], Awaitable[str]]) -> None:
+        self.app = app
+        self.control_route = control_route
+        self.authenticate = authenticate
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = self.control_route(scope) if scope["type"] == "http" else None
+        if route is None:
+            await self.app(scope, receive, send)
+            return
+        try:
+            await self.authenticate(HTTPConnection(scope))
+            body = await _read_body(scope, receive) if route.body_field is not None else None
+        except _Refused as refused:
+            await refused.response(scope, receive, send)
+            return
+        await self.app(scope, receive if body is None else _replay(body, receive), send)
+
+
+async def _read_body(scope: Scope, receive: Receive) -> bytes:
+    """The whole body, refused with 413 once it is longer than ``MAX_BODY_BYTES``: at once when
+    its Content-Length says so, else (chunked) as soon as one byte too many has arrived."""
+    length = Headers(scope=scope).get("content-length", "")
+    if length.isdigit() and int(length) > MAX_BODY_BYTES:
+        raise _Refused(_too_large(f"the body is {int(length)} bytes, more than"))
+    chunks, size, more = [], 0, True
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break  # the client went away: the route sees an incomplete body and answers no one
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _Refused(_too_large("the body is more than"))
+        chunks.append(chunk)
+        more = message.get("more_body", False)
+    return b"".join(chunks)
+
+
+def _too_large(what: str) -> JSONResponse:
+    return _error(413, ["body"], f"{what} the {MAX_BODY_BYTES} bytes a control request may have", "body_too_large",
+                  {"Connection": "close"})  # the rest of the body is not read: the connection cannot be reused
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives the body already read, then what the client sends next (its disconnect)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
 
 
 def create_app(
@@ -380,6 +461,7 @@ def create_app(
         return live_status() if live_status is not None else {}
 
     def operator(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> str:
+        """Who sends this control request; refused (503, 403 or 401) when it cannot be told."""
         if (problem := auth.check()) is not None:
             # fail closed: until the token file is good again no change is accepted (the bad
             # rotation may have been meant to revoke the very token presented)
@@ -397,6 +479,18 @@ def create_app(
         return who
 
     who_dep = Depends(operator)
+
+    def control_route(scope: Scope) -> APIRoute | None:
+        """The route a request goes to if it is a control route (one that needs the token), else None."""
+        for route in app.router.routes:
+            if isinstance(route, APIRoute) and route.matches(scope)[0] == Match.FULL:
+                return route if any(dep.call is operator for dep in route.dependant.dependencies) else None
+        return None
+
+    async def authenticate(connection: HTTPConnection) -> str:
+        return operator(await bearer(connection))
+
+    app.add_middleware(_ControlGate, control_route=control_route, authenticate=authenticate)
 
     @app.exception_handler(_Refused)
     async def refused(_: Request, exc: _Refused) -> JSONResponse:
@@ -516,26 +610,26 @@ def create_app(
     def result(rec: Reconciler, applied: Applied) -> ChangeResult:
         return ChangeResult(control=_control_view(rec), changes=dict(applied.changes), audit_id=applied.entry.id if applied.entry else None)
 
-    @app.patch("/api/v1/control", response_model=ChangeResult, tags=["control"], responses=CONTROL_ERRORS,
+    @app.patch("/api/v1/control", response_model=ChangeResult, tags=["control"], responses=BODY_ERRORS,
                summary="Change mode, bounds, policy parameters, dry run, pause or the manual executor target, atomically")
     def patch_control(body: ControlPatch, who: str = who_dep) -> ChangeResult:
         rec = get_reconciler()
         changes = {k: getattr(body, k) for k in body.model_fields_set if k != "note"}
         return result(rec, commands(rec).change_control(who, changes, body.note))
 
-    @app.post("/api/v1/control/pause", response_model=ChangeResult, tags=["control"], responses=CONTROL_ERRORS,
+    @app.post("/api/v1/control/pause", response_model=ChangeResult, tags=["control"], responses=BODY_ERRORS,
               summary="Pause scaling: keep deciding and reporting, stop acting")
     def pause(body: NoteBody | None = None, who: str = who_dep) -> ChangeResult:
         rec = get_reconciler()
         return result(rec, commands(rec).change_control(who, {"paused": True}, body.note if body else None))
 
-    @app.post("/api/v1/control/resume", response_model=ChangeResult, tags=["control"], responses=CONTROL_ERRORS,
+    @app.post("/api/v1/control/resume", response_model=ChangeResult, tags=["control"], responses=BODY_ERRORS,
               summary="Resume scaling")
     def resume(body: NoteBody | None = None, who: str = who_dep) -> ChangeResult:
         rec = get_reconciler()
         return result(rec, commands(rec).change_control(who, {"paused": False}, body.note if body else None))
 
-    @app.patch("/api/v1/queries/{name}", response_model=ChangeResult, tags=["control"], responses=QUERY_ERRORS,
+    @app.patch("/api/v1/queries/{name}", response_model=ChangeResult, tags=["control"], responses={**QUERY_ERRORS, **BODY_ERRORS},
                summary="Request new query settings (partitions, rate limit, trigger), applied by a restart from the checkpoint")
     def patch_query(name: Annotated[str, Path(description="Query (pipeline) name.")], body: QueryPatch, who: str = who_dep) -> ChangeResult:
         rec = get_reconciler()
@@ -548,7 +642,7 @@ def create_app(
         rec = get_reconciler()
         return result(rec, commands(rec).cancel_query_request(who, name))
 
-    @app.put("/api/v1/log-level", response_model=LogLevelResult, tags=["control"], responses=CONTROL_ERRORS,
+    @app.put("/api/v1/log-level", response_model=LogLevelResult, tags=["control"], responses=BODY_ERRORS,
              summary="Change a logger's level at once")
     def log_level(body: LogLevelBody, who: str = who_dep) -> LogLevelResult:
         rec = get_reconciler()
