@@ -8,7 +8,8 @@ tests build one per case around a reconciler on the fake cluster. Schema at ``/o
 * Control (bearer token; disabled with 403 when no token is configured): ``PATCH
   /api/v1/control``, ``POST /api/v1/control/pause|resume``, ``PATCH /api/v1/queries/{name}``,
   ``DELETE /api/v1/queries/{name}/request``, ``PUT /api/v1/log-level``. The token is checked
-  before a body is read, and a body longer than ``MAX_BODY_BYTES`` is refused (413) unread.
+  before a body is read, and a body longer than ``MAX_BODY_BYTES`` is refused (413) unread; a
+  body must be sent as ``application/json`` (415 otherwise).
 
 Every error body is ``{"detail": [{"loc": [...], "msg": "...", "type": "..."}]}`` and ``loc``
 names the offending field (as FastAPI's own validation errors do). A change is validated as a
@@ -334,6 +335,7 @@ CONTROL_ERRORS: dict[int | str, dict[str, Any]] = {
 BODY_ERRORS: dict[int | str, dict[str, Any]] = {
     **CONTROL_ERRORS,
     413: {"model": ErrorBody, "description": f"The body is longer than {MAX_BODY_BYTES} bytes; it was not read."},
+    415: {"model": ErrorBody, "description": "The body is not sent as `Content-Type: application/json`."},
 }
 QUERY_ERRORS: dict[int | str, dict[str, Any]] = {
     **CONTROL_ERRORS,
@@ -378,17 +380,36 @@ class _ControlGate:
             return
         try:
             await self.authenticate(HTTPConnection(scope))
-            body = await _read_body(scope, receive) if route.body_field is not None else None
+            body = await _read_json_body(scope, receive) if route.body_field is not None else None
         except _Refused as refused:
             await refused.response(scope, receive, send)
             return
         await self.app(scope, receive if body is None else _replay(body, receive), send)
 
 
-async def _read_body(scope: Scope, receive: Receive) -> bytes:
+async def _read_json_body(scope: Scope, receive: Receive) -> bytes:
+    """The whole body, refused with 413 once it is longer than ``MAX_BODY_BYTES`` and with 415
+    when it is not sent as JSON (FastAPI would read it as text, then say it is not an object)."""
+    headers = Headers(scope=scope)
+    body = await _read_body(headers, receive)
+    content_type = headers.get("content-type")
+    if body and not _is_json(content_type):
+        given = repr(content_type) if content_type else "no Content-Type"
+        raise _Refused(_error(415, ["header", "content-type"], f"the body must be JSON sent as Content-Type: application/json, "
+                              f"not {given}", "unsupported_media_type"))
+    return body
+
+
+def _is_json(content_type: str | None) -> bool:
+    """The media types FastAPI parses as JSON: application/json and application/*+json, any parameters."""
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+async def _read_body(headers: Headers, receive: Receive) -> bytes:
     """The whole body, refused with 413 once it is longer than ``MAX_BODY_BYTES``: at once when
     its Content-Length says so, else (chunked) as soon as one byte too many has arrived."""
-    length = Headers(scope=scope).get("content-length", "")
+    length = headers.get("content-length", "")
     if length.isdigit() and int(length) > MAX_BODY_BYTES:
         raise _Refused(_too_large(f"the body is {int(length)} bytes, more than"))
     chunks, size, more = [], 0, True

@@ -372,6 +372,35 @@ def test_a_body_of_exactly_the_limit_is_read(d, chunked):
     assert d.reconciler.control.paused is True
 
 
+@pytest.mark.parametrize(
+    "content_type, named",
+    [
+        pytest.param("text/plain", "'text/plain'", id="text"),
+        pytest.param("application/x-www-form-urlencoded", "'application/x-www-form-urlencoded'", id="form-as-curl-d-sends-it"),
+        pytest.param(None, "no Content-Type", id="none"),
+    ],
+)
+def test_a_body_not_sent_as_json_is_refused_with_415_naming_the_type_expected(d, content_type, named):
+    headers = {**d.auth_header, **({"Content-Type": content_type} if content_type else {})}
+    r = d.client.patch("/api/v1/control", content=b'{"paused": true}', headers=headers)
+    assert r.status_code == 415 and r.json()["detail"] == [
+        {"loc": ["header", "content-type"], "msg": f"the body must be JSON sent as Content-Type: application/json, not {named}",
+         "type": "unsupported_media_type"}
+    ]
+    assert d.reconciler.control.paused is False
+
+
+@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", "application/merge-patch+json"])
+def test_a_json_body_is_read_under_any_json_media_type(d, content_type):
+    r = d.client.patch("/api/v1/control", content=b'{"paused": true}', headers={**d.auth_header, "Content-Type": content_type})
+    assert r.status_code == 200, r.text
+
+
+def test_a_pause_without_a_body_needs_no_content_type(d):
+    r = d.client.post("/api/v1/control/pause", headers=d.auth_header)
+    assert r.status_code == 200 and d.reconciler.control.paused is True
+
+
 def test_a_query_rate_limit_change_restarts_the_query_on_the_next_tick(d):
     d.run_for(20, rate=400)
     r = d.client.patch("/api/v1/queries/q", json={"max_rows_per_batch": 500, "trigger_interval_seconds": 4}, headers=d.auth_header)
@@ -452,7 +481,7 @@ def test_the_schema_is_served_and_documents_auth():
         schema = d.client.get("/openapi.json").json()
         assert schema["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
         patch = schema["paths"]["/api/v1/control"]["patch"]
-        assert patch["security"] == [{"HTTPBearer": []}] and {"401", "403", "413", "422"} <= set(patch["responses"])
+        assert patch["security"] == [{"HTTPBearer": []}] and {"401", "403", "413", "415", "422"} <= set(patch["responses"])
         assert "security" not in schema["paths"]["/api/v1/status"]["get"]
 
 
