@@ -13,6 +13,7 @@ import pytest
 from autoscaler.core.model import Mode, QueryStatus, Reason
 from autoscaler.ops.api import MAX_BODY_BYTES
 from autoscaler.ops.auth import ApiAuth, TokenFileError, parse_tokens
+from tests.fakes import query_view
 from tests.harness import APP, TOKEN, build, serve
 
 
@@ -453,6 +454,17 @@ def test_an_invalid_query_change_names_the_field(d, name, body, status, where):
     assert r.status_code == status, r.text
     assert where in loc(r)
     assert d.reconciler.control.query_requests == {}
+
+
+def test_a_shuffle_change_the_checkpoint_pins_is_a_409_naming_the_field():
+    daemon = build(query=False)
+    daemon.cluster.add_query(query_view("q", parallelism=8, max_parallelism=8, stateful=True, state_store="hdfs"))
+    for d in serve(daemon):
+        d.tick()
+        r = d.client.patch("/api/v1/queries/q", json={"shuffle_partitions": 16}, headers=d.auth_header)
+        assert r.status_code == 409 and loc(r) == [("body", "shuffle_partitions")]
+        assert r.json()["detail"][0]["msg"].startswith("StatePinsShufflePartitions: the checkpoint pins spark.sql.shuffle.partitions")
+        assert d.reconciler.control.query_requests == {}
 
 
 def test_a_pending_query_request_can_be_withdrawn(d):
