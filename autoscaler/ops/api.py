@@ -4,7 +4,7 @@
 tests build one per case around a reconciler on the fake cluster. Schema at ``/openapi.json``.
 
 * Read (open): ``/healthz``, ``/readyz``, ``/metrics``, ``/api/v1/status``, ``/api/v1/control``,
-  ``/api/v1/decisions``, ``/api/v1/queries``, ``/api/v1/queries/{name}``.
+  ``/api/v1/decisions``, ``/api/v1/queries``, ``/api/v1/queries/{name}`` (a ``/`` in a name sent as ``%2F``).
 * Control (bearer token; disabled with 403 when no token is configured): ``PATCH
   /api/v1/control``, ``POST /api/v1/control/pause|resume``, ``PATCH /api/v1/queries/{name}``,
   ``DELETE /api/v1/queries/{name}/request``, ``PUT /api/v1/log-level``. The token is checked
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from typing import Annotated, Any, Awaitable, Callable, Literal, Mapping, TypeAlias, TypeVar
+from urllib.parse import unquote
 
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -28,7 +29,7 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import HTTPConnection
@@ -62,6 +63,10 @@ MAX_COUNT = 100_000
 # 500-character note and a policy's parameters, is a few KiB; the limit is there to bound what a
 # broken or hostile client makes the daemon hold, in the process that is also the Spark driver.
 MAX_BODY_BYTES = 1 << 20
+
+
+# a path segment as _SegmentPaths leaves it: "%" and "/" in it still escaped, undone here
+QueryName: TypeAlias = Annotated[str, Path(description="Query (pipeline) name; a `/` in it sent as `%2F`."), AfterValidator(unquote)]
 
 
 def _no_default(schema: dict[str, Any]) -> None:
@@ -387,6 +392,29 @@ class _ControlGate:
         await self.app(scope, receive if body is None else _replay(body, receive), send)
 
 
+class _SegmentPaths:
+    """ASGI middleware: route on the path's segments as the client sent them, so that a query
+    name holding "/" (an attached query can have any name; clients send it as %2F) stays one
+    segment.
+
+    The server decodes %2F before routing: ``/api/v1/queries/x%2Frequest`` (the query
+    ``x/request``) and ``/api/v1/queries/x/request`` (query ``x``'s pending request) would be one
+    path. Here each segment is decoded on its own with a "%" or "/" in it kept escaped (``%25``,
+    ``%2F``), and ``QueryName`` undoes that; a path with no escape is left as it is. The raw path
+    is the one uvicorn (and Starlette's test client) puts in the scope.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = scope.get("raw_path") if scope["type"] == "http" else None
+        if raw and b"%" in raw:
+            segments = raw.decode("latin-1").split("/")
+            scope = {**scope, "path": "/".join(unquote(s).replace("%", "%25").replace("/", "%2F") for s in segments)}
+        await self.app(scope, receive, send)
+
+
 async def _read_json_body(scope: Scope, receive: Receive) -> bytes:
     """The whole body, refused with 413 once it is longer than ``MAX_BODY_BYTES`` and with 415
     when it is not sent as JSON (FastAPI would read it as text, then say it is not an object)."""
@@ -512,6 +540,7 @@ def create_app(
         return operator(await bearer(connection))
 
     app.add_middleware(_ControlGate, control_route=control_route, authenticate=authenticate)
+    app.add_middleware(_SegmentPaths)  # the last added runs first: the gate matches routes on its paths
 
     @app.exception_handler(_Refused)
     async def refused(_: Request, exc: _Refused) -> JSONResponse:
@@ -607,7 +636,7 @@ def create_app(
 
     @app.get("/api/v1/queries/{name}", response_model=QueryDetail, tags=["read"],
              responses={404: {"model": ErrorBody}, 503: {"model": ErrorBody}}, summary="One query: settings, metrics, held changes, rescales")
-    def query(name: Annotated[str, Path(description="Query (pipeline) name.")]) -> QueryDetail:
+    def query(name: QueryName) -> QueryDetail:
         rec = get_reconciler()
         info = next((q for q in _queries(rec, statuses_now()) if q.name == name), None)
         if info is None:
@@ -652,14 +681,14 @@ def create_app(
 
     @app.patch("/api/v1/queries/{name}", response_model=ChangeResult, tags=["control"], responses={**QUERY_ERRORS, **BODY_ERRORS},
                summary="Request new query settings (partitions, rate limit, trigger), applied by a restart from the checkpoint")
-    def patch_query(name: Annotated[str, Path(description="Query (pipeline) name.")], body: QueryPatch, who: str = who_dep) -> ChangeResult:
+    def patch_query(name: QueryName, body: QueryPatch, who: str = who_dep) -> ChangeResult:
         rec = get_reconciler()
         fields = {k: getattr(body, k) for k in body.model_fields_set if k != "note"}
         return result(rec, commands(rec).request_query(who, name, fields, body.note))
 
     @app.delete("/api/v1/queries/{name}/request", response_model=ChangeResult, tags=["control"], responses=QUERY_ERRORS,
                 summary="Withdraw a pending query request")
-    def cancel_query_request(name: Annotated[str, Path(description="Query (pipeline) name.")], who: str = who_dep) -> ChangeResult:
+    def cancel_query_request(name: QueryName, who: str = who_dep) -> ChangeResult:
         rec = get_reconciler()
         return result(rec, commands(rec).cancel_query_request(who, name))
 

@@ -476,6 +476,27 @@ def test_a_pending_query_request_can_be_withdrawn(d):
     assert r.status_code == 404
 
 
+@pytest.mark.parametrize("name", ["a/b", "x/request", "/lead/and/trail/", "50%", "a%2Fb", "ünï cödé"])
+def test_a_query_named_with_slashes_is_reached_by_its_encoded_name(name):
+    # Spark lets an attached query have any name; the operator's client sends it as one segment, %2F for /
+    for d in serve(build(query_name=name)):
+        d.tick(400)
+        path = f"/api/v1/queries/{urllib.parse.quote(name, safe='')}"
+        r = d.client.get(path)
+        assert r.status_code == 200 and r.json()["name"] == name, r.text
+        r = d.client.patch(path, json={"parallelism": 4}, headers=d.auth_header)
+        assert r.status_code == 200 and list(r.json()["control"]["query_requests"]) == [name], r.text
+        r = d.client.delete(f"{path}/request", headers=d.auth_header)
+        assert r.status_code == 200 and d.reconciler.control.query_requests == {}, r.text
+
+
+def test_a_query_s_request_path_is_not_read_as_a_query_name(d):
+    # /queries/q/request is query q's pending request, which only DELETE withdraws
+    r = d.client.patch("/api/v1/queries/q/request", json={"parallelism": 4}, headers=d.auth_header)
+    assert r.status_code == 405 and r.headers["allow"] == "DELETE"
+    assert d.client.get("/api/v1/queries/q/request").status_code == 405
+
+
 def test_the_log_level_changes_at_once(d):
     logger = logging.getLogger("autoscaler.reconciler")
     before = logger.level
