@@ -4,10 +4,12 @@
 tests build one per case around a reconciler on the fake cluster. Schema at ``/openapi.json``.
 
 * Read (open): ``/healthz``, ``/readyz``, ``/metrics``, ``/api/v1/status``, ``/api/v1/control``,
-  ``/api/v1/decisions``, ``/api/v1/queries``, ``/api/v1/queries/{name}``.
+  ``/api/v1/decisions``, ``/api/v1/queries``, ``/api/v1/queries/{name}`` (a ``/`` in a name sent as ``%2F``).
 * Control (bearer token; disabled with 403 when no token is configured): ``PATCH
   /api/v1/control``, ``POST /api/v1/control/pause|resume``, ``PATCH /api/v1/queries/{name}``,
-  ``DELETE /api/v1/queries/{name}/request``, ``PUT /api/v1/log-level``.
+  ``DELETE /api/v1/queries/{name}/request``, ``PUT /api/v1/log-level``. The token is checked
+  before a body is read, and a body longer than ``MAX_BODY_BYTES`` is refused (413) unread; a
+  body must be sent as ``application/json`` (415 otherwise).
 
 Every error body is ``{"detail": [{"loc": [...], "msg": "...", "type": "..."}]}`` and ``loc``
 names the offending field (as FastAPI's own validation errors do). A change is validated as a
@@ -17,7 +19,8 @@ whole and applied atomically (:mod:`autoscaler.runtime.commands`); it takes effe
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Annotated, Any, Callable, Literal, Mapping, TypeAlias, TypeVar
+from typing import Annotated, Any, Awaitable, Callable, Literal, Mapping, TypeAlias, TypeVar
+from urllib.parse import unquote
 
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -26,9 +29,12 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import HTTPConnection
 from starlette.routing import Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from autoscaler._version import __version__
 from autoscaler.core.evaluate import judged_lag
@@ -53,6 +59,14 @@ T = TypeVar("T")
 Ref: TypeAlias = T | Callable[[], T] | None  # a value, or how to get it once it exists
 
 MAX_COUNT = 100_000
+# The largest body a control request may have. The largest real one, a ControlPatch with a
+# 500-character note and a policy's parameters, is a few KiB; the limit is there to bound what a
+# broken or hostile client makes the daemon hold, in the process that is also the Spark driver.
+MAX_BODY_BYTES = 1 << 20
+
+
+# a path segment as _SegmentPaths leaves it: "%" and "/" in it still escaped, undone here
+QueryName: TypeAlias = Annotated[str, Path(description="Query (pipeline) name; a `/` in it sent as `%2F`."), AfterValidator(unquote)]
 
 
 def _no_default(schema: dict[str, Any]) -> None:
@@ -323,6 +337,11 @@ CONTROL_ERRORS: dict[int | str, dict[str, Any]] = {
         "token file became unreadable or malformed (every change is refused until it is fixed).",
     },
 }
+BODY_ERRORS: dict[int | str, dict[str, Any]] = {
+    **CONTROL_ERRORS,
+    413: {"model": ErrorBody, "description": f"The body is longer than {MAX_BODY_BYTES} bytes; it was not read."},
+    415: {"model": ErrorBody, "description": "The body is not sent as `Content-Type: application/json`."},
+}
 QUERY_ERRORS: dict[int | str, dict[str, Any]] = {
     **CONTROL_ERRORS,
     404: {"model": ErrorBody, "description": "Unknown query, or no pending request."},
@@ -341,6 +360,117 @@ class _Refused(Exception):
 
 def _resolve(ref: Any) -> Any:
     return ref() if callable(ref) and not isinstance(ref, (Reconciler, ReconcileLoop)) else ref
+
+
+class _ControlGate:
+    """ASGI middleware in front of the control routes: the token first, then the body within
+    ``MAX_BODY_BYTES``, read here and handed on to the route.
+
+    FastAPI reads and parses a route's body before it runs the route's dependencies, the bearer
+    check among them: left to it, a client without a token could make the daemon hold a body of
+    any size, and would hear about its JSON before its token. FastAPI's own ``max_body_size``
+    does not help here: it answers 413 in plain text, ahead of authentication.
+    """
+
+    def __init__(self, app: ASGIApp, *, control_route: Callable[[Scope], APIRoute | None],
+                 authenticate: Callable[[HTTPConnection], Awaitable[str]]) -> None:
+        self.app = app
+        self.control_route = control_route
+        self.authenticate = authenticate
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = self.control_route(scope) if scope["type"] == "http" else None
+        if route is None:
+            await self.app(scope, receive, send)
+            return
+        try:
+            await self.authenticate(HTTPConnection(scope))
+            body = await _read_json_body(scope, receive) if route.body_field is not None else None
+        except _Refused as refused:
+            await refused.response(scope, receive, send)
+            return
+        await self.app(scope, receive if body is None else _replay(body, receive), send)
+
+
+class _SegmentPaths:
+    """ASGI middleware: route on the path's segments as the client sent them, so that a query
+    name holding "/" (an attached query can have any name; clients send it as %2F) stays one
+    segment.
+
+    The server decodes %2F before routing: ``/api/v1/queries/x%2Frequest`` (the query
+    ``x/request``) and ``/api/v1/queries/x/request`` (query ``x``'s pending request) would be one
+    path. Here each segment is decoded on its own with a "%" or "/" in it kept escaped (``%25``,
+    ``%2F``), and ``QueryName`` undoes that; a path with no escape is left as it is. The raw path
+    is the one uvicorn (and Starlette's test client) puts in the scope.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = scope.get("raw_path") if scope["type"] == "http" else None
+        if raw and b"%" in raw:
+            segments = raw.decode("latin-1").split("/")
+            scope = {**scope, "path": "/".join(unquote(s).replace("%", "%25").replace("/", "%2F") for s in segments)}
+        await self.app(scope, receive, send)
+
+
+async def _read_json_body(scope: Scope, receive: Receive) -> bytes:
+    """The whole body, refused with 413 once it is longer than ``MAX_BODY_BYTES`` and with 415
+    when it is not sent as JSON (FastAPI would read it as text, then say it is not an object)."""
+    headers = Headers(scope=scope)
+    body = await _read_body(headers, receive)
+    content_type = headers.get("content-type")
+    if body and not _is_json(content_type):
+        given = repr(content_type) if content_type else "no Content-Type"
+        raise _Refused(_error(415, ["header", "content-type"], f"the body must be JSON sent as Content-Type: application/json, "
+                              f"not {given}", "unsupported_media_type"))
+    return body
+
+
+def _is_json(content_type: str | None) -> bool:
+    """The media types FastAPI parses as JSON: application/json and application/*+json, any parameters."""
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+async def _read_body(headers: Headers, receive: Receive) -> bytes:
+    """The whole body, refused with 413 once it is longer than ``MAX_BODY_BYTES``: at once when
+    its Content-Length says so, else (chunked) as soon as one byte too many has arrived."""
+    length = headers.get("content-length", "")
+    if length.isdigit() and int(length) > MAX_BODY_BYTES:
+        raise _Refused(_too_large(f"the body is {int(length)} bytes, more than"))
+    chunks, size, more = [], 0, True
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break  # the client went away: the route sees an incomplete body and answers no one
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _Refused(_too_large("the body is more than"))
+        chunks.append(chunk)
+        more = message.get("more_body", False)
+    return b"".join(chunks)
+
+
+def _too_large(what: str) -> JSONResponse:
+    return _error(413, ["body"], f"{what} the {MAX_BODY_BYTES} bytes a control request may have", "body_too_large",
+                  {"Connection": "close"})  # the rest of the body is not read: the connection cannot be reused
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives the body already read, then what the client sends next (its disconnect)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
 
 
 def create_app(
@@ -380,6 +510,7 @@ def create_app(
         return live_status() if live_status is not None else {}
 
     def operator(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> str:
+        """Who sends this control request; refused (503, 403 or 401) when it cannot be told."""
         if (problem := auth.check()) is not None:
             # fail closed: until the token file is good again no change is accepted (the bad
             # rotation may have been meant to revoke the very token presented)
@@ -397,6 +528,19 @@ def create_app(
         return who
 
     who_dep = Depends(operator)
+
+    def control_route(scope: Scope) -> APIRoute | None:
+        """The route a request goes to if it is a control route (one that needs the token), else None."""
+        for route in app.router.routes:
+            if isinstance(route, APIRoute) and route.matches(scope)[0] == Match.FULL:
+                return route if any(dep.call is operator for dep in route.dependant.dependencies) else None
+        return None
+
+    async def authenticate(connection: HTTPConnection) -> str:
+        return operator(await bearer(connection))
+
+    app.add_middleware(_ControlGate, control_route=control_route, authenticate=authenticate)
+    app.add_middleware(_SegmentPaths)  # the last added runs first: the gate matches routes on its paths
 
     @app.exception_handler(_Refused)
     async def refused(_: Request, exc: _Refused) -> JSONResponse:
@@ -492,7 +636,7 @@ def create_app(
 
     @app.get("/api/v1/queries/{name}", response_model=QueryDetail, tags=["read"],
              responses={404: {"model": ErrorBody}, 503: {"model": ErrorBody}}, summary="One query: settings, metrics, held changes, rescales")
-    def query(name: Annotated[str, Path(description="Query (pipeline) name.")]) -> QueryDetail:
+    def query(name: QueryName) -> QueryDetail:
         rec = get_reconciler()
         info = next((q for q in _queries(rec, statuses_now()) if q.name == name), None)
         if info is None:
@@ -516,39 +660,39 @@ def create_app(
     def result(rec: Reconciler, applied: Applied) -> ChangeResult:
         return ChangeResult(control=_control_view(rec), changes=dict(applied.changes), audit_id=applied.entry.id if applied.entry else None)
 
-    @app.patch("/api/v1/control", response_model=ChangeResult, tags=["control"], responses=CONTROL_ERRORS,
+    @app.patch("/api/v1/control", response_model=ChangeResult, tags=["control"], responses=BODY_ERRORS,
                summary="Change mode, bounds, policy parameters, dry run, pause or the manual executor target, atomically")
     def patch_control(body: ControlPatch, who: str = who_dep) -> ChangeResult:
         rec = get_reconciler()
         changes = {k: getattr(body, k) for k in body.model_fields_set if k != "note"}
         return result(rec, commands(rec).change_control(who, changes, body.note))
 
-    @app.post("/api/v1/control/pause", response_model=ChangeResult, tags=["control"], responses=CONTROL_ERRORS,
+    @app.post("/api/v1/control/pause", response_model=ChangeResult, tags=["control"], responses=BODY_ERRORS,
               summary="Pause scaling: keep deciding and reporting, stop acting")
     def pause(body: NoteBody | None = None, who: str = who_dep) -> ChangeResult:
         rec = get_reconciler()
         return result(rec, commands(rec).change_control(who, {"paused": True}, body.note if body else None))
 
-    @app.post("/api/v1/control/resume", response_model=ChangeResult, tags=["control"], responses=CONTROL_ERRORS,
+    @app.post("/api/v1/control/resume", response_model=ChangeResult, tags=["control"], responses=BODY_ERRORS,
               summary="Resume scaling")
     def resume(body: NoteBody | None = None, who: str = who_dep) -> ChangeResult:
         rec = get_reconciler()
         return result(rec, commands(rec).change_control(who, {"paused": False}, body.note if body else None))
 
-    @app.patch("/api/v1/queries/{name}", response_model=ChangeResult, tags=["control"], responses=QUERY_ERRORS,
+    @app.patch("/api/v1/queries/{name}", response_model=ChangeResult, tags=["control"], responses={**QUERY_ERRORS, **BODY_ERRORS},
                summary="Request new query settings (partitions, rate limit, trigger), applied by a restart from the checkpoint")
-    def patch_query(name: Annotated[str, Path(description="Query (pipeline) name.")], body: QueryPatch, who: str = who_dep) -> ChangeResult:
+    def patch_query(name: QueryName, body: QueryPatch, who: str = who_dep) -> ChangeResult:
         rec = get_reconciler()
         fields = {k: getattr(body, k) for k in body.model_fields_set if k != "note"}
         return result(rec, commands(rec).request_query(who, name, fields, body.note))
 
     @app.delete("/api/v1/queries/{name}/request", response_model=ChangeResult, tags=["control"], responses=QUERY_ERRORS,
                 summary="Withdraw a pending query request")
-    def cancel_query_request(name: Annotated[str, Path(description="Query (pipeline) name.")], who: str = who_dep) -> ChangeResult:
+    def cancel_query_request(name: QueryName, who: str = who_dep) -> ChangeResult:
         rec = get_reconciler()
         return result(rec, commands(rec).cancel_query_request(who, name))
 
-    @app.put("/api/v1/log-level", response_model=LogLevelResult, tags=["control"], responses=CONTROL_ERRORS,
+    @app.put("/api/v1/log-level", response_model=LogLevelResult, tags=["control"], responses=BODY_ERRORS,
              summary="Change a logger's level at once")
     def log_level(body: LogLevelBody, who: str = who_dep) -> LogLevelResult:
         rec = get_reconciler()

@@ -29,6 +29,9 @@ log = structlog.get_logger("autoscaler.commands")
 CONTROL_FIELDS = ("paused", "mode", "dry_run", "min_executors", "max_executors", "manual_executors", "policy_params")
 QUERY_FIELDS = ("parallelism", "max_rows_per_batch", "trigger_interval_seconds", "shuffle_partitions")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# the setting a query refusal is about, so that the answer points at the field to change rather
+# than at the query's name; a refusal of the query as a whole (attached, unknown) names the query
+REFUSED_SETTING = {Reason.STATE_PINS_SHUFFLE_PARTITIONS: "shuffle_partitions"}
 
 
 class ChangeError(Exception):
@@ -139,7 +142,7 @@ class Commands:
             wanted = replace(base, **updates)
             refused = refusal_for(view, wanted)
             if refused is not None and refused[0] != Reason.QUERY_BUSY:  # a busy query takes it once running
-                raise ChangeError([("name", f"{refused[0].value}: {refused[1]}")], status=409)
+                raise ChangeError([(REFUSED_SETTING.get(refused[0], "name"), f"{refused[0].value}: {refused[1]}")], status=409)
             seen["old"] = old
             if wanted == view.params and name not in old.query_requests:
                 return old  # already running with these settings: nothing to do

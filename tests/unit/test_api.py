@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import http.client
+import json
 import logging
+import urllib.parse
 from pathlib import Path
 
 import pytest
 
 from autoscaler.core.model import Mode, QueryStatus, Reason
+from autoscaler.ops.api import MAX_BODY_BYTES
 from autoscaler.ops.auth import ApiAuth, TokenFileError, parse_tokens
+from tests.fakes import query_view
 from tests.harness import APP, TOKEN, build, serve
 
 
@@ -19,6 +24,24 @@ def d():
 
 def loc(response) -> list:
     return [tuple(p["loc"]) for p in response.json()["detail"]]
+
+
+def send_part(d, method: str, path: str, headers: dict[str, str], body: bytes = b"", chunks: tuple[bytes, ...] = ()) -> tuple[int, dict]:
+    """Send the headers and only part of a body, then read the answer: an answer that waits for
+    the whole body never comes (the socket times out)."""
+    url = urllib.parse.urlsplit(d.server.url)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=5)
+    try:
+        conn.putrequest(method, path)
+        for name, value in headers.items():
+            conn.putheader(name, value)
+        conn.endheaders(body or None)
+        for chunk in chunks:
+            conn.send(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
 
 
 # --- health ----------------------------------------------------------------------------------------
@@ -148,6 +171,26 @@ def test_a_missing_or_wrong_token_is_refused(d, headers):
     assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
     assert loc(r) == [("header", "authorization")]
     assert d.reconciler.control.paused is False
+
+
+def test_an_unauthenticated_change_is_refused_before_its_body_is_read(d):
+    # 100 MiB announced, 10 bytes sent: the 401 comes without waiting for (or holding) the rest
+    status, body = send_part(d, "PATCH", "/api/v1/control", {"Content-Type": "application/json", "Content-Length": str(100 << 20)},
+                             b'{"note":"x')
+    assert status == 401 and body["detail"][0]["loc"] == ["header", "authorization"]
+
+
+@pytest.mark.parametrize(
+    "content, content_type",
+    [
+        pytest.param(b'{"paused": tru', "application/json", id="malformed-json"),
+        pytest.param(b'{"paused": true}', "text/plain", id="not-json"),
+        pytest.param(b"x" * (MAX_BODY_BYTES + 1), "application/json", id="over-the-limit"),
+    ],
+)
+def test_an_unauthenticated_change_hears_401_whatever_its_body(d, content, content_type):
+    r = d.client.patch("/api/v1/control", content=content, headers={"Content-Type": content_type})
+    assert r.status_code == 401 and loc(r) == [("header", "authorization")]
 
 
 def test_the_token_file_names_who_changed_what(tmp_path: Path):
@@ -302,6 +345,63 @@ def test_an_invalid_control_change_is_a_422_naming_the_field_and_nothing_is_appl
     assert d.client.get("/api/v1/decisions", params={"kind": "operator"}).json()["entries"] == []
 
 
+def test_a_body_over_the_limit_is_refused_with_413_naming_it_before_it_is_read(d):
+    headers = {**d.auth_header, "Content-Type": "application/json", "Content-Length": str(100 << 20)}
+    status, body = send_part(d, "PATCH", "/api/v1/control", headers, b'{"note":"x')
+    assert status == 413 and body["detail"] == [
+        {"loc": ["body"], "msg": f"the body is {100 << 20} bytes, more than the {MAX_BODY_BYTES} bytes a control request may have",
+         "type": "body_too_large"}
+    ]
+    assert d.client.get("/api/v1/decisions", params={"kind": "operator"}).json()["entries"] == []
+
+
+def test_a_chunked_body_is_cut_off_at_the_limit(d):
+    # no Content-Length: one byte past the limit is refused, without waiting for the body's end
+    headers = {**d.auth_header, "Content-Type": "application/json", "Transfer-Encoding": "chunked"}
+    half = MAX_BODY_BYTES // 2
+    status, body = send_part(d, "PATCH", "/api/v1/control", headers, chunks=(b" " * half, b" " * (MAX_BODY_BYTES - half + 1)))
+    assert status == 413 and body["detail"][0]["msg"] == f"the body is more than the {MAX_BODY_BYTES} bytes a control request may have"
+
+
+@pytest.mark.parametrize("chunked", [pytest.param(False, id="content-length"), pytest.param(True, id="chunked")])
+def test_a_body_of_exactly_the_limit_is_read(d, chunked):
+    change = b'{"paused": true, "note": "padded with whitespace to the limit"}'
+    padded = change + b" " * (MAX_BODY_BYTES - len(change))
+    content = iter([padded[:1000], padded[1000:]]) if chunked else padded  # an iterator is sent chunked
+    r = d.client.patch("/api/v1/control", content=content, headers={**d.auth_header, "Content-Type": "application/json"})
+    assert r.status_code == 200, r.text
+    assert d.reconciler.control.paused is True
+
+
+@pytest.mark.parametrize(
+    "content_type, named",
+    [
+        pytest.param("text/plain", "'text/plain'", id="text"),
+        pytest.param("application/x-www-form-urlencoded", "'application/x-www-form-urlencoded'", id="form-as-curl-d-sends-it"),
+        pytest.param(None, "no Content-Type", id="none"),
+    ],
+)
+def test_a_body_not_sent_as_json_is_refused_with_415_naming_the_type_expected(d, content_type, named):
+    headers = {**d.auth_header, **({"Content-Type": content_type} if content_type else {})}
+    r = d.client.patch("/api/v1/control", content=b'{"paused": true}', headers=headers)
+    assert r.status_code == 415 and r.json()["detail"] == [
+        {"loc": ["header", "content-type"], "msg": f"the body must be JSON sent as Content-Type: application/json, not {named}",
+         "type": "unsupported_media_type"}
+    ]
+    assert d.reconciler.control.paused is False
+
+
+@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", "application/merge-patch+json"])
+def test_a_json_body_is_read_under_any_json_media_type(d, content_type):
+    r = d.client.patch("/api/v1/control", content=b'{"paused": true}', headers={**d.auth_header, "Content-Type": content_type})
+    assert r.status_code == 200, r.text
+
+
+def test_a_pause_without_a_body_needs_no_content_type(d):
+    r = d.client.post("/api/v1/control/pause", headers=d.auth_header)
+    assert r.status_code == 200 and d.reconciler.control.paused is True
+
+
 def test_a_query_rate_limit_change_restarts_the_query_on_the_next_tick(d):
     d.run_for(20, rate=400)
     r = d.client.patch("/api/v1/queries/q", json={"max_rows_per_batch": 500, "trigger_interval_seconds": 4}, headers=d.auth_header)
@@ -356,6 +456,17 @@ def test_an_invalid_query_change_names_the_field(d, name, body, status, where):
     assert d.reconciler.control.query_requests == {}
 
 
+def test_a_shuffle_change_the_checkpoint_pins_is_a_409_naming_the_field():
+    daemon = build(query=False)
+    daemon.cluster.add_query(query_view("q", parallelism=8, max_parallelism=8, stateful=True, state_store="hdfs"))
+    for d in serve(daemon):
+        d.tick()
+        r = d.client.patch("/api/v1/queries/q", json={"shuffle_partitions": 16}, headers=d.auth_header)
+        assert r.status_code == 409 and loc(r) == [("body", "shuffle_partitions")]
+        assert r.json()["detail"][0]["msg"].startswith("StatePinsShufflePartitions: the checkpoint pins spark.sql.shuffle.partitions")
+        assert d.reconciler.control.query_requests == {}
+
+
 def test_a_pending_query_request_can_be_withdrawn(d):
     d.reconciler.update_control(lambda c: c)  # nothing pending yet
     d.tick(400)
@@ -363,6 +474,27 @@ def test_a_pending_query_request_can_be_withdrawn(d):
     assert d.client.delete("/api/v1/queries/q/request", headers=d.auth_header).status_code == 200
     r = d.client.delete("/api/v1/queries/q/request", headers=d.auth_header)
     assert r.status_code == 404
+
+
+@pytest.mark.parametrize("name", ["a/b", "x/request", "/lead/and/trail/", "50%", "a%2Fb", "ünï cödé"])
+def test_a_query_named_with_slashes_is_reached_by_its_encoded_name(name):
+    # Spark lets an attached query have any name; the operator's client sends it as one segment, %2F for /
+    for d in serve(build(query_name=name)):
+        d.tick(400)
+        path = f"/api/v1/queries/{urllib.parse.quote(name, safe='')}"
+        r = d.client.get(path)
+        assert r.status_code == 200 and r.json()["name"] == name, r.text
+        r = d.client.patch(path, json={"parallelism": 4}, headers=d.auth_header)
+        assert r.status_code == 200 and list(r.json()["control"]["query_requests"]) == [name], r.text
+        r = d.client.delete(f"{path}/request", headers=d.auth_header)
+        assert r.status_code == 200 and d.reconciler.control.query_requests == {}, r.text
+
+
+def test_a_query_s_request_path_is_not_read_as_a_query_name(d):
+    # /queries/q/request is query q's pending request, which only DELETE withdraws
+    r = d.client.patch("/api/v1/queries/q/request", json={"parallelism": 4}, headers=d.auth_header)
+    assert r.status_code == 405 and r.headers["allow"] == "DELETE"
+    assert d.client.get("/api/v1/queries/q/request").status_code == 405
 
 
 def test_the_log_level_changes_at_once(d):
@@ -382,7 +514,7 @@ def test_the_schema_is_served_and_documents_auth():
         schema = d.client.get("/openapi.json").json()
         assert schema["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
         patch = schema["paths"]["/api/v1/control"]["patch"]
-        assert patch["security"] == [{"HTTPBearer": []}] and {"401", "403", "422"} <= set(patch["responses"])
+        assert patch["security"] == [{"HTTPBearer": []}] and {"401", "403", "413", "415", "422"} <= set(patch["responses"])
         assert "security" not in schema["paths"]["/api/v1/status"]["get"]
 
 

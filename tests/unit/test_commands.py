@@ -147,6 +147,7 @@ def test_a_stateful_shuffle_change_the_checkpoint_cannot_honour_is_refused_up_fr
     with pytest.raises(ChangeError) as info:
         cmd.request_query("alice", "q", {"shuffle_partitions": 8})
     assert info.value.status == 409 and "StatePinsShufflePartitions" in str(info.value)
+    assert [field for field, _ in info.value.problems] == ["shuffle_partitions"]  # the setting refused, not the query
 
 
 def test_an_attached_query_cannot_be_restarted():
