@@ -189,6 +189,11 @@ def test_the_token_variable_is_not_taken_for_a_setting():
         pytest.param("http: {token_file: /nonexistent/token}\n", "http.token_file: '/nonexistent/token' does not exist", id="missing-token-file"),
         pytest.param("http: {token_env: 'A-B'}\n", "http.token_env: String should match pattern", id="bad-token-env-name"),
         pytest.param("audit: {max_count: 0}\n", "audit.max_count: Input should be greater than or equal to 1", id="audit-count-zero"),
+        # infinite or astronomic factors passed and then overflowed math.ceil on every tick
+        pytest.param("normalize: {max_scale_up_factor: .inf}\n", "normalize.max_scale_up_factor: Input should be less than or equal to 100000", id="infinite-scale-up-factor"),
+        pytest.param("normalize: {max_scale_up_factor: 1e308}\n", "normalize.max_scale_up_factor: Input should be less than or equal to 100000", id="astronomic-scale-up-factor"),
+        pytest.param("normalize: {max_batch_triggers: .inf}\n", "normalize.max_batch_triggers: Input should be less than or equal to 1000", id="infinite-batch-triggers"),
+        pytest.param("normalize: {max_batch_triggers: .nan}\n", "normalize.max_batch_triggers: Input should be", id="nan-batch-triggers"),
     ],
 )
 def test_invalid_configuration_names_key_and_problem(tmp_path, yaml_text, problem):
