@@ -238,10 +238,17 @@ def _from_config(key: str) -> str:
     return f"{key}; default: the configuration's, else {_configured_default(key)}"
 
 
+def _address(text: str) -> str:
+    """An argparse type: an address to bind to; empty would bind every interface (0.0.0.0 and ::)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty address binds every interface; name one, e.g. 127.0.0.1 or 0.0.0.0")
+    return text
+
+
 def _add_http_flags(parser: argparse.ArgumentParser, defaults: bool) -> None:
     # `run` leaves them unset so the configuration file and environment decide; `demo` has no file
     host = "" if defaults else f" ({_from_config('http.host')})"
-    parser.add_argument("--http-host", default="127.0.0.1" if defaults else None, metavar="ADDRESS",
+    parser.add_argument("--http-host", type=_address, default="127.0.0.1" if defaults else None, metavar="ADDRESS",
                         help=f"address to serve /metrics, /healthz, /readyz and the REST API on{host}")
     port = "" if defaults else f" ({_from_config('http.port')})"
     parser.add_argument("--http-port", type=_port, default=8090 if defaults else None, metavar="PORT",

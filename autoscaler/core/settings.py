@@ -262,7 +262,10 @@ class SparkSettings(_Model):
 class HttpSettings(_Model):
     enabled: bool = Field(True, description="Serve `/metrics`, the health checks and the REST API.")
     host: str = Field(
-        "127.0.0.1", description="Address the HTTP server binds to; `0.0.0.0` only behind a network policy."
+        "127.0.0.1",
+        # an empty address binds every interface (0.0.0.0 and ::): never what an empty value meant
+        min_length=1,
+        description="Address the HTTP server binds to; `0.0.0.0` only behind a network policy.",
     )
     port: int = Field(8090, ge=0, le=65535, description="HTTP port (0: any free port, for tests).")
     token_file: Path | None = Field(

@@ -187,6 +187,8 @@ def test_the_token_variable_is_not_taken_for_a_setting():
         pytest.param("executors: [\n", "is not valid YAML", id="broken-yaml"),
         pytest.param("http: {port: 70000}\n", "http.port: Input should be less than or equal to 65535", id="port-out-of-range"),
         pytest.param("http: {token_file: /nonexistent/token}\n", "http.token_file: '/nonexistent/token' does not exist", id="missing-token-file"),
+        # an empty address binds every interface (0.0.0.0 and ::), the opposite of what was meant
+        pytest.param("http: {host: ''}\n", "http.host: String should have at least 1 character", id="empty-http-host"),
         pytest.param("http: {token_env: 'A-B'}\n", "http.token_env: String should match pattern", id="bad-token-env-name"),
         pytest.param("audit: {max_count: 0}\n", "audit.max_count: Input should be greater than or equal to 1", id="audit-count-zero"),
         # infinite or astronomic factors passed and then overflowed math.ceil on every tick
