@@ -40,11 +40,16 @@ class TestMemoryStateStore(StateStoreContract):
         pytest.param("{not json", "not valid JSON", id="torn-json"),
         pytest.param("[1, 2]", "expected an object with a 'state' object", id="not-an-object"),
         pytest.param('{"version": 99, "state": {}}', "unsupported state format version 99", id="future-version"),
+        # saved as UTF-16 (a byte-order mark 0xff 0xfe): was a bare UnicodeDecodeError
+        pytest.param(b"\xff\xfe{}", "is not UTF-8 text (invalid start byte at byte 0)", id="not-utf-8"),
     ],
 )
-def test_an_unreadable_state_file_stops_start_up_naming_the_file(tmp_path: Path, content: str, problem: str) -> None:
+def test_an_unreadable_state_file_stops_start_up_naming_the_file(tmp_path: Path, content: str | bytes, problem: str) -> None:
     path = tmp_path / "s.json"
-    path.write_text(content)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
     with pytest.raises(StateStoreError) as info:
         FileStateStore(path).load()
     assert str(path) in str(info.value) and problem in str(info.value)
