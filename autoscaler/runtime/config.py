@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
+import json
 import os
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -27,6 +28,7 @@ from pydantic_settings import (
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
+from pydantic_settings import SettingsError as SourceError
 
 from autoscaler.core.policy import PolicyError
 from autoscaler.core.settings import Settings
@@ -76,7 +78,7 @@ def load_settings(
     left out), validate everything at once."""
     data = read_config_file(Path(path)) if path is not None else {}
     env = os.environ if environ is None else environ
-    if problems := environment_problems(env):
+    if problems := environment_problems(env) + json_problems(env):
         raise SettingsError(problems)
     flags: dict[str, Any] = {}
     for dotted, value in (overrides or {}).items():
@@ -87,6 +89,8 @@ def load_settings(
         settings: Settings = _Loaded(**flags)
     except ValidationError as exc:
         raise SettingsError([_format_error(e) for e in exc.errors()]) from None
+    except SourceError as exc:  # json_problems names the variable first; this is a last resort, never a traceback
+        raise SettingsError([f"environment: {exc}"]) from None
     finally:
         _SOURCES.reset(token)
     if problems := outside_problems(settings):
@@ -154,6 +158,38 @@ def environment_problems(environ: Mapping[str, str]) -> list[str]:
             hint = f" (did you mean {ENV_PREFIX}{close[0]}?)" if close else ""
             problems.append(f"environment: {name} is not a setting{hint}")
     return problems
+
+
+# what a variable of a setting that is not a single value takes (pydantic-settings decodes it as JSON)
+_JSON_KINDS = {
+    "section": "a JSON object, or one variable per key",
+    "list": 'a JSON list, e.g. ["/a", "/b"]',
+    "mapping": "a JSON object, or one variable per entry",
+}
+
+
+def json_problems(environ: Mapping[str, str]) -> list[str]:
+    """Variables of sections, lists and mappings whose value is not JSON, each named: pydantic-settings
+    raises an error of its own that names only the section, and ends the first problem it meets.
+    The value is not repeated (``spark.conf`` may hold a secret)."""
+    kinds = {env_var(key): (key, kind) for key, annotation in _keys(Settings, "") if (kind := _json_kind(annotation))}
+    problems = []
+    for name in sorted(environ):
+        key, kind = kinds.get(name.upper(), (None, None))
+        if key is None or kind is None or environ[name] == "":  # empty: not set (env_ignore_empty)
+            continue
+        try:
+            json.loads(environ[name])
+        except ValueError as exc:
+            problems.append(f"environment: {name} ({key}) is not JSON ({exc}); it takes {_JSON_KINDS[kind]}")
+    return problems
+
+
+def _json_kind(annotation: Any) -> str | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "section"
+    origin = get_origin(annotation) or annotation
+    return "list" if origin is list else "mapping" if origin is dict else None
 
 
 def setting_variables() -> Iterator[str]:

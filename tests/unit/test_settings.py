@@ -164,6 +164,21 @@ def test_a_variable_that_names_no_setting_is_an_error_not_ignored(variable, prob
     assert info.value.problems == [f"environment: {problem}"]
 
 
+@pytest.mark.parametrize(
+    "variable, value, problem",
+    [
+        pytest.param("SPARK_AUTOSCALER_EXECUTORS", "not json", "SPARK_AUTOSCALER_EXECUTORS (executors) is not JSON (Expecting value: line 1 column 1 (char 0)); it takes a JSON object, or one variable per key", id="section"),
+        pytest.param("SPARK_AUTOSCALER_HTTP__TOKEN_FILES", "/x", 'SPARK_AUTOSCALER_HTTP__TOKEN_FILES (http.token_files) is not JSON (Expecting value: line 1 column 1 (char 0)); it takes a JSON list, e.g. ["/a", "/b"]', id="list"),
+        pytest.param("spark_autoscaler_policy__params", "{bad", "spark_autoscaler_policy__params (policy.params) is not JSON", id="mapping-in-lower-case"),
+    ],
+)
+def test_a_variable_of_a_section_list_or_mapping_that_is_not_json_is_named(variable, value, problem):
+    # was pydantic_settings' own SettingsError, naming the section only, as a traceback
+    with pytest.raises(SettingsError) as info:
+        load_settings(environ={variable: value})
+    assert info.value.problems[0].startswith(f"environment: {problem}")
+
+
 def test_the_token_variable_is_not_taken_for_a_setting():
     assert load_settings(environ={"SPARK_AUTOSCALER_API_TOKEN": "secret-token"}).http.token_env == "SPARK_AUTOSCALER_API_TOKEN"
 
