@@ -231,8 +231,8 @@ def _file_problems(settings: Settings) -> list[str]:
         if module.endswith(".py") or "/" in module:
             if problem := file_problem(Path(module)):
                 problems.append(f"pipelines.module: pipeline file {module!r} {problem}")
-        elif importlib.util.find_spec(module) is None:
-            problems.append(f"pipelines.module: pipeline module {module!r} cannot be imported")
+        elif problem := module_problem(module):
+            problems.append(f"pipelines.module: pipeline module {module!r} {problem}")
     token_file = settings.http.token_file
     if token_file is not None and (problem := file_problem(token_file)):
         problems.append(f"http.token_file: {str(token_file)!r} {problem}")
@@ -240,6 +240,18 @@ def _file_problems(settings: Settings) -> list[str]:
         if problem := file_problem(extra):
             problems.append(f"http.token_files.{i}: {str(extra)!r} {problem}")
     return problems
+
+
+def module_problem(module: str) -> str | None:
+    """Why the dotted name ``module`` cannot be imported, or None. ``find_spec`` imports the parent
+    packages, and raises for a relative name (``.rel``) or a parent that is missing or no package."""
+    if not all(part.isidentifier() for part in module.split(".")):
+        return "is not a dotted module name (such as mypkg.pipelines) nor a .py file"
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError) as exc:
+        return f"cannot be imported ({exc})"
+    return None if found is not None else "cannot be imported"
 
 
 def file_problem(path: Path) -> str | None:

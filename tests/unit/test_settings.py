@@ -198,6 +198,11 @@ def test_the_token_variable_is_not_taken_for_a_setting():
         pytest.param("policy: {params: {target_utilization: 2}}\n", "policy: policy 'default': params.target_utilization", id="bad-policy-param"),
         pytest.param("pipelines: {module: missing.py}\n", "pipelines.module: pipeline file", id="missing-pipeline-file"),
         pytest.param("pipelines: {module: no_such_module_xyz}\n", "cannot be imported", id="missing-pipeline-module"),
+        # find_spec raised ModuleNotFoundError or ImportError for these, a traceback of `run --check`
+        pytest.param("pipelines: {module: no_such_package_xyz.pipelines}\n", "pipeline module 'no_such_package_xyz.pipelines' cannot be imported (No module named 'no_such_package_xyz')", id="missing-parent-package"),
+        pytest.param("pipelines: {module: json.decoder.nothing}\n", "pipeline module 'json.decoder.nothing' cannot be imported (__path__ attribute not found", id="parent-not-a-package"),
+        pytest.param("pipelines: {module: .relative}\n", "pipeline module '.relative' is not a dotted module name", id="relative-module"),
+        pytest.param("pipelines: {module: a..b}\n", "pipeline module 'a..b' is not a dotted module name", id="empty-part"),
         pytest.param("- a\n- b\n", "must hold a mapping", id="not-a-mapping"),
         pytest.param("executors: [\n", "is not valid YAML", id="broken-yaml"),
         pytest.param("http: {port: 70000}\n", "http.port: Input should be less than or equal to 65535", id="port-out-of-range"),
