@@ -114,21 +114,37 @@ def validate_settings(data: Mapping[str, Any], *, check_files: bool = True) -> S
     return settings
 
 
-def read_config_file(path: Path) -> dict[str, Any]:
+class ConfigFileError(ValueError):
+    """A YAML configuration file that cannot be read; the message names the file and the problem."""
+
+
+def read_yaml_mapping(path: Path) -> dict[str, Any]:
+    """The mapping a YAML configuration file holds ({} when empty); :class:`ConfigFileError`
+    naming the file when it is missing, not UTF-8, not YAML or not a mapping. The daemon's
+    configuration and the operator's are read by this one function."""
     if problem := file_problem(path):
-        raise SettingsError([f"config file {str(path)!r} {problem}"])
+        raise ConfigFileError(f"config file {str(path)!r} {problem}")
     try:
         loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        raise SettingsError([f"config file {str(path)!r} is not valid YAML: {exc}"]) from None
+        raise ConfigFileError(f"config file {str(path)!r} is not valid YAML: {exc}") from None
     except UnicodeDecodeError as exc:
-        raise SettingsError([f"config file {str(path)!r} is not UTF-8 text ({exc.reason})"]) from None
+        raise ConfigFileError(f"config file {str(path)!r} is not UTF-8 text ({exc.reason})") from None
     except OSError as exc:
-        raise SettingsError([f"config file {str(path)!r} cannot be read: {exc.strerror or exc}"]) from None
+        raise ConfigFileError(f"config file {str(path)!r} cannot be read: {exc.strerror or exc}") from None
     if loaded is None:
         return {}
     if not isinstance(loaded, dict):
-        raise SettingsError([f"config file {str(path)!r} must hold a mapping of settings"])
+        raise ConfigFileError(f"config file {str(path)!r} must hold a mapping of settings")
+    return loaded
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The daemon's YAML file, its relative paths made relative to the file."""
+    try:
+        loaded = read_yaml_mapping(path)
+    except ConfigFileError as exc:
+        raise SettingsError([str(exc)]) from None
     for section, key in _FILE_RELATIVE:
         node = loaded.get(section)
         if isinstance(node, dict) and isinstance(node.get(key), str):
