@@ -114,6 +114,28 @@ def validate_settings(data: Mapping[str, Any], *, check_files: bool = True) -> S
     return settings
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses a key given twice in one mapping, naming it and both
+    lines: PyYAML keeps the last one silently, so a second ``executors:`` block replaced the
+    first. Keys merged in with ``<<: *anchor`` may be overridden, as YAML means them to be."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first_line: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                seen = key in first_line
+            except TypeError:  # an unhashable key: the constructor below refuses it
+                continue
+            if seen:
+                problem = f"found duplicate key {key!r} (first on line {first_line[key]})"
+                raise yaml.constructor.ConstructorError(None, None, problem, key_node.start_mark)
+            first_line[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
+
 class ConfigFileError(ValueError):
     """A YAML configuration file that cannot be read; the message names the file and the problem."""
 
@@ -125,7 +147,7 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     if problem := file_problem(path):
         raise ConfigFileError(f"config file {str(path)!r} {problem}")
     try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        loaded = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)  # a SafeLoader: no Python objects
     except yaml.YAMLError as exc:
         raise ConfigFileError(f"config file {str(path)!r} is not valid YAML: {exc}") from None
     except UnicodeDecodeError as exc:

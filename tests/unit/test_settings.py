@@ -205,6 +205,10 @@ def test_the_token_variable_is_not_taken_for_a_setting():
         pytest.param("pipelines: {module: a..b}\n", "pipeline module 'a..b' is not a dotted module name", id="empty-part"),
         pytest.param("- a\n- b\n", "must hold a mapping", id="not-a-mapping"),
         pytest.param("executors: [\n", "is not valid YAML", id="broken-yaml"),
+        # PyYAML keeps the last of two equal keys: the first block was dropped without a word
+        pytest.param("executors:\n  max: 20\nmode: active\nexecutors:\n  min: 2\n",
+                     "found duplicate key 'executors' (first on line 1)\n  in \"<unicode string>\", line 4, column 1", id="duplicate-section"),
+        pytest.param("executors: {max: 4, max: 5}\n", "found duplicate key 'max' (first on line 1)", id="duplicate-key-in-a-section"),
         pytest.param("http: {port: 70000}\n", "http.port: Input should be less than or equal to 65535", id="port-out-of-range"),
         pytest.param("http: {token_file: /nonexistent/token}\n", "http.token_file: '/nonexistent/token' does not exist", id="missing-token-file"),
         # an empty address binds every interface (0.0.0.0 and ::), the opposite of what was meant
@@ -222,6 +226,13 @@ def test_invalid_configuration_names_key_and_problem(tmp_path, yaml_text, proble
     with pytest.raises(SettingsError) as info:
         load_settings(write(tmp_path, yaml_text), environ={})
     assert problem in str(info.value)
+
+
+def test_keys_merged_from_an_anchor_may_be_overridden(tmp_path):
+    from autoscaler.runtime.config import read_yaml_mapping
+
+    cfg = write(tmp_path, "executors: &base {min: 1, max: 4}\nnormalize: {dead_band: 0.1}\nspark:\n  conf: {<<: {a: '1'}, a: '2'}\n")
+    assert read_yaml_mapping(cfg)["spark"]["conf"] == {"a": "2"}
 
 
 def test_all_problems_are_reported_at_once(tmp_path):

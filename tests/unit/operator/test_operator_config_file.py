@@ -16,6 +16,7 @@ from autoscaler.operator.settings import OperatorSettingsError, load_operator_se
         pytest.param(b"\xca\xfe\xba\xbe", "is not UTF-8 text (invalid continuation byte)", id="not-utf-8"),
         pytest.param(b"workers: [\n", "is not valid YAML", id="broken-yaml"),
         pytest.param(b"- a\n", "must hold a mapping", id="not-a-mapping"),
+        pytest.param(b"workers: 2\nworkers: 3\n", "is not valid YAML: found duplicate key 'workers' (first on line 1)", id="duplicate-key"),
     ],
 )
 def test_a_config_file_that_cannot_be_read_is_named(tmp_path, content, problem):
