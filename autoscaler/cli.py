@@ -1221,14 +1221,13 @@ def _cmd_operator(args: argparse.Namespace) -> int:
         settings = load_operator_settings(args.config, overrides)
     except OperatorSettingsError as exc:
         return _fail(str(exc))
+    from autoscaler.k8s.client import KubeconfigError
     from autoscaler.operator.main import run_operator
 
     try:
         return run_operator(settings, kubeconfig=args.kubeconfig, once=args.once)
-    except Exception as exc:  # the client's config loaders raise their own types
-        if type(exc).__name__ == "ConfigException":
-            return _fail(f"cannot reach the Kubernetes API: {exc}")
-        raise
+    except KubeconfigError as exc:
+        return _fail(f"cannot reach the Kubernetes API: {exc}")
 
 
 def _cmd_policies(args: argparse.Namespace) -> int:
