@@ -140,11 +140,22 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
-def _yaml_values(pairs: list[tuple[str, str]]) -> dict[str, Any]:
-    """``NAME=VALUE`` pairs (``--param``, ``--setting``), each value read as YAML (a number, a duration such as 7d, a list)."""
+def _key_yaml(text: str) -> tuple[str, Any]:
+    """An argparse type: ``NAME=VALUE`` (``--param``, ``--setting``), the value read as YAML (a number,
+    a duration such as 7d, a list) by the configuration file's loader."""
     import yaml
 
-    return {k: yaml.safe_load(v) if v else v for k, v in pairs}
+    from autoscaler.runtime.config import UniqueKeyLoader
+
+    key, value = _key_value(text)
+    if not value:
+        return key, value
+    try:
+        return key, yaml.load(value, Loader=UniqueKeyLoader)  # a SafeLoader: no Python objects
+    except yaml.YAMLError as exc:
+        # the problem alone ("expected ',' or ']'"): its position is that of a one-line text
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise argparse.ArgumentTypeError(f"{text!r}: the value cannot be read as YAML ({problem})") from None
 
 
 def _settings_problem(settings: dict[str, Any]) -> str | None:
@@ -453,10 +464,10 @@ def _benchmark_parser(sub: Any) -> None:
     traces.add_argument("--policies", metavar="LIST", help="comma-separated policies to run (default: every registered policy); the report judges 'default' from its results, run now or before")
     traces.add_argument("--scales", default="peak,p99", metavar="LIST", help="comma-separated scales: peak, p99 (default: both)")
     traces.add_argument("--jobs", type=_positive_int, default=1, metavar="N", help="runs simulated in parallel, one process each")
-    traces.add_argument("--param", type=_key_value, action="append", default=[], metavar="NAME=VALUE",
+    traces.add_argument("--param", type=_key_yaml, action="append", default=[], metavar="NAME=VALUE",
                         help="a parameter of the one policy run, e.g. --policies default --param hindsight=7d; repeatable; "
                         "kept in each result, and a result run with other parameters is refused")
-    traces.add_argument("--setting", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+    traces.add_argument("--setting", type=_key_yaml, action="append", default=[], metavar="KEY=VALUE",
                         help="a daemon setting for every run (dotted key, as in docs/settings.md), e.g. "
                         "normalize.scale_down_delay=0s; repeatable; kept and checked on resume like --param")
     traces.add_argument("--report-only", action="store_true", help="run nothing; report the results there are")
@@ -591,11 +602,11 @@ def _simulate_parser(sub: Any) -> None:
     sim.add_argument("--days", type=_positive_float, help="simulate only the first DAYS days (default: the whole trace)")
     sim.add_argument("--seed", type=_non_negative_int, default=0, metavar="N", help="seed of the simulated measurement noise")
     sim.add_argument("--tick", type=_positive_float, default=10.0, metavar="SECONDS", help="reconcile interval")
-    sim.add_argument("--param", type=_key_value, action="append", default=[], metavar="NAME=VALUE",
+    sim.add_argument("--param", type=_key_yaml, action="append", default=[], metavar="NAME=VALUE",
                      help="a policy parameter, e.g. target_utilization=0.7; repeatable (default: the policy's defaults)")
     sim.add_argument("--set", type=_key_value, action="append", default=[], metavar="NAME=VALUE",
                      help="a simulator parameter (see docs/benchmarks.md); repeatable (default: the simulator's defaults)")
-    sim.add_argument("--setting", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+    sim.add_argument("--setting", type=_key_yaml, action="append", default=[], metavar="KEY=VALUE",
                      help="a daemon setting (dotted key, as in docs/settings.md), e.g. normalize.scale_down_delay=0s; repeatable "
                      "(default: the daemon's defaults, after the policy's own profile)")
     sim.add_argument("--jobs", type=_positive_int, metavar="N", help="policies simulated in parallel with --compare (default: 1)")
@@ -932,10 +943,10 @@ def _cmd_traces(args: argparse.Namespace) -> int:
     if not scales or any(s not in SCALES for s in scales):
         return _fail(f"--scales: {args.scales!r}: choose from {', '.join(SCALES)}")
     policies = list(dict.fromkeys(p.strip() for p in args.policies.split(",") if p.strip())) if args.policies else compared_policies()
-    params = _yaml_values(args.param)
+    params = dict(args.param)
     if params and len(policies) != 1:
         return _fail("--param applies to one policy: name it alone with --policies")
-    settings = _yaml_values(args.setting)
+    settings = dict(args.setting)
     if problem := _settings_problem(settings):
         return _fail(problem)
     traces, problem = _trace_files(args.traces)
@@ -1116,8 +1127,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         config = SimConfig().with_changes(dict(args.set))
     except ValueError as exc:
         return _fail(f"--set: {exc}")
-    params = _yaml_values(args.param)
-    settings = _yaml_values(args.setting)
+    params = dict(args.param)
+    settings = dict(args.setting)
     if problem := _settings_problem(settings):
         return _fail(problem)
     options = dict(

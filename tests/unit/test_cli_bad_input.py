@@ -3,13 +3,27 @@ never a Python traceback (a sweep of bad inputs found these)."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
+import structlog
 
 from autoscaler.cli import build_parser, main
 
 PIPELINES = str(Path(__file__).parents[1] / "integration" / "sample_pipelines.py")
+
+
+@pytest.fixture(autouse=True)
+def restore_logging():
+    """`run` and `operator` configure the process's logging onto the stdout pytest captured for
+    the test; later tests must not write to it (as in test_logs)."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    structlog.reset_defaults()
 
 
 @pytest.mark.parametrize("command", ["run", "demo"])
@@ -38,3 +52,32 @@ def test_a_kubeconfig_the_operator_cannot_use_is_named(tmp_path, monkeypatch, ca
         path.write_bytes(content)
     assert main(["operator", "--once", "--kubeconfig", str(path)]) == 2
     assert f"cannot reach the Kubernetes API: kubeconfig {str(path)!r}{problem}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["simulate", "--trace", "t.csv"], id="simulate"),
+        pytest.param(["benchmark", "traces", "--results", "r"], id="benchmark-traces"),
+    ],
+)
+@pytest.mark.parametrize(
+    "option, value, problem",
+    [
+        pytest.param("--param", "a=[1", "'a=[1': the value cannot be read as YAML (expected ',' or ']', but got '<stream end>')", id="broken"),
+        pytest.param("--setting", "executors.max=!!python/name:os.system", "'executors.max=!!python/name:os.system': the value cannot be read as YAML "
+                     "(could not determine a constructor for the tag 'tag:yaml.org,2002:python/name:os.system')", id="python-tag"),
+        pytest.param("--param", "a={b: 1, b: 2}", "'a={b: 1, b: 2}': the value cannot be read as YAML (found duplicate key 'b' (first on line 1))", id="duplicate-key"),
+    ],
+)
+def test_a_param_or_setting_that_is_not_yaml_is_a_usage_error(capsys, argv, option, value, problem):
+    # was a yaml error's traceback, once the command had begun
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args([*argv, option, value])
+    assert info.value.code == 2
+    assert f"argument {option}: {problem}" in capsys.readouterr().err
+
+
+def test_a_param_value_is_read_as_yaml():
+    args = build_parser().parse_args(["simulate", "--trace", "t.csv", "--param", "hindsight=7d", "--param", "levels=[1, 2]", "--setting", "dry_run="])
+    assert (args.param, args.setting) == ([("hindsight", "7d"), ("levels", [1, 2])], [("dry_run", "")])
