@@ -530,7 +530,7 @@ def _dashboard_parser(sub: Any) -> None:
     )
     source = render.add_mutually_exclusive_group(required=True)
     source.add_argument("--recording", type=Path, metavar="FILE", help="JSON lines written by `demo --record`")
-    source.add_argument("--prometheus", metavar="URL", help="a running Prometheus that scrapes the daemon, e.g. http://localhost:9090")
+    source.add_argument("--prometheus", type=_http_url, metavar="URL", help="a running Prometheus that scrapes the daemon, e.g. http://localhost:9090")
     render.add_argument("--since", type=_duration_arg, default=None, metavar="DURATION", help="with --prometheus: how far back to draw, e.g. 30m (default: 1h)")
     render.add_argument("--step", type=_positive_float, default=15.0, metavar="SECONDS", help="with --prometheus: seconds between points")
     render.add_argument("--output", type=_output_file(*_IMAGE), required=True, metavar="FILE", help="image to write (.png, .svg or .pdf)")
@@ -1205,6 +1205,20 @@ def _progress_line(trace: str) -> Iterator[Callable[[str, float], None] | None]:
         if shown[0]:
             stream.write("\r" + " " * len(shown[0]) + "\r")  # leave the terminal as it was
             stream.flush()
+
+
+def _http_url(text: str) -> str:
+    """An argparse type: an http(s) URL with a host (urllib refused anything else deep in a render)."""
+    from urllib.parse import urlsplit
+
+    try:
+        url = urlsplit(text)
+        ok = url.scheme in ("http", "https") and bool(url.hostname) and (url.port is None or url.port > 0)
+    except ValueError:  # a bad port or IPv6 address
+        ok = False
+    if not ok:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http:// or https:// URL with a host, e.g. http://localhost:9090")
+    return text
 
 
 def _namespaces(text: str) -> list[str]:

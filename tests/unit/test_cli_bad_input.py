@@ -81,3 +81,50 @@ def test_a_param_or_setting_that_is_not_yaml_is_a_usage_error(capsys, argv, opti
 def test_a_param_value_is_read_as_yaml():
     args = build_parser().parse_args(["simulate", "--trace", "t.csv", "--param", "hindsight=7d", "--param", "levels=[1, 2]", "--setting", "dry_run="])
     assert (args.param, args.setting) == ([("hindsight", "7d"), ("levels", [1, 2])], [("dry_run", "")])
+
+
+HEADER = '{"format": "spark-autoscaler-metrics", "version": 1}\n'
+
+
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        # were AttributeError, KeyError and ValueError tracebacks, the last from the render itself
+        pytest.param("[1, 2]\n", ', line 1: not a spark-autoscaler-metrics v1 recording (expected the header {"format"', id="header-not-an-object"),
+        pytest.param(HEADER + '{"x": 1}\n', ", line 2: expected a scrape {\"t\": <unix seconds>, \"samples\": [[name, {labels}, value], ...]} (KeyError: 't')", id="row-without-t"),
+        pytest.param(HEADER + '{"t": 1, "samples": []}\n\n{"t": 2, "samples": 5}\n', ", line 4: expected a scrape", id="samples-not-a-list"),
+        pytest.param(HEADER + '{"t": "NaN", "samples": []}\n', ", line 2: expected a scrape", id="time-not-finite"),
+        pytest.param(HEADER, ": a header and no scrapes", id="header-only"),
+        pytest.param(b"\xff\xfe", ": not UTF-8 text (invalid start byte at byte 0)", id="not-utf-8"),
+    ],
+)
+def test_a_recording_that_cannot_be_drawn_is_named_with_its_line(tmp_path, capsys, content, problem):
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    assert main(["dashboard", "render", "--recording", str(path), "--output", str(tmp_path / "d.png")]) == 2
+    assert f"--recording: {path}{problem}" in capsys.readouterr().err
+    assert not (tmp_path / "d.png").exists()
+
+
+@pytest.mark.parametrize("url", ["notaurl", "http://", "ftp://prometheus", "http://prometheus:99999"])
+def test_a_prometheus_that_is_no_http_url_is_a_usage_error(tmp_path, capsys, url):
+    # urllib's "unknown url type" was a ValueError traceback after the render began
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args(["dashboard", "render", "--prometheus", url, "--output", str(tmp_path / "d.png")])
+    assert info.value.code == 2
+    assert f"argument --prometheus: {url!r} is not an http:// or https:// URL with a host" in capsys.readouterr().err
+
+
+def test_what_the_recorder_writes_loads_in_time_order(tmp_path):
+    from prometheus_client import CollectorRegistry, Gauge
+
+    from autoscaler.tools.dashboard.recording import MetricsRecorder, Recording
+
+    registry = CollectorRegistry()
+    Gauge("executors", "", ["q"], registry=registry).labels(q="a").set(3)
+    recorder = MetricsRecorder(registry, tmp_path / "run.jsonl")
+    recorder.write(20.0)
+    recorder.write(10.0)
+    recorder.close()
+    rec = Recording.load(tmp_path / "run.jsonl")
+    assert rec.times == [10.0, 20.0] and rec.scrapes[0] == {("executors", frozenset({("q", "a")})): 3.0}
