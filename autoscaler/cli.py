@@ -20,6 +20,7 @@ from autoscaler._version import __version__
 from autoscaler.tools.demo.params import WARMUP_SECONDS
 
 INTERRUPTED = 130  # exit code after Ctrl-C or SIGTERM cut a command short (128 + SIGINT, as shells report it)
+READER_GONE = 141  # exit code when stdout's reader went away (`| head -1`): 128 + SIGPIPE, as shells report `yes | head -1`
 
 
 def _finite_float(text: str) -> float:
@@ -270,7 +271,8 @@ EXIT_CODES = """exit codes:
   0    done (run: stopped by SIGTERM or Ctrl-C after every query stopped at a batch boundary)
   1    the command ran and found a failure (demo: a row lost or duplicated, a rescale not explained)
   2    invalid arguments, configuration or pipelines; nothing was started
-  130  interrupted by Ctrl-C or SIGTERM before it was done (demo, benchmarks: no result)"""
+  130  interrupted by Ctrl-C or SIGTERM before it was done (demo, benchmarks: no result)
+  141  the reader of the output went away (a pipe into head, say)"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -634,10 +636,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         _log_to_stderr()
     try:
         with _plain_trace_warnings():
-            return handler(args)
+            code = handler(args)
+            sys.stdout.flush()  # a reader gone is told here, not at exit
+            return code
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM where a command handles it so (_exit_on_sigterm)
         print("spark-autoscaler: interrupted", file=sys.stderr)
         return INTERRUPTED
+    except BrokenPipeError:
+        _discard_stdout()
+        return READER_GONE
+
+
+def _discard_stdout() -> None:
+    """Python's recipe for a reader of stdout gone (the signal module's note on SIGPIPE): the rest
+    of stdout, flushed at exit, goes to /dev/null, or the flush raises BrokenPipeError again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def _write_output(path: Path | None, text: str, option: str) -> str | None:
+    """Write a command's result to ``path`` (``--output``, ``--summary-json``) whole: a reader sees
+    the old file or the new one, never a part (``write_whole``). The problem, naming the option and
+    the file, or None. A device or a pipe (``/dev/stdout``) is written in place: a rename would
+    replace it."""
+    from autoscaler.runtime.files import write_whole
+
+    if path is None:
+        return None
+    try:
+        if path.exists() and not path.is_file():
+            with path.open("w", encoding="utf-8") as out:
+                out.write(text)
+        else:
+            write_whole(path, text)
+    except OSError as exc:
+        return f"{option} {str(path)!r}: cannot be written: {exc.strerror or exc}"
+    return None
 
 
 def _log_to_stderr() -> None:
@@ -801,8 +835,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     if summary is None:
         return INTERRUPTED
-    if args.summary_json:
-        args.summary_json.write_text(json.dumps(summary, indent=2) + "\n")
+    if problem := _write_output(args.summary_json, json.dumps(summary, indent=2) + "\n", "--summary-json"):
+        return _fail(problem)
     ok = summary["lost_rows"] == 0 and summary["duplicate_rows"] == 0 and summary["all_rescales_explained"]
     return 0 if ok else 1
 
@@ -851,10 +885,9 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     _exit_on_sigterm()
     log = lambda m: print(m, file=sys.stderr)
     result = _with_code(run_benchmark(runs, profile, workdir=args.workdir, log=log))
-    if args.output:
-        args.output.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2) if args.json else format_table(result))
-    return 0
+    problem = _write_output(args.output, json.dumps(result, indent=2) + "\n", "--output")
+    print(json.dumps(result, indent=2) if args.json else format_table(result))  # the result is shown even so
+    return _fail(problem) if problem else 0
 
 
 def _with_code(result: dict[str, Any]) -> dict[str, Any]:
@@ -884,8 +917,7 @@ def _cmd_sim_to_real(args: argparse.Namespace) -> int:
         return _fail(problem)
     _exit_on_sigterm()
     result = _with_code(run_sim_to_real(workdir=args.workdir, log=lambda m: print(m, file=sys.stderr)))
-    if args.output:
-        args.output.write_text(json.dumps(result, indent=2) + "\n")
+    problem = _write_output(args.output, json.dumps(result, indent=2) + "\n", "--output")
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -893,7 +925,7 @@ def _cmd_sim_to_real(args: argparse.Namespace) -> int:
         print(f"real: {real['executor_seconds']} executor-seconds, p95 lag {real['p95_lag_seconds']} s ({real['batches']} batches)")
         print(f"simulated: {sim['executor_seconds']} executor-seconds, p95 lag {sim['p95_lag_seconds']} s ({sim['batches']} batches)")
         print(f"executor_seconds_error {result['executor_seconds_error']}, p95_lag_ratio {result['p95_lag_ratio']}")
-    return 0
+    return _fail(problem) if problem else 0
 
 
 def _cmd_soak(args: argparse.Namespace) -> int:
@@ -1065,14 +1097,13 @@ def _cmd_latencies(args: argparse.Namespace) -> int:
     _exit_on_sigterm()
     log = (lambda m: print(m, file=sys.stderr)) if args.json else print
     result = _with_code(measure(args.repeats, log=log))
-    if args.output:
-        args.output.write_text(json.dumps(result, indent=2) + "\n")
+    problem = _write_output(args.output, json.dumps(result, indent=2) + "\n", "--output")
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         for key, value in result.items():
             print(f"{key}: {value}")
-    return 0
+    return _fail(problem) if problem else 0
 
 
 def _cmd_dashboard(args: argparse.Namespace) -> int:
@@ -1274,9 +1305,8 @@ def _cmd_settings_doc(args: argparse.Namespace) -> int:
 
     text = render_settings_doc()
     if args.output:
-        args.output.write_text(text)
-    else:
-        print(text, end="")
+        return _fail(problem) if (problem := _write_output(args.output, text, "--output")) else 0
+    print(text, end="")
     return 0
 
 

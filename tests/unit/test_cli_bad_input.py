@@ -128,3 +128,39 @@ def test_what_the_recorder_writes_loads_in_time_order(tmp_path):
     recorder.close()
     rec = Recording.load(tmp_path / "run.jsonl")
     assert rec.times == [10.0, 20.0] and rec.scrapes[0] == {("executors", frozenset({("q", "a")})): 3.0}
+
+
+def test_a_reader_of_stdout_gone_ends_the_command_quietly_as_sigpipe_would():
+    import os
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # `| head -1` having read its line and gone: every write is EPIPE
+    try:
+        done = subprocess.run([sys.executable, "-m", "autoscaler", "settings-doc"], stdout=write, stderr=subprocess.PIPE, text=True,
+                              timeout=60, cwd=Path(__file__).parents[2])
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")  # was a BrokenPipeError traceback, twice, and exit code 120
+
+
+def test_an_output_that_cannot_be_written_is_named(capsys):
+    # /dev/full opens (the option's check passes) and every write fails: was an OSError traceback
+    assert main(["settings-doc", "--output", "/dev/full"]) == 2
+    assert "--output '/dev/full': cannot be written: No space left on device" in capsys.readouterr().err
+
+
+def test_an_output_is_written_whole_or_not_at_all(tmp_path, monkeypatch, capsys):
+    import os
+
+    out = tmp_path / "settings.md"
+    out.write_text("the old reference\n")
+
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full_disk)  # the new text was written beside it; the disk filled as it was renamed
+    assert main(["settings-doc", "--output", str(out)]) == 2
+    assert f"--output {str(out)!r}: cannot be written: No space left on device" in capsys.readouterr().err
+    assert out.read_text() == "the old reference\n" and [p.name for p in tmp_path.iterdir()] == ["settings.md"]
