@@ -164,3 +164,29 @@ def test_an_output_is_written_whole_or_not_at_all(tmp_path, monkeypatch, capsys)
     assert main(["settings-doc", "--output", str(out)]) == 2
     assert f"--output {str(out)!r}: cannot be written: No space left on device" in capsys.readouterr().err
     assert out.read_text() == "the old reference\n" and [p.name for p in tmp_path.iterdir()] == ["settings.md"]
+
+
+@pytest.mark.parametrize(
+    "key, content, problem",
+    [
+        pytest.param("token_file", b"# ours\na b c\n", "line 2: expected `TOKEN` or `NAME TOKEN`", id="bad-line"),
+        pytest.param("token_files", b"\xca\xfe\n", "is not UTF-8 text (invalid continuation byte)", id="not-utf-8"),
+    ],
+)
+def test_run_check_reads_the_token_files_as_the_api_will(tmp_path, capsys, key, content, problem):
+    # --check passed these; the daemon then stopped at start with the same problem
+    tokens = tmp_path / "tokens"
+    tokens.write_bytes(content)
+    config = tmp_path / "autoscaler.yaml"
+    config.write_text(f"http: {{{key}: {'[tokens]' if key == 'token_files' else 'tokens'}}}\n")
+    assert main(["run", "--check", "--pipelines", PIPELINES, "--config", str(config)]) == 2
+    where = "http.token_files.0" if key == "token_files" else "http.token_file"
+    assert f"{where}: token file {str(tokens.resolve())!r} {problem}" in capsys.readouterr().err
+
+
+def test_token_files_are_not_read_when_the_http_server_is_off(tmp_path):
+    from autoscaler.app.compose import configure
+
+    (tmp_path / "tokens").write_text("a b c\n")
+    settings = configure(None, {"http.enabled": False, "http.token_file": str(tmp_path / "tokens")}, environ={})
+    assert settings.http.token_file == tmp_path / "tokens"
