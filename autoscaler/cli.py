@@ -968,8 +968,6 @@ def _cmd_traces(args: argparse.Namespace) -> int:
     from autoscaler.tools.bench.traces import SCALES, compare, format_comparison, format_report, plan_runs, report, run_all
     from autoscaler.tools.sim.compare import compared_policies
     from autoscaler.tools.sim.runner import SimulationError
-    from autoscaler.tools.traces import TraceError, load_trace
-    from policies import PolicyError, create_policy, policy_class
 
     scales = list(dict.fromkeys(s.strip() for s in args.scales.split(",") if s.strip()))
     if not scales or any(s not in SCALES for s in scales):
@@ -984,32 +982,47 @@ def _cmd_traces(args: argparse.Namespace) -> int:
     traces, problem = _trace_files(args.traces)
     if problem:
         return _fail(problem)
-    if not args.report_only and (problem := _writable_dir(args.results, "--results")):
+    if problem := _runs_problem(policies, params, [] if args.report_only else traces):
         return _fail(problem)
     if problem := _comparison_problem(args.compare_to, args.results):
         return _fail(problem)
+    # created last: a command refused leaves no directory behind
+    if not args.report_only and (problem := _writable_dir(args.results, "--results")):
+        return _fail(problem)
     log = lambda m: print(m, file=sys.stderr)
     try:
-        for name in policies:
-            policy_class(name)
-        if params:
-            create_policy(policies[0], params)  # a wrong name or value is told before any run
         if not args.report_only:
-            for trace in traces:
-                load_trace(trace)  # every trace is read before hours of runs begin
             _exit_on_sigterm()
             run_all(plan_runs(traces, scales, policies, params, settings), args.results, jobs=args.jobs, log=log)
         # the default policy is judged from its results, run now or before
         rep = report(plan_runs(traces, scales, ["default", *(p for p in policies if p != "default")]), args.results)
         if args.compare_to:
             rep["compared"] = compare(plan_runs(traces, scales, policies), args.compare_to, args.results)
-    except (PolicyError, TraceError, SimulationError, ValueError) as exc:
+    except (SimulationError, ValueError) as exc:
         return _fail(str(exc))
     if args.json:
         print(json.dumps(rep, indent=2))
     else:
         print(format_report(rep) + (f"\n{format_comparison(rep['compared'])}" if "compared" in rep else ""), end="")
     return 0
+
+
+def _runs_problem(policies: list[str], params: dict[str, Any], traces: list[Path]) -> str | None:
+    """A policy or parameter unknown, or a trace that cannot be read: told before any run (and
+    before --results is created), not hours into them."""
+    from autoscaler.tools.traces import TraceError, load_trace
+    from policies import PolicyError, create_policy, policy_class
+
+    try:
+        for name in policies:
+            policy_class(name)
+        if params:
+            create_policy(policies[0], params)
+        for trace in traces:
+            load_trace(trace)
+    except (PolicyError, TraceError, ValueError) as exc:
+        return str(exc)
+    return None
 
 
 def _comparison_problem(before: Path | None, results: Path) -> str | None:

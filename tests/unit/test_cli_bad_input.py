@@ -190,3 +190,20 @@ def test_token_files_are_not_read_when_the_http_server_is_off(tmp_path):
     (tmp_path / "tokens").write_text("a b c\n")
     settings = configure(None, {"http.enabled": False, "http.token_file": str(tmp_path / "tokens")}, environ={})
     assert settings.http.token_file == tmp_path / "tokens"
+
+
+@pytest.mark.parametrize(
+    "args, problem",
+    [
+        pytest.param(["--policies", "nosuch"], "unknown policy 'nosuch'", id="unknown-policy"),
+        pytest.param(["--policies", "default", "--param", "target_utilization=2"], "target_utilization", id="bad-param"),
+        pytest.param(["--compare-to", "/nonexistent"], "--compare-to: '/nonexistent' is not a directory of results", id="no-comparison"),
+    ],
+)
+def test_benchmark_traces_refused_leaves_no_results_directory(tmp_path, capsys, args, problem):
+    trace = tmp_path / "small.csv"
+    trace.write_text("timestamp,value\n2024-03-01 00:00:00,10\n2024-03-01 00:05:00,12\n")
+    results = tmp_path / "results" / "deeper"
+    assert main(["benchmark", "traces", "--results", str(results), "--traces", str(trace), *args]) == 2
+    assert problem in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()  # was created before the refusal
