@@ -20,6 +20,7 @@ from autoscaler._version import __version__
 from autoscaler.tools.demo.params import WARMUP_SECONDS
 
 INTERRUPTED = 130  # exit code after Ctrl-C or SIGTERM cut a command short (128 + SIGINT, as shells report it)
+READER_GONE = 141  # exit code when stdout's reader went away (`| head -1`): 128 + SIGPIPE, as shells report `yes | head -1`
 
 
 def _finite_float(text: str) -> float:
@@ -140,11 +141,22 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
-def _yaml_values(pairs: list[tuple[str, str]]) -> dict[str, Any]:
-    """``NAME=VALUE`` pairs (``--param``, ``--setting``), each value read as YAML (a number, a duration such as 7d, a list)."""
+def _key_yaml(text: str) -> tuple[str, Any]:
+    """An argparse type: ``NAME=VALUE`` (``--param``, ``--setting``), the value read as YAML (a number,
+    a duration such as 7d, a list) by the configuration file's loader."""
     import yaml
 
-    return {k: yaml.safe_load(v) if v else v for k, v in pairs}
+    from autoscaler.runtime.config import UniqueKeyLoader
+
+    key, value = _key_value(text)
+    if not value:
+        return key, value
+    try:
+        return key, yaml.load(value, Loader=UniqueKeyLoader)  # a SafeLoader: no Python objects
+    except yaml.YAMLError as exc:
+        # the problem alone ("expected ',' or ']'"): its position is that of a one-line text
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise argparse.ArgumentTypeError(f"{text!r}: the value cannot be read as YAML ({problem})") from None
 
 
 def _settings_problem(settings: dict[str, Any]) -> str | None:
@@ -238,10 +250,17 @@ def _from_config(key: str) -> str:
     return f"{key}; default: the configuration's, else {_configured_default(key)}"
 
 
+def _address(text: str) -> str:
+    """An argparse type: an address to bind to; empty would bind every interface (0.0.0.0 and ::)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty address binds every interface; name one, e.g. 127.0.0.1 or 0.0.0.0")
+    return text
+
+
 def _add_http_flags(parser: argparse.ArgumentParser, defaults: bool) -> None:
     # `run` leaves them unset so the configuration file and environment decide; `demo` has no file
     host = "" if defaults else f" ({_from_config('http.host')})"
-    parser.add_argument("--http-host", default="127.0.0.1" if defaults else None, metavar="ADDRESS",
+    parser.add_argument("--http-host", type=_address, default="127.0.0.1" if defaults else None, metavar="ADDRESS",
                         help=f"address to serve /metrics, /healthz, /readyz and the REST API on{host}")
     port = "" if defaults else f" ({_from_config('http.port')})"
     parser.add_argument("--http-port", type=_port, default=8090 if defaults else None, metavar="PORT",
@@ -252,7 +271,8 @@ EXIT_CODES = """exit codes:
   0    done (run: stopped by SIGTERM or Ctrl-C after every query stopped at a batch boundary)
   1    the command ran and found a failure (demo: a row lost or duplicated, a rescale not explained)
   2    invalid arguments, configuration or pipelines; nothing was started
-  130  interrupted by Ctrl-C or SIGTERM before it was done (demo, benchmarks: no result)"""
+  130  interrupted by Ctrl-C or SIGTERM before it was done (demo, benchmarks: no result)
+  141  the reader of the output went away (a pipe into head, say)"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -446,10 +466,10 @@ def _benchmark_parser(sub: Any) -> None:
     traces.add_argument("--policies", metavar="LIST", help="comma-separated policies to run (default: every registered policy); the report judges 'default' from its results, run now or before")
     traces.add_argument("--scales", default="peak,p99", metavar="LIST", help="comma-separated scales: peak, p99 (default: both)")
     traces.add_argument("--jobs", type=_positive_int, default=1, metavar="N", help="runs simulated in parallel, one process each")
-    traces.add_argument("--param", type=_key_value, action="append", default=[], metavar="NAME=VALUE",
+    traces.add_argument("--param", type=_key_yaml, action="append", default=[], metavar="NAME=VALUE",
                         help="a parameter of the one policy run, e.g. --policies default --param hindsight=7d; repeatable; "
                         "kept in each result, and a result run with other parameters is refused")
-    traces.add_argument("--setting", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+    traces.add_argument("--setting", type=_key_yaml, action="append", default=[], metavar="KEY=VALUE",
                         help="a daemon setting for every run (dotted key, as in docs/settings.md), e.g. "
                         "normalize.scale_down_delay=0s; repeatable; kept and checked on resume like --param")
     traces.add_argument("--report-only", action="store_true", help="run nothing; report the results there are")
@@ -512,7 +532,7 @@ def _dashboard_parser(sub: Any) -> None:
     )
     source = render.add_mutually_exclusive_group(required=True)
     source.add_argument("--recording", type=Path, metavar="FILE", help="JSON lines written by `demo --record`")
-    source.add_argument("--prometheus", metavar="URL", help="a running Prometheus that scrapes the daemon, e.g. http://localhost:9090")
+    source.add_argument("--prometheus", type=_http_url, metavar="URL", help="a running Prometheus that scrapes the daemon, e.g. http://localhost:9090")
     render.add_argument("--since", type=_duration_arg, default=None, metavar="DURATION", help="with --prometheus: how far back to draw, e.g. 30m (default: 1h)")
     render.add_argument("--step", type=_positive_float, default=15.0, metavar="SECONDS", help="with --prometheus: seconds between points")
     render.add_argument("--output", type=_output_file(*_IMAGE), required=True, metavar="FILE", help="image to write (.png, .svg or .pdf)")
@@ -584,11 +604,11 @@ def _simulate_parser(sub: Any) -> None:
     sim.add_argument("--days", type=_positive_float, help="simulate only the first DAYS days (default: the whole trace)")
     sim.add_argument("--seed", type=_non_negative_int, default=0, metavar="N", help="seed of the simulated measurement noise")
     sim.add_argument("--tick", type=_positive_float, default=10.0, metavar="SECONDS", help="reconcile interval")
-    sim.add_argument("--param", type=_key_value, action="append", default=[], metavar="NAME=VALUE",
+    sim.add_argument("--param", type=_key_yaml, action="append", default=[], metavar="NAME=VALUE",
                      help="a policy parameter, e.g. target_utilization=0.7; repeatable (default: the policy's defaults)")
     sim.add_argument("--set", type=_key_value, action="append", default=[], metavar="NAME=VALUE",
                      help="a simulator parameter (see docs/benchmarks.md); repeatable (default: the simulator's defaults)")
-    sim.add_argument("--setting", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+    sim.add_argument("--setting", type=_key_yaml, action="append", default=[], metavar="KEY=VALUE",
                      help="a daemon setting (dotted key, as in docs/settings.md), e.g. normalize.scale_down_delay=0s; repeatable "
                      "(default: the daemon's defaults, after the policy's own profile)")
     sim.add_argument("--jobs", type=_positive_int, metavar="N", help="policies simulated in parallel with --compare (default: 1)")
@@ -616,10 +636,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         _log_to_stderr()
     try:
         with _plain_trace_warnings():
-            return handler(args)
+            code = handler(args)
+            sys.stdout.flush()  # a reader gone is told here, not at exit
+            return code
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM where a command handles it so (_exit_on_sigterm)
         print("spark-autoscaler: interrupted", file=sys.stderr)
         return INTERRUPTED
+    except BrokenPipeError:
+        _discard_stdout()
+        return READER_GONE
+
+
+def _discard_stdout() -> None:
+    """Python's recipe for a reader of stdout gone (the signal module's note on SIGPIPE): the rest
+    of stdout, flushed at exit, goes to /dev/null, or the flush raises BrokenPipeError again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def _write_output(path: Path | None, text: str, option: str) -> str | None:
+    """Write a command's result to ``path`` (``--output``, ``--summary-json``) whole: a reader sees
+    the old file or the new one, never a part (``write_whole``). The problem, naming the option and
+    the file, or None. A device or a pipe (``/dev/stdout``) is written in place: a rename would
+    replace it."""
+    from autoscaler.runtime.files import write_whole
+
+    if path is None:
+        return None
+    try:
+        if path.exists() and not path.is_file():
+            with path.open("w", encoding="utf-8") as out:
+                out.write(text)
+        else:
+            write_whole(path, text)
+    except OSError as exc:
+        return f"{option} {str(path)!r}: cannot be written: {exc.strerror or exc}"
+    return None
 
 
 def _log_to_stderr() -> None:
@@ -783,8 +835,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     if summary is None:
         return INTERRUPTED
-    if args.summary_json:
-        args.summary_json.write_text(json.dumps(summary, indent=2) + "\n")
+    if problem := _write_output(args.summary_json, json.dumps(summary, indent=2) + "\n", "--summary-json"):
+        return _fail(problem)
     ok = summary["lost_rows"] == 0 and summary["duplicate_rows"] == 0 and summary["all_rescales_explained"]
     return 0 if ok else 1
 
@@ -833,10 +885,9 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     _exit_on_sigterm()
     log = lambda m: print(m, file=sys.stderr)
     result = _with_code(run_benchmark(runs, profile, workdir=args.workdir, log=log))
-    if args.output:
-        args.output.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2) if args.json else format_table(result))
-    return 0
+    problem = _write_output(args.output, json.dumps(result, indent=2) + "\n", "--output")
+    print(json.dumps(result, indent=2) if args.json else format_table(result))  # the result is shown even so
+    return _fail(problem) if problem else 0
 
 
 def _with_code(result: dict[str, Any]) -> dict[str, Any]:
@@ -866,8 +917,7 @@ def _cmd_sim_to_real(args: argparse.Namespace) -> int:
         return _fail(problem)
     _exit_on_sigterm()
     result = _with_code(run_sim_to_real(workdir=args.workdir, log=lambda m: print(m, file=sys.stderr)))
-    if args.output:
-        args.output.write_text(json.dumps(result, indent=2) + "\n")
+    problem = _write_output(args.output, json.dumps(result, indent=2) + "\n", "--output")
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -875,7 +925,7 @@ def _cmd_sim_to_real(args: argparse.Namespace) -> int:
         print(f"real: {real['executor_seconds']} executor-seconds, p95 lag {real['p95_lag_seconds']} s ({real['batches']} batches)")
         print(f"simulated: {sim['executor_seconds']} executor-seconds, p95 lag {sim['p95_lag_seconds']} s ({sim['batches']} batches)")
         print(f"executor_seconds_error {result['executor_seconds_error']}, p95_lag_ratio {result['p95_lag_ratio']}")
-    return 0
+    return _fail(problem) if problem else 0
 
 
 def _cmd_soak(args: argparse.Namespace) -> int:
@@ -918,48 +968,61 @@ def _cmd_traces(args: argparse.Namespace) -> int:
     from autoscaler.tools.bench.traces import SCALES, compare, format_comparison, format_report, plan_runs, report, run_all
     from autoscaler.tools.sim.compare import compared_policies
     from autoscaler.tools.sim.runner import SimulationError
-    from autoscaler.tools.traces import TraceError, load_trace
-    from policies import PolicyError, create_policy, policy_class
 
     scales = list(dict.fromkeys(s.strip() for s in args.scales.split(",") if s.strip()))
     if not scales or any(s not in SCALES for s in scales):
         return _fail(f"--scales: {args.scales!r}: choose from {', '.join(SCALES)}")
     policies = list(dict.fromkeys(p.strip() for p in args.policies.split(",") if p.strip())) if args.policies else compared_policies()
-    params = _yaml_values(args.param)
+    params = dict(args.param)
     if params and len(policies) != 1:
         return _fail("--param applies to one policy: name it alone with --policies")
-    settings = _yaml_values(args.setting)
+    settings = dict(args.setting)
     if problem := _settings_problem(settings):
         return _fail(problem)
     traces, problem = _trace_files(args.traces)
     if problem:
         return _fail(problem)
-    if not args.report_only and (problem := _writable_dir(args.results, "--results")):
+    if problem := _runs_problem(policies, params, [] if args.report_only else traces):
         return _fail(problem)
     if problem := _comparison_problem(args.compare_to, args.results):
         return _fail(problem)
+    # created last: a command refused leaves no directory behind
+    if not args.report_only and (problem := _writable_dir(args.results, "--results")):
+        return _fail(problem)
     log = lambda m: print(m, file=sys.stderr)
     try:
-        for name in policies:
-            policy_class(name)
-        if params:
-            create_policy(policies[0], params)  # a wrong name or value is told before any run
         if not args.report_only:
-            for trace in traces:
-                load_trace(trace)  # every trace is read before hours of runs begin
             _exit_on_sigterm()
             run_all(plan_runs(traces, scales, policies, params, settings), args.results, jobs=args.jobs, log=log)
         # the default policy is judged from its results, run now or before
         rep = report(plan_runs(traces, scales, ["default", *(p for p in policies if p != "default")]), args.results)
         if args.compare_to:
             rep["compared"] = compare(plan_runs(traces, scales, policies), args.compare_to, args.results)
-    except (PolicyError, TraceError, SimulationError, ValueError) as exc:
+    except (SimulationError, ValueError) as exc:
         return _fail(str(exc))
     if args.json:
         print(json.dumps(rep, indent=2))
     else:
         print(format_report(rep) + (f"\n{format_comparison(rep['compared'])}" if "compared" in rep else ""), end="")
     return 0
+
+
+def _runs_problem(policies: list[str], params: dict[str, Any], traces: list[Path]) -> str | None:
+    """A policy or parameter unknown, or a trace that cannot be read: told before any run (and
+    before --results is created), not hours into them."""
+    from autoscaler.tools.traces import TraceError, load_trace
+    from policies import PolicyError, create_policy, policy_class
+
+    try:
+        for name in policies:
+            policy_class(name)
+        if params:
+            create_policy(policies[0], params)
+        for trace in traces:
+            load_trace(trace)
+    except (PolicyError, TraceError, ValueError) as exc:
+        return str(exc)
+    return None
 
 
 def _comparison_problem(before: Path | None, results: Path) -> str | None:
@@ -1047,14 +1110,13 @@ def _cmd_latencies(args: argparse.Namespace) -> int:
     _exit_on_sigterm()
     log = (lambda m: print(m, file=sys.stderr)) if args.json else print
     result = _with_code(measure(args.repeats, log=log))
-    if args.output:
-        args.output.write_text(json.dumps(result, indent=2) + "\n")
+    problem = _write_output(args.output, json.dumps(result, indent=2) + "\n", "--output")
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         for key, value in result.items():
             print(f"{key}: {value}")
-    return 0
+    return _fail(problem) if problem else 0
 
 
 def _cmd_dashboard(args: argparse.Namespace) -> int:
@@ -1109,8 +1171,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         config = SimConfig().with_changes(dict(args.set))
     except ValueError as exc:
         return _fail(f"--set: {exc}")
-    params = _yaml_values(args.param)
-    settings = _yaml_values(args.setting)
+    params = dict(args.param)
+    settings = dict(args.setting)
     if problem := _settings_problem(settings):
         return _fail(problem)
     options = dict(
@@ -1189,6 +1251,20 @@ def _progress_line(trace: str) -> Iterator[Callable[[str, float], None] | None]:
             stream.flush()
 
 
+def _http_url(text: str) -> str:
+    """An argparse type: an http(s) URL with a host (urllib refused anything else deep in a render)."""
+    from urllib.parse import urlsplit
+
+    try:
+        url = urlsplit(text)
+        ok = url.scheme in ("http", "https") and bool(url.hostname) and (url.port is None or url.port > 0)
+    except ValueError:  # a bad port or IPv6 address
+        ok = False
+    if not ok:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http:// or https:// URL with a host, e.g. http://localhost:9090")
+    return text
+
+
 def _namespaces(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
@@ -1214,14 +1290,13 @@ def _cmd_operator(args: argparse.Namespace) -> int:
         settings = load_operator_settings(args.config, overrides)
     except OperatorSettingsError as exc:
         return _fail(str(exc))
+    from autoscaler.k8s.client import KubeconfigError
     from autoscaler.operator.main import run_operator
 
     try:
         return run_operator(settings, kubeconfig=args.kubeconfig, once=args.once)
-    except Exception as exc:  # the client's config loaders raise their own types
-        if type(exc).__name__ == "ConfigException":
-            return _fail(f"cannot reach the Kubernetes API: {exc}")
-        raise
+    except KubeconfigError as exc:
+        return _fail(f"cannot reach the Kubernetes API: {exc}")
 
 
 def _cmd_policies(args: argparse.Namespace) -> int:
@@ -1243,9 +1318,8 @@ def _cmd_settings_doc(args: argparse.Namespace) -> int:
 
     text = render_settings_doc()
     if args.output:
-        args.output.write_text(text)
-    else:
-        print(text, end="")
+        return _fail(problem) if (problem := _write_output(args.output, text, "--output")) else 0
+    print(text, end="")
     return 0
 
 

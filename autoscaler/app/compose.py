@@ -17,10 +17,11 @@ from prometheus_client import CollectorRegistry
 
 from autoscaler.core.model import TickRecord
 from autoscaler.core.settings import Settings
+from autoscaler.ops.auth import ApiAuth, TokenFileError
 from autoscaler.ops.metrics import Metrics
 from autoscaler.runtime.audit import AuditTrail
 from autoscaler.runtime.clock import Clock
-from autoscaler.runtime.config import load_settings
+from autoscaler.runtime.config import SettingsError, file_problem, load_settings
 from autoscaler.runtime.loop import ReconcileLoop
 from autoscaler.runtime.ports import (
     ClusterObserver,
@@ -32,15 +33,39 @@ from autoscaler.runtime.reconciler import Reconciler
 from autoscaler.runtime.state import StateStoreError, open_state_store
 from policies.registry import load_policies
 
-__all__ = ["Daemon", "assemble", "configure", "load_policies", "new_metrics", "open_store"]
+__all__ = ["Daemon", "assemble", "configure", "load_policies", "new_metrics", "open_store", "token_file_problems"]
 
 
 def configure(
     path: str | Path | None = None, overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
 ) -> Settings:
-    """Load the policies, then the settings (file < environment < ``overrides``), all checked."""
+    """Load the policies, then the settings (file < environment < ``overrides``), all checked,
+    the token files read as the REST API will read them."""
     load_policies()
-    return load_settings(path, overrides, environ)
+    settings = load_settings(path, overrides, environ)
+    if problems := token_file_problems(settings):
+        raise SettingsError(problems)
+    return settings
+
+
+def token_file_problems(settings: Settings) -> list[str]:
+    """Why each token file the HTTP server would read cannot be used, by its key: read by the API's
+    own reader (``ApiAuth``), so ``run --check`` finds the bad line, bytes that are not UTF-8 or a
+    file that cannot be read that stopped the daemon at start. One missing or no file is told by
+    the settings already (``file_problem``)."""
+    http = settings.http
+    if not http.enabled:
+        return []
+    files = [("http.token_file", http.token_file)] if http.token_file is not None else []
+    files += [(f"http.token_files.{i}", path) for i, path in enumerate(http.token_files)]
+    problems = []
+    for key, path in files:
+        if file_problem(path) is None:
+            try:
+                ApiAuth({}, token_files=(path,))
+            except TokenFileError as exc:
+                problems.append(f"{key}: {exc}")
+    return problems
 
 
 def open_store(settings: Settings, environ: Mapping[str, str] | None = None) -> StateStore | None:

@@ -188,6 +188,7 @@ class BatchSample:
 
 
 JAVA_LONG_MAX = 2**63 - 1  # source options such as maxOffsetsPerTrigger are parsed as Java longs
+JAVA_INT_MAX = 2**31 - 1  # partition counts (a source's partitions, spark.sql.shuffle.partitions) are Java ints
 
 
 @dataclass(frozen=True, slots=True)

@@ -105,6 +105,11 @@ MIN_RECONCILE_INTERVAL = timedelta(milliseconds=100)
 
 # far beyond any Spark application, well within the Java int Spark's executor requests take
 MAX_EXECUTORS = 100_000
+# a step of this factor reaches MAX_EXECUTORS from one executor: larger lifts no further limit, and
+# an infinite one passed validation only to overflow math.ceil on every tick (Flink's default, too)
+MAX_SCALE_UP_FACTOR = float(MAX_EXECUTORS)
+# a catch-up batch bounded to more triggers than this is not bounded (an infinite one overflowed)
+MAX_BATCH_TRIGGERS = 1000.0
 
 
 class ExecutorSettings(_Model):
@@ -159,9 +164,10 @@ class NormalizeSettings(_Model):
     max_scale_up_factor: float = Field(
         1000.0,
         gt=0,
+        le=MAX_SCALE_UP_FACTOR,
         description="One step adds at most `current x factor` executors (at least one). No limit in effect by default, as "
         "in Flink's autoscaler (`scale-up.max-factor` 100000): a scale-up split into steps costs a rescale a step while the "
-        "load waits.",
+        "load waits. At most 100000.",
     )
     max_scale_down_factor: float = Field(
         1.0,
@@ -180,10 +186,12 @@ class NormalizeSettings(_Model):
     max_batch_triggers: float = Field(
         3.0,
         ge=0,
+        le=MAX_BATCH_TRIGGERS,
         description="When the daemon restarts a query whose source takes a rate limit it manages, bound each batch to "
         "the rows the cores one scale-up step can reach process in this many trigger intervals (the batch cost model's "
         "estimate; with no step limit, the default `max_scale_up_factor`, the cores of `executors.max`, as many as the "
-        "partitions use), so a batch that catches up a backlog ends and reports progress; 0 leaves the rate limit as it is.",
+        "partitions use), so a batch that catches up a backlog ends and reports progress; 0 leaves the rate limit as it is. "
+        "At most 1000.",
     )
     min_wave_efficiency: float = Field(
         0.75,
@@ -265,7 +273,10 @@ class SparkSettings(_Model):
 class HttpSettings(_Model):
     enabled: bool = Field(True, description="Serve `/metrics`, the health checks and the REST API.")
     host: str = Field(
-        "127.0.0.1", description="Address the HTTP server binds to; `0.0.0.0` only behind a network policy."
+        "127.0.0.1",
+        # an empty address binds every interface (0.0.0.0 and ::): never what an empty value meant
+        min_length=1,
+        description="Address the HTTP server binds to; `0.0.0.0` only behind a network policy.",
     )
     port: int = Field(8090, ge=0, le=65535, description="HTTP port (0: any free port, for tests).")
     token_file: Path | None = Field(

@@ -10,12 +10,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Mapping
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from autoscaler.core.settings import Duration, PositiveDuration
 from autoscaler.k8s.leader import LeaseTimings
+from autoscaler.runtime.config import ConfigFileError, read_yaml_mapping
 
 NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 Namespace = Annotated[str, Field(min_length=1, max_length=63, pattern=NAMESPACE)]
@@ -106,25 +106,29 @@ def load_operator_settings(path: Path | None = None, overrides: Mapping[str, Any
     """The YAML file (camelCase keys, as the chart writes them) with ``overrides`` (flags) over it."""
     data: dict[str, Any] = {}
     if path is not None:
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
-            raise OperatorSettingsError([f"config file {str(path)!r}: {exc}"]) from None
-        if loaded is not None and not isinstance(loaded, dict):
-            raise OperatorSettingsError([f"config file {str(path)!r} must hold a mapping"])
-        data = loaded or {}
+        try:  # the daemon's reader: a file missing, not UTF-8, not YAML or no mapping is named
+            data = read_yaml_mapping(path)
+        except ConfigFileError as exc:
+            raise OperatorSettingsError([str(exc)]) from None
     for dotted, value in (overrides or {}).items():
-        if value is None:
-            continue
-        node = data
-        *parents, last = dotted.split(".")
-        for key in parents:
-            node = node.setdefault(key, {})
-        node[last] = value
+        if value is not None:
+            _override(data, dotted, value)
     try:
         return OperatorSettings.model_validate(data)
     except ValidationError as exc:
         raise OperatorSettingsError([_problem(e) for e in exc.errors()]) from None
+
+
+def _override(data: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set a flag's dotted key over the file's. A section the file sets to no mapping
+    (``leaderElection: 5``, or empty) is left for validation to name, not indexed."""
+    node = data
+    *parents, last = dotted.split(".")
+    for key in parents:
+        node = node.setdefault(key, {})
+        if not isinstance(node, dict):
+            return
+    node[last] = value
 
 
 def _problem(err: Any) -> str:

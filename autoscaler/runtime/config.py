@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
+import json
 import os
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -27,6 +28,7 @@ from pydantic_settings import (
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
+from pydantic_settings import SettingsError as SourceError
 
 from autoscaler.core.policy import PolicyError
 from autoscaler.core.settings import Settings
@@ -76,7 +78,7 @@ def load_settings(
     left out), validate everything at once."""
     data = read_config_file(Path(path)) if path is not None else {}
     env = os.environ if environ is None else environ
-    if problems := environment_problems(env):
+    if problems := environment_problems(env) + json_problems(env):
         raise SettingsError(problems)
     flags: dict[str, Any] = {}
     for dotted, value in (overrides or {}).items():
@@ -87,6 +89,8 @@ def load_settings(
         settings: Settings = _Loaded(**flags)
     except ValidationError as exc:
         raise SettingsError([_format_error(e) for e in exc.errors()]) from None
+    except SourceError as exc:  # json_problems names the variable first; this is a last resort, never a traceback
+        raise SettingsError([f"environment: {exc}"]) from None
     finally:
         _SOURCES.reset(token)
     if problems := outside_problems(settings):
@@ -110,21 +114,59 @@ def validate_settings(data: Mapping[str, Any], *, check_files: bool = True) -> S
     return settings
 
 
-def read_config_file(path: Path) -> dict[str, Any]:
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses a key given twice in one mapping, naming it and both
+    lines: PyYAML keeps the last one silently, so a second ``executors:`` block replaced the
+    first. Keys merged in with ``<<: *anchor`` may be overridden, as YAML means them to be."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first_line: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                seen = key in first_line
+            except TypeError:  # an unhashable key: the constructor below refuses it
+                continue
+            if seen:
+                problem = f"found duplicate key {key!r} (first on line {first_line[key]})"
+                raise yaml.constructor.ConstructorError(None, None, problem, key_node.start_mark)
+            first_line[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
+
+class ConfigFileError(ValueError):
+    """A YAML configuration file that cannot be read; the message names the file and the problem."""
+
+
+def read_yaml_mapping(path: Path) -> dict[str, Any]:
+    """The mapping a YAML configuration file holds ({} when empty); :class:`ConfigFileError`
+    naming the file when it is missing, not UTF-8, not YAML or not a mapping. The daemon's
+    configuration and the operator's are read by this one function."""
     if problem := file_problem(path):
-        raise SettingsError([f"config file {str(path)!r} {problem}"])
+        raise ConfigFileError(f"config file {str(path)!r} {problem}")
     try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        loaded = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)  # a SafeLoader: no Python objects
     except yaml.YAMLError as exc:
-        raise SettingsError([f"config file {str(path)!r} is not valid YAML: {exc}"]) from None
+        raise ConfigFileError(f"config file {str(path)!r} is not valid YAML: {exc}") from None
     except UnicodeDecodeError as exc:
-        raise SettingsError([f"config file {str(path)!r} is not UTF-8 text ({exc.reason})"]) from None
+        raise ConfigFileError(f"config file {str(path)!r} is not UTF-8 text ({exc.reason})") from None
     except OSError as exc:
-        raise SettingsError([f"config file {str(path)!r} cannot be read: {exc.strerror or exc}"]) from None
+        raise ConfigFileError(f"config file {str(path)!r} cannot be read: {exc.strerror or exc}") from None
     if loaded is None:
         return {}
     if not isinstance(loaded, dict):
-        raise SettingsError([f"config file {str(path)!r} must hold a mapping of settings"])
+        raise ConfigFileError(f"config file {str(path)!r} must hold a mapping of settings")
+    return loaded
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The daemon's YAML file, its relative paths made relative to the file."""
+    try:
+        loaded = read_yaml_mapping(path)
+    except ConfigFileError as exc:
+        raise SettingsError([str(exc)]) from None
     for section, key in _FILE_RELATIVE:
         node = loaded.get(section)
         if isinstance(node, dict) and isinstance(node.get(key), str):
@@ -154,6 +196,38 @@ def environment_problems(environ: Mapping[str, str]) -> list[str]:
             hint = f" (did you mean {ENV_PREFIX}{close[0]}?)" if close else ""
             problems.append(f"environment: {name} is not a setting{hint}")
     return problems
+
+
+# what a variable of a setting that is not a single value takes (pydantic-settings decodes it as JSON)
+_JSON_KINDS = {
+    "section": "a JSON object, or one variable per key",
+    "list": 'a JSON list, e.g. ["/a", "/b"]',
+    "mapping": "a JSON object, or one variable per entry",
+}
+
+
+def json_problems(environ: Mapping[str, str]) -> list[str]:
+    """Variables of sections, lists and mappings whose value is not JSON, each named: pydantic-settings
+    raises an error of its own that names only the section, and ends the first problem it meets.
+    The value is not repeated (``spark.conf`` may hold a secret)."""
+    kinds = {env_var(key): (key, kind) for key, annotation in _keys(Settings, "") if (kind := _json_kind(annotation))}
+    problems = []
+    for name in sorted(environ):
+        key, kind = kinds.get(name.upper(), (None, None))
+        if key is None or kind is None or environ[name] == "":  # empty: not set (env_ignore_empty)
+            continue
+        try:
+            json.loads(environ[name])
+        except ValueError as exc:
+            problems.append(f"environment: {name} ({key}) is not JSON ({exc}); it takes {_JSON_KINDS[kind]}")
+    return problems
+
+
+def _json_kind(annotation: Any) -> str | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "section"
+    origin = get_origin(annotation) or annotation
+    return "list" if origin is list else "mapping" if origin is dict else None
 
 
 def setting_variables() -> Iterator[str]:
@@ -195,8 +269,8 @@ def _file_problems(settings: Settings) -> list[str]:
         if module.endswith(".py") or "/" in module:
             if problem := file_problem(Path(module)):
                 problems.append(f"pipelines.module: pipeline file {module!r} {problem}")
-        elif importlib.util.find_spec(module) is None:
-            problems.append(f"pipelines.module: pipeline module {module!r} cannot be imported")
+        elif problem := module_problem(module):
+            problems.append(f"pipelines.module: pipeline module {module!r} {problem}")
     token_file = settings.http.token_file
     if token_file is not None and (problem := file_problem(token_file)):
         problems.append(f"http.token_file: {str(token_file)!r} {problem}")
@@ -204,6 +278,18 @@ def _file_problems(settings: Settings) -> list[str]:
         if problem := file_problem(extra):
             problems.append(f"http.token_files.{i}: {str(extra)!r} {problem}")
     return problems
+
+
+def module_problem(module: str) -> str | None:
+    """Why the dotted name ``module`` cannot be imported, or None. ``find_spec`` imports the parent
+    packages, and raises for a relative name (``.rel``) or a parent that is missing or no package."""
+    if not all(part.isidentifier() for part in module.split(".")):
+        return "is not a dotted module name (such as mypkg.pipelines) nor a .py file"
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError) as exc:
+        return f"cannot be imported ({exc})"
+    return None if found is not None else "cannot be imported"
 
 
 def file_problem(path: Path) -> str | None:

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-from autoscaler.core.model import JAVA_LONG_MAX, QueryParams
+from autoscaler.core.model import JAVA_INT_MAX, JAVA_LONG_MAX, QueryParams
 from autoscaler.core.settings import parse_duration
 from autoscaler.runtime.config import file_problem
 
@@ -137,7 +137,16 @@ def pipeline(
     return decorate
 
 
+# the decorator's arguments by the type they must have (a dataclass does not check them: 2.5 and
+# True passed as counts, "no" as a true available_now, and "2" failed deep inside as a TypeError)
+_COUNTS = ("min_parallelism", "max_parallelism", "partitions_per_core")
+_OPTIONAL_COUNTS = ("initial_parallelism", "max_rows_per_batch", "shuffle_partitions")
+_FLAGS = ("available_now", "manage_rate_limit")
+
+
 def validate_spec(spec: PipelineSpec) -> None:
+    if problems := list(_type_problems(spec)):  # the ranges below compare numbers
+        raise PipelineError(f"pipeline {spec.name!r}: " + "; ".join(problems))
     problems = []
     if not spec.name or not all(c.isalnum() or c in "-_" for c in spec.name):
         problems.append("name must be non-empty and use letters, digits, '-' or '_'")
@@ -145,16 +154,47 @@ def validate_spec(spec: PipelineSpec) -> None:
         problems.append("min_parallelism must be at least 1")
     if spec.max_parallelism < spec.min_parallelism:
         problems.append(f"max_parallelism ({spec.max_parallelism}) is below min_parallelism ({spec.min_parallelism})")
+    if spec.max_parallelism > JAVA_INT_MAX:
+        problems.append(f"max_parallelism must be at most {JAVA_INT_MAX} (Spark counts partitions in a Java int)")
     if spec.initial_parallelism is not None and not spec.min_parallelism <= spec.initial_parallelism <= spec.max_parallelism:
         problems.append("initial_parallelism must lie within [min_parallelism, max_parallelism]")
     if spec.partitions_per_core < 1:
         problems.append("partitions_per_core must be at least 1")
     if spec.max_rows_per_batch is not None and not 1 <= spec.max_rows_per_batch <= JAVA_LONG_MAX:
         problems.append(f"max_rows_per_batch must be at least 1 and at most {JAVA_LONG_MAX} (a Java long)")
-    if spec.shuffle_partitions is not None and spec.shuffle_partitions < 1:
-        problems.append("shuffle_partitions must be at least 1")
+    if spec.shuffle_partitions is not None and not 1 <= spec.shuffle_partitions <= JAVA_INT_MAX:
+        problems.append(f"shuffle_partitions must be at least 1 and at most {JAVA_INT_MAX} (a Java int)")
     if problems:
         raise PipelineError(f"pipeline {spec.name!r}: " + "; ".join(problems))
+
+
+def _type_problems(spec: PipelineSpec) -> Iterator[str]:
+    if not isinstance(spec.name, str):
+        yield f"name must be a string, got {spec.name!r}"
+    for key in (*_COUNTS, *_OPTIONAL_COUNTS):
+        value = getattr(spec, key)
+        if (value is not None or key in _COUNTS) and (isinstance(value, bool) or not isinstance(value, int)):
+            yield f"{key} must be a whole number, got {value!r}"
+    for key in _FLAGS:
+        if not isinstance(value := getattr(spec, key), bool):
+            yield f"{key} must be True or False, got {value!r}"
+    if spec.checkpoint is not None and (not isinstance(spec.checkpoint, str) or not spec.checkpoint.strip()):
+        yield f"checkpoint must be a directory or URI as a non-empty string, got {spec.checkpoint!r}"
+
+
+def _shared_checkpoints(specs: list[PipelineSpec]) -> str | None:
+    """Pipelines given the same checkpoint (two queries writing one checkpoint corrupt it), or None."""
+    owners: dict[str, list[str]] = {}
+    for spec in specs:
+        if spec.checkpoint is not None:
+            owners.setdefault(_checkpoint_key(spec.checkpoint), []).append(spec.name)
+    shared = [f"{', '.join(names)} share the checkpoint {where!r}" for where, names in owners.items() if len(names) > 1]
+    return "; ".join(shared) or None
+
+
+def _checkpoint_key(checkpoint: str) -> str:
+    # a URI (s3a://, hdfs://) as written, a local directory as an absolute path ("ck" and "./ck/")
+    return checkpoint.rstrip("/") if "://" in checkpoint else str(Path(checkpoint).resolve())
 
 
 def _pickle_by_value(module: ModuleType) -> None:
@@ -208,6 +248,8 @@ def load_pipelines(module: str, only: list[str] | None = None) -> list[PipelineS
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise PipelineError(f"pipeline module {module!r} defines {', '.join(duplicates)} more than once")
+    if shared := _shared_checkpoints(specs):
+        raise PipelineError(f"pipeline module {module!r}: {shared}")
     if only:
         unknown = sorted(set(only) - set(names))
         if unknown:

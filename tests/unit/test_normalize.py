@@ -261,3 +261,11 @@ def test_by_default_a_scale_up_is_one_step_however_large():
     # (Flink's autoscaler has no scale-up limit by default either: scale-up.max-factor 100000)
     decision, _ = run(36, current=1, hi=64, settings=NormalizeSettings())
     assert (decision.target, decision.reason, decision.limits) == (36, Reason.SCALE_UP_FOR_LOAD, ())
+
+
+def test_the_largest_scale_up_factor_on_the_most_executors_steps_without_overflow():
+    from autoscaler.core.settings import MAX_EXECUTORS, MAX_SCALE_UP_FACTOR
+
+    largest = S.model_copy(update={"max_scale_up_factor": MAX_SCALE_UP_FACTOR})
+    decision, _ = run(MAX_EXECUTORS, current=MAX_EXECUTORS - 1, hi=MAX_EXECUTORS, settings=largest)
+    assert decision.target == MAX_EXECUTORS

@@ -62,6 +62,28 @@ def test_module_pipelines_are_loaded_with_their_declarations(tmp_path):
             "pipeline 'a': max_rows_per_batch must be at least 1 and at most 9223372036854775807 (a Java long)",
             id="rate-limit-beyond-a-java-long",
         ),
+        # the decorator's arguments of the wrong type passed `run --check` (or failed as a TypeError)
+        *[
+            pytest.param(f"from autoscaler import pipeline\n@pipeline('a', {argument})\ndef a(s, c): pass\n", f"pipeline 'a': {problem}", id=case)
+            for case, argument, problem in [
+                ("fractional-parallelism", "max_parallelism=2.5", "max_parallelism must be a whole number, got 2.5"),
+                ("boolean-parallelism", "max_parallelism=True", "max_parallelism must be a whole number, got True"),
+                ("parallelism-beyond-a-java-int", "max_parallelism=10**20", "max_parallelism must be at most 2147483647"),
+                ("text-parallelism", "min_parallelism='2'", "min_parallelism must be a whole number, got '2'"),
+                ("fractional-rate-limit", "max_rows_per_batch=2.5", "max_rows_per_batch must be a whole number, got 2.5"),
+                ("shuffle-beyond-a-java-int", "shuffle_partitions=2**31", "shuffle_partitions must be at least 1 and at most 2147483647"),
+                ("text-flag", "available_now='no'", "available_now must be True or False, got 'no'"),
+                ("numeric-flag", "manage_rate_limit=1", "manage_rate_limit must be True or False, got 1"),
+                ("numeric-checkpoint", "checkpoint=5", "checkpoint must be a directory or URI as a non-empty string, got 5"),
+                ("empty-checkpoint", "checkpoint=''", "checkpoint must be a directory or URI as a non-empty string, got ''"),
+            ]
+        ],
+        pytest.param(
+            "from autoscaler import pipeline\n@pipeline('a', checkpoint='ck')\ndef a(s, c): pass\n"
+            "@pipeline('b', checkpoint='./ck/')\ndef b(s, c): pass\n@pipeline('c', checkpoint='s3a://x/c')\ndef c(s, c): pass\n",
+            "a, b share the checkpoint",
+            id="one-checkpoint-for-two-pipelines",
+        ),
     ],
 )
 def test_bad_pipeline_modules_name_the_problem(tmp_path, text, message):

@@ -164,6 +164,21 @@ def test_a_variable_that_names_no_setting_is_an_error_not_ignored(variable, prob
     assert info.value.problems == [f"environment: {problem}"]
 
 
+@pytest.mark.parametrize(
+    "variable, value, problem",
+    [
+        pytest.param("SPARK_AUTOSCALER_EXECUTORS", "not json", "SPARK_AUTOSCALER_EXECUTORS (executors) is not JSON (Expecting value: line 1 column 1 (char 0)); it takes a JSON object, or one variable per key", id="section"),
+        pytest.param("SPARK_AUTOSCALER_HTTP__TOKEN_FILES", "/x", 'SPARK_AUTOSCALER_HTTP__TOKEN_FILES (http.token_files) is not JSON (Expecting value: line 1 column 1 (char 0)); it takes a JSON list, e.g. ["/a", "/b"]', id="list"),
+        pytest.param("spark_autoscaler_policy__params", "{bad", "spark_autoscaler_policy__params (policy.params) is not JSON", id="mapping-in-lower-case"),
+    ],
+)
+def test_a_variable_of_a_section_list_or_mapping_that_is_not_json_is_named(variable, value, problem):
+    # was pydantic_settings' own SettingsError, naming the section only, as a traceback
+    with pytest.raises(SettingsError) as info:
+        load_settings(environ={variable: value})
+    assert info.value.problems[0].startswith(f"environment: {problem}")
+
+
 def test_the_token_variable_is_not_taken_for_a_setting():
     assert load_settings(environ={"SPARK_AUTOSCALER_API_TOKEN": "secret-token"}).http.token_env == "SPARK_AUTOSCALER_API_TOKEN"
 
@@ -184,18 +199,41 @@ def test_the_token_variable_is_not_taken_for_a_setting():
         pytest.param("policy: {params: {target_utilization: 2}}\n", "policy: policy 'default': params.target_utilization", id="bad-policy-param"),
         pytest.param("pipelines: {module: missing.py}\n", "pipelines.module: pipeline file", id="missing-pipeline-file"),
         pytest.param("pipelines: {module: no_such_module_xyz}\n", "cannot be imported", id="missing-pipeline-module"),
+        # find_spec raised ModuleNotFoundError or ImportError for these, a traceback of `run --check`
+        pytest.param("pipelines: {module: no_such_package_xyz.pipelines}\n", "pipeline module 'no_such_package_xyz.pipelines' cannot be imported (No module named 'no_such_package_xyz')", id="missing-parent-package"),
+        pytest.param("pipelines: {module: json.decoder.nothing}\n", "pipeline module 'json.decoder.nothing' cannot be imported (__path__ attribute not found", id="parent-not-a-package"),
+        pytest.param("pipelines: {module: .relative}\n", "pipeline module '.relative' is not a dotted module name", id="relative-module"),
+        pytest.param("pipelines: {module: a..b}\n", "pipeline module 'a..b' is not a dotted module name", id="empty-part"),
         pytest.param("- a\n- b\n", "must hold a mapping", id="not-a-mapping"),
         pytest.param("executors: [\n", "is not valid YAML", id="broken-yaml"),
+        # PyYAML keeps the last of two equal keys: the first block was dropped without a word
+        pytest.param("executors:\n  max: 20\nmode: active\nexecutors:\n  min: 2\n",
+                     "found duplicate key 'executors' (first on line 1)\n  in \"<unicode string>\", line 4, column 1", id="duplicate-section"),
+        pytest.param("executors: {max: 4, max: 5}\n", "found duplicate key 'max' (first on line 1)", id="duplicate-key-in-a-section"),
         pytest.param("http: {port: 70000}\n", "http.port: Input should be less than or equal to 65535", id="port-out-of-range"),
         pytest.param("http: {token_file: /nonexistent/token}\n", "http.token_file: '/nonexistent/token' does not exist", id="missing-token-file"),
+        # an empty address binds every interface (0.0.0.0 and ::), the opposite of what was meant
+        pytest.param("http: {host: ''}\n", "http.host: String should have at least 1 character", id="empty-http-host"),
         pytest.param("http: {token_env: 'A-B'}\n", "http.token_env: String should match pattern", id="bad-token-env-name"),
         pytest.param("audit: {max_count: 0}\n", "audit.max_count: Input should be greater than or equal to 1", id="audit-count-zero"),
+        # infinite or astronomic factors passed and then overflowed math.ceil on every tick
+        pytest.param("normalize: {max_scale_up_factor: .inf}\n", "normalize.max_scale_up_factor: Input should be less than or equal to 100000", id="infinite-scale-up-factor"),
+        pytest.param("normalize: {max_scale_up_factor: 1e308}\n", "normalize.max_scale_up_factor: Input should be less than or equal to 100000", id="astronomic-scale-up-factor"),
+        pytest.param("normalize: {max_batch_triggers: .inf}\n", "normalize.max_batch_triggers: Input should be less than or equal to 1000", id="infinite-batch-triggers"),
+        pytest.param("normalize: {max_batch_triggers: .nan}\n", "normalize.max_batch_triggers: Input should be", id="nan-batch-triggers"),
     ],
 )
 def test_invalid_configuration_names_key_and_problem(tmp_path, yaml_text, problem):
     with pytest.raises(SettingsError) as info:
         load_settings(write(tmp_path, yaml_text), environ={})
     assert problem in str(info.value)
+
+
+def test_keys_merged_from_an_anchor_may_be_overridden(tmp_path):
+    from autoscaler.runtime.config import read_yaml_mapping
+
+    cfg = write(tmp_path, "executors: &base {min: 1, max: 4}\nnormalize: {dead_band: 0.1}\nspark:\n  conf: {<<: {a: '1'}, a: '2'}\n")
+    assert read_yaml_mapping(cfg)["spark"]["conf"] == {"a": "2"}
 
 
 def test_all_problems_are_reported_at_once(tmp_path):

@@ -40,11 +40,16 @@ class TestMemoryStateStore(StateStoreContract):
         pytest.param("{not json", "not valid JSON", id="torn-json"),
         pytest.param("[1, 2]", "expected an object with a 'state' object", id="not-an-object"),
         pytest.param('{"version": 99, "state": {}}', "unsupported state format version 99", id="future-version"),
+        # saved as UTF-16 (a byte-order mark 0xff 0xfe): was a bare UnicodeDecodeError
+        pytest.param(b"\xff\xfe{}", "is not UTF-8 text (invalid start byte at byte 0)", id="not-utf-8"),
     ],
 )
-def test_an_unreadable_state_file_stops_start_up_naming_the_file(tmp_path: Path, content: str, problem: str) -> None:
+def test_an_unreadable_state_file_stops_start_up_naming_the_file(tmp_path: Path, content: str | bytes, problem: str) -> None:
     path = tmp_path / "s.json"
-    path.write_text(content)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
     with pytest.raises(StateStoreError) as info:
         FileStateStore(path).load()
     assert str(path) in str(info.value) and problem in str(info.value)
@@ -103,6 +108,17 @@ def test_settings_choose_the_file_store_only_when_a_path_is_set(tmp_path: Path) 
         ),
         pytest.param({"history": {"rates": [["2026-01-01T00:00:00+00:00", "q"]]}}, "history.rates.0.2: Field required", id="short-rate"),
         pytest.param({"control": {"query_requests": {"q": {"parallelism": 0.5}}}}, "control.query_requests.q.parallelism", id="fractional-partitions"),
+        # counts Spark cannot take were reported restorable
+        pytest.param({"queries": {"q": {"running": {"parallelism": -3}, "declared": {"parallelism": 1}}}},
+                     "queries.q.running.parallelism: Input should be greater than or equal to 1", id="negative-partitions"),
+        pytest.param({"queries": {"q": {"running": {"parallelism": 2**31}, "declared": {"parallelism": 1}}}},
+                     "queries.q.running.parallelism: Input should be less than or equal to 2147483647", id="partitions-beyond-a-java-int"),
+        pytest.param({"queries": {"q": {"running": {"parallelism": 2, "shuffle_partitions": 0}, "declared": {"parallelism": 1}}}},
+                     "queries.q.running.shuffle_partitions: Input should be greater than or equal to 1", id="no-shuffle-partitions"),
+        pytest.param({"queries": {"q": {"running": {"parallelism": 2, "max_rows_per_batch": 10**23}, "declared": {"parallelism": 1}}}},
+                     "queries.q.running.max_rows_per_batch: Input should be less than or equal to 9223372036854775807", id="rate-limit-beyond-a-java-long"),
+        pytest.param({"control": {"query_requests": {"q": {"parallelism": 0}}}},
+                     "control.query_requests.q.parallelism: Input should be greater than or equal to 1", id="requested-no-partitions"),
         # a number passed the time check and then crashed the restore with a TypeError
         pytest.param({"history": {"scale_down_since": 1700000000}}, "history.scale_down_since: Value error, a time is an ISO 8601 text", id="time-as-number"),
         pytest.param({"history": {"recommendations": [["yesterday", 3]]}}, "history.recommendations.0.0: Value error, Invalid isoformat string", id="time-as-word"),

@@ -44,6 +44,8 @@ class FileStateStore:
                 return None
             except OSError as exc:
                 raise StateStoreError(f"{self}: cannot be read: {exc}") from None
+            except UnicodeDecodeError as exc:  # a hand edit saved as UTF-16, or another file altogether
+                raise StateStoreError(f"{self}: is not UTF-8 text ({exc.reason} at byte {exc.start}); fix or remove it to start afresh") from None
             state = decode_state(text, str(self))
             self._last_text = text
             return state

@@ -33,7 +33,7 @@ from pydantic import (
 
 from autoscaler.core.control import ControlState
 from autoscaler.core.history import RatePoint, ScalingEvent, ScalingHistory
-from autoscaler.core.model import Mode, QueryParams, Reason
+from autoscaler.core.model import JAVA_INT_MAX, JAVA_LONG_MAX, Mode, QueryParams, Reason
 from autoscaler.core.plan import QueryResume
 from autoscaler.core.settings import MAX_DURATION
 from autoscaler.runtime.state.base import StateStoreError
@@ -48,6 +48,10 @@ def _iso_time(text: object) -> datetime:
 Time = Annotated[AwareDatetime, BeforeValidator(_iso_time)]
 Seconds = Annotated[StrictFloat, Field(ge=0, le=MAX_DURATION.total_seconds(), allow_inf_nan=False)]
 Rate = Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)]
+# what Spark takes: partition counts are Java ints, a source's rate limit a Java long (0, a negative
+# count or 1e23 rows were reported restorable, then refused or crashed when the query restarted)
+Partitions = Annotated[StrictInt, Field(ge=1, le=JAVA_INT_MAX)]
+Rows = Annotated[StrictInt, Field(ge=1, le=JAVA_LONG_MAX)]
 
 
 def _duration(seconds: float | None) -> timedelta | None:
@@ -87,10 +91,10 @@ class SavedHistory(_Saved):
 
 
 class SavedQueryParams(_Saved):
-    parallelism: StrictInt
-    shuffle_partitions: StrictInt | None = None
+    parallelism: Partitions
+    shuffle_partitions: Partitions | None = None
     trigger_interval_seconds: Seconds | None = None
-    max_rows_per_batch: StrictInt | None = None
+    max_rows_per_batch: Rows | None = None
 
     def value(self) -> QueryParams:
         return QueryParams(

@@ -71,18 +71,54 @@ class Recording:
 
     @classmethod
     def load(cls, path: Path | str) -> Recording:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        """The recording in ``path``; ValueError naming the file, and the line, of what is wrong
+        (OSError when it cannot be read)."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        # JSON lines end in "\n" (splitlines also breaks at "\r", "\x1c", ...: the line numbers would not be an editor's)
+        lines = [(n, line) for n, line in enumerate(text.split("\n"), start=1) if line.strip()]
         if not lines:
             raise ValueError(f"{path}: empty recording")
-        header = json.loads(lines[0])
-        if header.get("format") != FORMAT or header.get("version") != VERSION:
-            raise ValueError(f"{path}: not a {FORMAT} v{VERSION} recording")
-        return cls.from_lines(json.loads(line) for line in lines[1:] if line.strip())
+        if not _is_header(lines[0][1]):
+            raise ValueError(f'{path}, line {lines[0][0]}: not a {FORMAT} v{VERSION} recording (expected the header {{"format": "{FORMAT}", "version": {VERSION}}})')
+        if len(lines) == 1:
+            raise ValueError(f"{path}: a header and no scrapes (the run ended before its first tick?)")
+        return cls._of(_scrape_line(path, n, line) for n, line in lines[1:])
 
     @classmethod
     def from_lines(cls, rows: Iterable[dict[str, Any]]) -> Recording:
+        return cls._of(_scrape(row) for row in rows)
+
+    @classmethod
+    def _of(cls, scrapes: Iterable[tuple[float, dict[SeriesKey, float]]]) -> Recording:
         rec = cls()
-        for row in sorted(rows, key=lambda r: r["t"]):
-            rec.times.append(float(row["t"]))
-            rec.scrapes.append({(name, frozenset(labels.items())): float(value) for name, labels, value in row["samples"]})
+        for t, scrape in sorted(scrapes, key=lambda s: s[0]):
+            rec.times.append(t)
+            rec.scrapes.append(scrape)
         return rec
+
+
+def _is_header(line: str) -> bool:
+    try:
+        header = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(header, dict) and header.get("format") == FORMAT and header.get("version") == VERSION
+
+
+def _scrape(row: Any) -> tuple[float, dict[SeriesKey, float]]:
+    """A tick's time and samples; KeyError, TypeError, ValueError or AttributeError when ``row`` is none."""
+    t = float(row["t"])
+    if not math.isfinite(t):
+        raise ValueError(f"t must be a finite number of unix seconds, got {row['t']!r}")
+    return t, {(name, frozenset(labels.items())): float(value) for name, labels, value in row["samples"]}
+
+
+def _scrape_line(path: Path | str, n: int, line: str) -> tuple[float, dict[SeriesKey, float]]:
+    try:
+        return _scrape(json.loads(line))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        shape = '{"t": <unix seconds>, "samples": [[name, {labels}, value], ...]}'
+        raise ValueError(f"{path}, line {n}: expected a scrape {shape} ({type(exc).__name__}: {exc})") from None

@@ -1,0 +1,209 @@
+"""Bad input to the command line: each refused with a message naming what is wrong and exit code 2,
+never a Python traceback (a sweep of bad inputs found these)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+import structlog
+
+from autoscaler.cli import build_parser, main
+
+PIPELINES = str(Path(__file__).parents[1] / "integration" / "sample_pipelines.py")
+
+
+@pytest.fixture(autouse=True)
+def restore_logging():
+    """`run` and `operator` configure the process's logging onto the stdout pytest captured for
+    the test; later tests must not write to it (as in test_logs)."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    structlog.reset_defaults()
+
+
+@pytest.mark.parametrize("command", ["run", "demo"])
+def test_an_empty_http_host_is_refused_before_anything_starts(command, capsys):
+    # an empty address binds every interface (0.0.0.0 and ::)
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args([command, "--http-host", ""])
+    assert info.value.code == 2
+    assert "--http-host: an empty address binds every interface" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        pytest.param(None, " does not exist", id="missing"),  # the client said "No configuration found"
+        pytest.param(b"\x83\xff", " is not UTF-8 text (invalid start byte)", id="not-utf-8"),
+        pytest.param(b"a: [\n", " is not valid YAML", id="broken-yaml"),
+        pytest.param(b"- a\n", " is no kubeconfig (TypeError", id="a-list"),
+        pytest.param(b"a: 1\n", ": Invalid kube-config file. Expected key current-context", id="no-context"),
+    ],
+)
+def test_a_kubeconfig_the_operator_cannot_use_is_named(tmp_path, monkeypatch, capsys, content, problem):
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    path = tmp_path / "kubeconfig"
+    if content is not None:
+        path.write_bytes(content)
+    assert main(["operator", "--once", "--kubeconfig", str(path)]) == 2
+    assert f"cannot reach the Kubernetes API: kubeconfig {str(path)!r}{problem}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["simulate", "--trace", "t.csv"], id="simulate"),
+        pytest.param(["benchmark", "traces", "--results", "r"], id="benchmark-traces"),
+    ],
+)
+@pytest.mark.parametrize(
+    "option, value, problem",
+    [
+        pytest.param("--param", "a=[1", "'a=[1': the value cannot be read as YAML (expected ',' or ']', but got '<stream end>')", id="broken"),
+        pytest.param("--setting", "executors.max=!!python/name:os.system", "'executors.max=!!python/name:os.system': the value cannot be read as YAML "
+                     "(could not determine a constructor for the tag 'tag:yaml.org,2002:python/name:os.system')", id="python-tag"),
+        pytest.param("--param", "a={b: 1, b: 2}", "'a={b: 1, b: 2}': the value cannot be read as YAML (found duplicate key 'b' (first on line 1))", id="duplicate-key"),
+    ],
+)
+def test_a_param_or_setting_that_is_not_yaml_is_a_usage_error(capsys, argv, option, value, problem):
+    # was a yaml error's traceback, once the command had begun
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args([*argv, option, value])
+    assert info.value.code == 2
+    assert f"argument {option}: {problem}" in capsys.readouterr().err
+
+
+def test_a_param_value_is_read_as_yaml():
+    args = build_parser().parse_args(["simulate", "--trace", "t.csv", "--param", "hindsight=7d", "--param", "levels=[1, 2]", "--setting", "dry_run="])
+    assert (args.param, args.setting) == ([("hindsight", "7d"), ("levels", [1, 2])], [("dry_run", "")])
+
+
+HEADER = '{"format": "spark-autoscaler-metrics", "version": 1}\n'
+
+
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        # were AttributeError, KeyError and ValueError tracebacks, the last from the render itself
+        pytest.param("[1, 2]\n", ', line 1: not a spark-autoscaler-metrics v1 recording (expected the header {"format"', id="header-not-an-object"),
+        pytest.param(HEADER + '{"x": 1}\n', ", line 2: expected a scrape {\"t\": <unix seconds>, \"samples\": [[name, {labels}, value], ...]} (KeyError: 't')", id="row-without-t"),
+        pytest.param(HEADER + '{"t": 1, "samples": []}\n\n{"t": 2, "samples": 5}\n', ", line 4: expected a scrape", id="samples-not-a-list"),
+        pytest.param(HEADER + '{"t": "NaN", "samples": []}\n', ", line 2: expected a scrape", id="time-not-finite"),
+        pytest.param(HEADER, ": a header and no scrapes", id="header-only"),
+        pytest.param(b"\xff\xfe", ": not UTF-8 text (invalid start byte at byte 0)", id="not-utf-8"),
+    ],
+)
+def test_a_recording_that_cannot_be_drawn_is_named_with_its_line(tmp_path, capsys, content, problem):
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    assert main(["dashboard", "render", "--recording", str(path), "--output", str(tmp_path / "d.png")]) == 2
+    assert f"--recording: {path}{problem}" in capsys.readouterr().err
+    assert not (tmp_path / "d.png").exists()
+
+
+@pytest.mark.parametrize("url", ["notaurl", "http://", "ftp://prometheus", "http://prometheus:99999"])
+def test_a_prometheus_that_is_no_http_url_is_a_usage_error(tmp_path, capsys, url):
+    # urllib's "unknown url type" was a ValueError traceback after the render began
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args(["dashboard", "render", "--prometheus", url, "--output", str(tmp_path / "d.png")])
+    assert info.value.code == 2
+    assert f"argument --prometheus: {url!r} is not an http:// or https:// URL with a host" in capsys.readouterr().err
+
+
+def test_what_the_recorder_writes_loads_in_time_order(tmp_path):
+    from prometheus_client import CollectorRegistry, Gauge
+
+    from autoscaler.tools.dashboard.recording import MetricsRecorder, Recording
+
+    registry = CollectorRegistry()
+    Gauge("executors", "", ["q"], registry=registry).labels(q="a").set(3)
+    recorder = MetricsRecorder(registry, tmp_path / "run.jsonl")
+    recorder.write(20.0)
+    recorder.write(10.0)
+    recorder.close()
+    rec = Recording.load(tmp_path / "run.jsonl")
+    assert rec.times == [10.0, 20.0] and rec.scrapes[0] == {("executors", frozenset({("q", "a")})): 3.0}
+
+
+def test_a_reader_of_stdout_gone_ends_the_command_quietly_as_sigpipe_would():
+    import os
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # `| head -1` having read its line and gone: every write is EPIPE
+    try:
+        done = subprocess.run([sys.executable, "-m", "autoscaler", "settings-doc"], stdout=write, stderr=subprocess.PIPE, text=True,
+                              timeout=60, cwd=Path(__file__).parents[2])
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")  # was a BrokenPipeError traceback, twice, and exit code 120
+
+
+def test_an_output_that_cannot_be_written_is_named(capsys):
+    # /dev/full opens (the option's check passes) and every write fails: was an OSError traceback
+    assert main(["settings-doc", "--output", "/dev/full"]) == 2
+    assert "--output '/dev/full': cannot be written: No space left on device" in capsys.readouterr().err
+
+
+def test_an_output_is_written_whole_or_not_at_all(tmp_path, monkeypatch, capsys):
+    import os
+
+    out = tmp_path / "settings.md"
+    out.write_text("the old reference\n")
+
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full_disk)  # the new text was written beside it; the disk filled as it was renamed
+    assert main(["settings-doc", "--output", str(out)]) == 2
+    assert f"--output {str(out)!r}: cannot be written: No space left on device" in capsys.readouterr().err
+    assert out.read_text() == "the old reference\n" and [p.name for p in tmp_path.iterdir()] == ["settings.md"]
+
+
+@pytest.mark.parametrize(
+    "key, content, problem",
+    [
+        pytest.param("token_file", b"# ours\na b c\n", "line 2: expected `TOKEN` or `NAME TOKEN`", id="bad-line"),
+        pytest.param("token_files", b"\xca\xfe\n", "is not UTF-8 text (invalid continuation byte)", id="not-utf-8"),
+    ],
+)
+def test_run_check_reads_the_token_files_as_the_api_will(tmp_path, capsys, key, content, problem):
+    # --check passed these; the daemon then stopped at start with the same problem
+    tokens = tmp_path / "tokens"
+    tokens.write_bytes(content)
+    config = tmp_path / "autoscaler.yaml"
+    config.write_text(f"http: {{{key}: {'[tokens]' if key == 'token_files' else 'tokens'}}}\n")
+    assert main(["run", "--check", "--pipelines", PIPELINES, "--config", str(config)]) == 2
+    where = "http.token_files.0" if key == "token_files" else "http.token_file"
+    assert f"{where}: token file {str(tokens.resolve())!r} {problem}" in capsys.readouterr().err
+
+
+def test_token_files_are_not_read_when_the_http_server_is_off(tmp_path):
+    from autoscaler.app.compose import configure
+
+    (tmp_path / "tokens").write_text("a b c\n")
+    settings = configure(None, {"http.enabled": False, "http.token_file": str(tmp_path / "tokens")}, environ={})
+    assert settings.http.token_file == tmp_path / "tokens"
+
+
+@pytest.mark.parametrize(
+    "args, problem",
+    [
+        pytest.param(["--policies", "nosuch"], "unknown policy 'nosuch'", id="unknown-policy"),
+        pytest.param(["--policies", "default", "--param", "target_utilization=2"], "target_utilization", id="bad-param"),
+        pytest.param(["--compare-to", "/nonexistent"], "--compare-to: '/nonexistent' is not a directory of results", id="no-comparison"),
+    ],
+)
+def test_benchmark_traces_refused_leaves_no_results_directory(tmp_path, capsys, args, problem):
+    trace = tmp_path / "small.csv"
+    trace.write_text("timestamp,value\n2024-03-01 00:00:00,10\n2024-03-01 00:05:00,12\n")
+    results = tmp_path / "results" / "deeper"
+    assert main(["benchmark", "traces", "--results", str(results), "--traces", str(trace), *args]) == 2
+    assert problem in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()  # was created before the refusal
