@@ -3,27 +3,17 @@ never a Python traceback (a sweep of bad inputs found these)."""
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import pytest
-import structlog
 
 from autoscaler.cli import build_parser, main
 
 PIPELINES = str(Path(__file__).parents[1] / "integration" / "sample_pipelines.py")
 
 
-@pytest.fixture(autouse=True)
-def restore_logging():
-    """`run` and `operator` configure the process's logging onto the stdout pytest captured for
-    the test; later tests must not write to it (as in test_logs)."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    structlog.reset_defaults()
+# `run` and `operator` configure the process's logging onto the stdout pytest captured for the test
+pytestmark = pytest.mark.usefixtures("restore_logging")
 
 
 @pytest.mark.parametrize("command", ["run", "demo"])

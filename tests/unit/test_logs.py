@@ -7,20 +7,7 @@ import io
 import json
 import logging
 
-import pytest
-import structlog
-
 from autoscaler.runtime.logs import configure_logging
-
-
-@pytest.fixture
-def restore_logging():
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    structlog.reset_defaults()
 
 
 def fail_with_a_secret_local() -> None:
