@@ -41,3 +41,19 @@ def test_a_failed_replace_keeps_the_old_file_and_removes_the_temporary_one(tmp_p
     with pytest.raises(OSError, match="No space left"):
         write_whole(path, "new")
     assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_the_file_gets_the_mode_a_plain_write_would_give(tmp_path: Path) -> None:
+    # before: every file 0600, the temporary file's (a plot written for a web server unreadable to it)
+    old_umask = os.umask(0o027)  # not the common 0o022: the umask is read, not assumed
+    try:
+        new = tmp_path / "plot.json"
+        write_whole(new, "{}")
+        assert new.stat().st_mode & 0o777 == 0o640
+        kept = tmp_path / "state.json"
+        kept.write_text("old")
+        kept.chmod(0o600)  # an operator's own choice for an existing file is kept
+        write_whole(kept, "new", durable=True)
+        assert kept.stat().st_mode & 0o777 == 0o600 and kept.read_text() == "new"
+    finally:
+        os.umask(old_umask)
