@@ -197,3 +197,12 @@ def test_benchmark_traces_refused_leaves_no_results_directory(tmp_path, capsys, 
     assert main(["benchmark", "traces", "--results", str(results), "--traces", str(trace), *args]) == 2
     assert problem in capsys.readouterr().err
     assert not (tmp_path / "results").exists()  # was created before the refusal
+
+
+def test_simulate_refuses_a_trace_with_a_row_a_year_after_the_rest(tmp_path, capsys):
+    # was a year of 10-second ticks simulated without a word (--days keeps a regression quick: it refuses at load)
+    trace = tmp_path / "gap.csv"
+    trace.write_text("timestamp,value\n2015-01-01 00:00:00,1\n2015-01-01 00:05:00,2\n2015-01-01 00:10:00,3\n2016-01-01 00:10:00,3\n")
+    assert main(["simulate", "--trace", str(trace), "--policy", "static", "--days", "0.01"]) == 2
+    err = capsys.readouterr().err
+    assert f"spark-autoscaler: error: trace {str(trace)!r}: line 5: timestamp 2016-01-01 00:10:00 is 365 days after 2015-01-01 00:10:00 on line 4" in err

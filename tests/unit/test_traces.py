@@ -97,6 +97,67 @@ def test_both_ec2_traces_with_a_daylight_saving_change_load():
         assert trace.step_seconds == 300
 
 
+def rows_at(*stamps):
+    return "timestamp,value\n" + "".join(f"{ts},1\n" for ts in stamps)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        # the probe: three rows, then one a year on (a year typed wrong); the median gap is the
+        # middle of (5 min, 1 day 5 min, 1 year), 86700 s: the year is 364 of those and over a day
+        pytest.param(
+            rows_at("2015-01-01 00:00:00", "2015-01-01 00:05:00", "2015-01-02 00:10:00", "2016-01-02 00:10:00"),
+            "line 5: timestamp 2016-01-02 00:10:00 is 365 days after 2015-01-02 00:10:00 on line 4, over 100 steps of 86700 s",
+            id="a-year-after-the-rest",
+        ),
+        # 5-minute steps: 100 steps are 8.3 hours, so the day is the bound; 1 day 5 min is over it
+        pytest.param(
+            rows_at("2015-01-01 00:00:00", "2015-01-01 00:05:00", "2015-01-01 00:10:00", "2015-01-02 00:15:00", "2015-01-02 00:20:00"),
+            "line 5: timestamp 2015-01-02 00:15:00 is 1.003 days after 2015-01-01 00:10:00 on line 4",
+            id="a-day-and-a-step-in-five-minute-steps",
+        ),
+    ],
+)
+def test_a_gap_over_100_steps_and_a_day_is_refused_naming_the_line_and_both_timestamps(tmp_path, text, message):
+    with pytest.raises(TraceError, match=re.escape(message)):
+        load_trace(write(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    "stamps",
+    [
+        # 23 hours in a 5-minute trace: 276 steps, but under a day
+        pytest.param(["2015-01-01 00:00:00", "2015-01-01 00:05:00", "2015-01-01 00:10:00", "2015-01-01 23:10:00"], id="under-a-day"),
+        # daily steps: 99 days is under 100 steps, though far over a day
+        pytest.param(["2015-01-01", "2015-01-02", "2015-01-03", "2015-04-12"], id="under-100-steps"),
+        # a second in a trace of millisecond steps: 1000 steps, but nothing near a day
+        pytest.param(["2015-01-01 00:00:00.000", "2015-01-01 00:00:00.001", "2015-01-01 00:00:00.002", "2015-01-01 00:00:01.002"], id="sub-second"),
+    ],
+)
+def test_a_gap_under_either_bound_is_read_as_it_is(tmp_path, stamps):
+    assert len(load_trace(write(tmp_path, rows_at(*stamps))).values) == 4
+
+
+def test_every_shared_trace_loads_with_its_gaps_far_under_the_bound():
+    """The shared traces' largest gaps (module docstring): EC2 network 12.8 steps, EC2 disk 12.2, ELB 2.0."""
+    import warnings
+    from pathlib import Path
+
+    from autoscaler.tools.traces import GAP_STEPS
+
+    shared = Path(__file__).parents[3] / "shared" / "traces"
+    paths = sorted(shared.glob("*.csv"))
+    if not paths:
+        pytest.skip("the shared traces are not on this machine")
+    for path in paths:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TraceOrderWarning)
+            trace = load_trace(path)
+        largest = max((b - a).total_seconds() for a, b in zip(trace.timestamps, trace.timestamps[1:]))
+        assert largest / trace.step_seconds < GAP_STEPS / 5, path.name
+
+
 def test_missing_trace(tmp_path):
     with pytest.raises(TraceError, match="does not exist"):
         load_trace(tmp_path / "nope.csv")
