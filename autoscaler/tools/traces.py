@@ -247,17 +247,28 @@ def prefixed(profile: RateProfile, seconds: float, rate: float) -> RateProfile:
     return RateProfile((0.0, *(seconds + s for s in profile.starts)), (rate, *profile.rates))
 
 
+# The most phases (compressed steps) a replay may have. The profile is handed to the Spark source
+# as text (``RateProfile.encode``, about 34 bytes a phase) and travels with the source's reader to
+# the Python workers that generate rows; 10,000 phases are about 340 KB and take 16 ms to build.
+# The demo's default (180 s of 30-minute steps at 150 s a day) has 58; a 5-minute trace at 150 s a
+# day reaches 10,000 after 86 minutes. A sub-second trace or a tiny seconds-per-day asked for
+# billions, built one by one before anything was checked (the demo hung).
+MAX_PHASES = 10_000
+
+
 def compress_trace(
     trace: Trace, *, seconds_per_day: float, peak_rate: float, duration: float, start_hour: float = 0.0, start: datetime | None = None
 ) -> RateProfile:
     """Replay ``trace`` so that one day passes in ``seconds_per_day``, scaled so its peak is ``peak_rate``.
 
     Starts at the first point at or after ``start`` (else at or after ``start_hour`` o'clock on
-    the first day) and covers ``duration`` compressed seconds; the rate is 0 afterwards.
+    the first day) and covers ``duration`` compressed seconds; the rate is 0 afterwards. More
+    than ``MAX_PHASES`` compressed steps are refused (TraceError) before any is built.
     """
     if seconds_per_day <= 0 or peak_rate <= 0 or duration <= 0:
         raise ValueError("seconds_per_day, peak_rate and duration must be > 0")
     step = trace.step_seconds * seconds_per_day / 86400.0
+    _refuse_too_many_phases(trace, step=step, seconds_per_day=seconds_per_day, duration=duration)
     if start is not None:
         first = bisect.bisect_left(trace.timestamps, start)
         if first >= len(trace.timestamps):
@@ -273,3 +284,17 @@ def compress_trace(
         if length > 0:
             phases.append((length, scale_to_peak(value, peak, peak_rate)))
     return RateProfile.steps(phases)
+
+
+def _refuse_too_many_phases(trace: Trace, *, step: float, seconds_per_day: float, duration: float) -> None:
+    """More than MAX_PHASES steps of ``step`` compressed seconds in ``duration``: refused, with the
+    seconds per day that would fit (a step that underflows to 0 s is infinitely many)."""
+    phases = duration / step if step > 0 else math.inf
+    if phases <= MAX_PHASES:
+        return
+    fits = duration * 86400.0 / (trace.step_seconds * MAX_PHASES)
+    raise TraceError(
+        f"trace {trace.name!r}: its step of {trace.step_seconds:g} s lasts {step:.3g} s at {seconds_per_day:g} seconds per day, "
+        f"so {duration:g} s of replay would be {phases:.3g} steps, over the {MAX_PHASES:,} a replay may have; "
+        f"give a day at least {fits:.3g} seconds, or replay a shorter duration"
+    )

@@ -232,6 +232,45 @@ def test_compressing_a_day_of_taxi_demand(tmp_path):
     assert p.rate_at(48.5) == 0
 
 
+def steps_of(tmp_path, seconds, count):
+    from datetime import datetime, timedelta
+
+    t0 = datetime(2015, 1, 1)
+    return load_trace(write(tmp_path, rows_at(*(t0 + timedelta(seconds=k * seconds) for k in range(count)))))
+
+
+@pytest.mark.parametrize(
+    "step, seconds_per_day, duration, message",
+    [
+        # real time (a day a day), a 1-second step: 10,001 s are 10,001 phases, one over
+        pytest.param(1, 86400, 10_001, "its step of 1 s lasts 1 s at 86400 seconds per day, so 10001 s of replay would be 1e+04 steps, "
+                     "over the 10,000 a replay may have; give a day at least 8.64e+04 seconds", id="one-over"),
+        # a 5-minute trace (AAPL) at 1 s a day: a step lasts 3.47 ms, 180 s are 51,840 of them
+        pytest.param(300, 1, 180, "its step of 300 s lasts 0.00347 s at 1 seconds per day, so 180 s of replay would be 5.18e+04 steps, "
+                     "over the 10,000 a replay may have; give a day at least 5.18 seconds", id="tiny-seconds-per-day"),
+        # microsecond timestamps at the demo's 150 s a day: a step lasts 1.7 ns (the probe asked for 5.8e8 in 1 s)
+        pytest.param(1e-6, 150, 0.0002, "its step of 1e-06 s lasts 1.74e-09 s at 150 seconds per day, so 0.0002 s of replay would be "
+                     "1.15e+05 steps", id="microsecond-steps"),
+    ],
+)
+def test_a_compression_into_more_phases_than_a_replay_may_have_is_refused_before_any_is_built(tmp_path, step, seconds_per_day, duration, message):
+    trace = steps_of(tmp_path, step, 4)
+    with pytest.raises(TraceError, match=re.escape(f"trace 't': {message}")):
+        compress_trace(trace, seconds_per_day=seconds_per_day, peak_rate=100, duration=duration)
+
+
+def test_a_compression_into_as_many_phases_as_a_replay_may_have_is_built(tmp_path):
+    trace = steps_of(tmp_path, 1, 4)
+    profile = compress_trace(trace, seconds_per_day=86400, peak_rate=100, duration=10_000)
+    assert len(profile.rates) == 10_000 + 1  # and the 0 after the last
+
+
+def test_a_seconds_per_day_so_small_a_step_underflows_to_zero_is_refused(tmp_path):
+    # 1e-6 s x 1e-320 / 86400 is 0.0 in floats: was a ZeroDivisionError
+    with pytest.raises(TraceError, match=re.escape("would be inf steps")):
+        compress_trace(steps_of(tmp_path, 1e-6, 4), seconds_per_day=1e-320, peak_rate=100, duration=1)
+
+
 def test_prefixed_profile_delays_the_trace_by_a_constant_phase():
     from autoscaler.tools.traces import prefixed
 
