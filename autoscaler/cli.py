@@ -364,7 +364,7 @@ def _demo_parser(sub: Any) -> None:
     demo.add_argument("--trace", type=Path, metavar="CSV",
                       help="trace with a 'timestamp,value' header (default: ../shared/traces/nyc_taxi.csv, else the bundled copy)")
     demo.add_argument("--seconds-per-day", type=_positive_float, default=150.0, metavar="SECONDS",
-                      help="how long one day of the trace lasts in the demo")
+                      help="how long one day of the trace lasts in the demo (--duration may hold at most 10,000 of the trace's steps)")
     demo.add_argument("--peak-rate", type=_positive_float, default=2800.0, metavar="ROWS",
                       help="rows per second at the trace's busiest moment")
     demo.add_argument("--max-executors", type=_positive_int, default=6, metavar="N",
@@ -806,13 +806,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from autoscaler.app.signals import StopSignals
-    from autoscaler.tools.demo.run import DemoOptions, run_demo
+    from autoscaler.tools.demo.run import DemoOptions, demo_profile, run_demo
     from autoscaler.tools.traces import TraceError
 
     if args.workdir is not None and (problem := _writable_dir(args.workdir, "--workdir")):
         return _fail(problem)
-    signals = StopSignals()  # Ctrl-C and SIGTERM interrupt the start-up, then stop at a batch boundary
-    signals.install(graceful=False)
     options = DemoOptions(
         mode=args.mode,
         duration=args.duration,
@@ -827,6 +825,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         http=not args.no_http,
         record=args.record,
     )
+    try:
+        demo_profile(options)  # a trace, or a compression of it, the demo cannot replay is told before Spark starts
+    except TraceError as exc:
+        return _fail(str(exc))
+    signals = StopSignals()  # Ctrl-C and SIGTERM interrupt the start-up, then stop at a batch boundary
+    signals.install(graceful=False)
     from autoscaler.ops.server import HttpServerError
 
     try:

@@ -8,6 +8,15 @@ it), and a trace exported twice reads as once. A warning on stderr says once per
 rows were merged and where the first was. The two EC2 traces of ``../shared/traces`` were exported
 in local time: at the spring-forward change the twelve rows of the missing hour all say
 ``03:00:00``; they become one step, the mean of the twelve.
+
+**A gap far longer than the trace's step** is refused, as a date typed wrong (a year off in an
+export) would otherwise be replayed as months of the value before it: a gap between consecutive
+rows over both ``GAP_STEPS`` (100) times the trace's step (the median gap) and ``GAP_SECONDS`` (a
+day). The error names the line and both timestamps; fix the date or split the trace there. Both
+bounds must be passed: 100 steps of a sub-second trace are seconds (not worth refusing), a day of
+a 5-minute trace is 288 steps. A shared trace (``../shared/traces``) has a gap of 12.8 steps at
+most (EC2 network in, 01:56 to 03:00 at the spring-forward change; EC2 disk 12.2, ELB 2.0, the
+others 1.0), far under either bound.
 """
 
 from __future__ import annotations
@@ -35,6 +44,16 @@ class TraceOrderWarning(UserWarning):
     """A trace's timestamps did not increase everywhere; they were read by order (module docstring)."""
 
 
+GAP_STEPS = 100  # a gap between two rows is refused over this many steps and GAP_SECONDS (module docstring)
+GAP_SECONDS = 86400.0
+
+
+def median_gap_seconds(stamps: Sequence[datetime]) -> float:
+    """The median gap between consecutive timestamps (a trace's step); 60 s for a single row."""
+    gaps = sorted((b - a).total_seconds() for a, b in pairwise(stamps))
+    return gaps[len(gaps) // 2] if gaps else 60.0
+
+
 @dataclass(frozen=True)
 class Trace:
     name: str
@@ -44,8 +63,7 @@ class Trace:
     @cached_property  # sorts every gap: computed once per trace (the CLI and the workload both ask)
     def step_seconds(self) -> float:
         """The trace's regular step (median gap between points)."""
-        gaps = sorted((b - a).total_seconds() for a, b in pairwise(self.timestamps))
-        return gaps[len(gaps) // 2] if gaps else 60.0
+        return median_gap_seconds(self.timestamps)
 
     @cached_property
     def span_seconds(self) -> float:
@@ -74,6 +92,7 @@ def load_trace(path: str | Path) -> Trace:
 
 def _read_rows(name: str, reader: Iterator[list[str]]) -> tuple[list[datetime], list[float]]:
     stamps: list[datetime] = []
+    lines: list[int] = []  # the file line of each step's first row, for the gap check's message
     values: list[float] = []
     merged: list[list[float]] = []  # the rows of each step
     moved = 0
@@ -106,8 +125,10 @@ def _read_rows(name: str, reader: Iterator[list[str]]) -> tuple[list[datetime], 
             first = first or line
             continue
         stamps.append(ts)
+        lines.append(line)
         values.append(value)
         merged.append([value])
+    _refuse_far_gap(name, stamps, lines)
     if moved:
         warnings.warn(
             f"trace {name!r}: {moved} row(s) with a timestamp not after the previous row's, the first on line {first}; "
@@ -117,6 +138,21 @@ def _read_rows(name: str, reader: Iterator[list[str]]) -> tuple[list[datetime], 
         )
         values = [sum(group) / len(group) for group in merged]
     return stamps, values
+
+
+def _refuse_far_gap(name: str, stamps: Sequence[datetime], lines: Sequence[int]) -> None:
+    """A gap over GAP_STEPS steps and GAP_SECONDS is refused (module docstring): the first one,
+    named by line and both timestamps."""
+    step = median_gap_seconds(stamps)
+    limit = max(GAP_STEPS * step, GAP_SECONDS)
+    for i, (a, b) in enumerate(pairwise(stamps)):
+        gap = (b - a).total_seconds()
+        if gap > limit:
+            raise TraceError(
+                f"trace {name!r}: line {lines[i + 1]}: timestamp {b} is {gap / 86400:.4g} days after {a} on line {lines[i]}, "
+                f"over {GAP_STEPS} steps of {step:g} s and over a day; a date typed wrong? "
+                "Fix it, or split the trace at the gap"
+            )
 
 
 @dataclass(frozen=True)
@@ -211,17 +247,28 @@ def prefixed(profile: RateProfile, seconds: float, rate: float) -> RateProfile:
     return RateProfile((0.0, *(seconds + s for s in profile.starts)), (rate, *profile.rates))
 
 
+# The most phases (compressed steps) a replay may have. The profile is handed to the Spark source
+# as text (``RateProfile.encode``, about 34 bytes a phase) and travels with the source's reader to
+# the Python workers that generate rows; 10,000 phases are about 340 KB and take 16 ms to build.
+# The demo's default (180 s of 30-minute steps at 150 s a day) has 58; a 5-minute trace at 150 s a
+# day reaches 10,000 after 86 minutes. A sub-second trace or a tiny seconds-per-day asked for
+# billions, built one by one before anything was checked (the demo hung).
+MAX_PHASES = 10_000
+
+
 def compress_trace(
     trace: Trace, *, seconds_per_day: float, peak_rate: float, duration: float, start_hour: float = 0.0, start: datetime | None = None
 ) -> RateProfile:
     """Replay ``trace`` so that one day passes in ``seconds_per_day``, scaled so its peak is ``peak_rate``.
 
     Starts at the first point at or after ``start`` (else at or after ``start_hour`` o'clock on
-    the first day) and covers ``duration`` compressed seconds; the rate is 0 afterwards.
+    the first day) and covers ``duration`` compressed seconds; the rate is 0 afterwards. More
+    than ``MAX_PHASES`` compressed steps are refused (TraceError) before any is built.
     """
     if seconds_per_day <= 0 or peak_rate <= 0 or duration <= 0:
         raise ValueError("seconds_per_day, peak_rate and duration must be > 0")
     step = trace.step_seconds * seconds_per_day / 86400.0
+    _refuse_too_many_phases(trace, step=step, seconds_per_day=seconds_per_day, duration=duration)
     if start is not None:
         first = bisect.bisect_left(trace.timestamps, start)
         if first >= len(trace.timestamps):
@@ -237,3 +284,17 @@ def compress_trace(
         if length > 0:
             phases.append((length, scale_to_peak(value, peak, peak_rate)))
     return RateProfile.steps(phases)
+
+
+def _refuse_too_many_phases(trace: Trace, *, step: float, seconds_per_day: float, duration: float) -> None:
+    """More than MAX_PHASES steps of ``step`` compressed seconds in ``duration``: refused, with the
+    seconds per day that would fit (a step that underflows to 0 s is infinitely many)."""
+    phases = duration / step if step > 0 else math.inf
+    if phases <= MAX_PHASES:
+        return
+    fits = duration * 86400.0 / (trace.step_seconds * MAX_PHASES)
+    raise TraceError(
+        f"trace {trace.name!r}: its step of {trace.step_seconds:g} s lasts {step:.3g} s at {seconds_per_day:g} seconds per day, "
+        f"so {duration:g} s of replay would be {phases:.3g} steps, over the {MAX_PHASES:,} a replay may have; "
+        f"give a day at least {fits:.3g} seconds, or replay a shorter duration"
+    )

@@ -197,3 +197,27 @@ def test_benchmark_traces_refused_leaves_no_results_directory(tmp_path, capsys, 
     assert main(["benchmark", "traces", "--results", str(results), "--traces", str(trace), *args]) == 2
     assert problem in capsys.readouterr().err
     assert not (tmp_path / "results").exists()  # was created before the refusal
+
+
+def test_simulate_refuses_a_trace_with_a_row_a_year_after_the_rest(tmp_path, capsys):
+    # was a year of 10-second ticks simulated without a word (--days keeps a regression quick: it refuses at load)
+    trace = tmp_path / "gap.csv"
+    trace.write_text("timestamp,value\n2015-01-01 00:00:00,1\n2015-01-01 00:05:00,2\n2015-01-01 00:10:00,3\n2016-01-01 00:10:00,3\n")
+    assert main(["simulate", "--trace", str(trace), "--policy", "static", "--days", "0.01"]) == 2
+    err = capsys.readouterr().err
+    assert f"spark-autoscaler: error: trace {str(trace)!r}: line 5: timestamp 2016-01-01 00:10:00 is 365 days after 2015-01-01 00:10:00 on line 4" in err
+
+
+def test_demo_refuses_a_trace_it_would_compress_into_too_many_phases_before_spark_starts(tmp_path, monkeypatch, capsys):
+    # microsecond timestamps at 150 s a day: a 1-second demo built 5.8e8 phases and hung
+    def start_spark(*args, **kwargs):
+        raise AssertionError("the demo went on to start Spark")
+
+    monkeypatch.setattr("autoscaler.tools.demo.run.run_demo", start_spark)
+    trace = tmp_path / "us.csv"
+    trace.write_text("timestamp,value\n2015-01-01 00:00:00,1\n2015-01-01 00:00:00.000001,2\n2015-01-01 00:00:00.000002,3\n")
+    assert main(["demo", "--trace", str(trace), "--duration", "1", "--no-http"]) == 2
+    assert (
+        "spark-autoscaler: error: trace 'us': its step of 1e-06 s lasts 1.74e-09 s at 150 seconds per day, so 1 s of replay would be "
+        "5.76e+08 steps, over the 10,000 a replay may have; give a day at least 8.64e+06 seconds, or replay a shorter duration"
+    ) in capsys.readouterr().err

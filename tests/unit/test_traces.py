@@ -97,6 +97,67 @@ def test_both_ec2_traces_with_a_daylight_saving_change_load():
         assert trace.step_seconds == 300
 
 
+def rows_at(*stamps):
+    return "timestamp,value\n" + "".join(f"{ts},1\n" for ts in stamps)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        # the probe: three rows, then one a year on (a year typed wrong); the median gap is the
+        # middle of (5 min, 1 day 5 min, 1 year), 86700 s: the year is 364 of those and over a day
+        pytest.param(
+            rows_at("2015-01-01 00:00:00", "2015-01-01 00:05:00", "2015-01-02 00:10:00", "2016-01-02 00:10:00"),
+            "line 5: timestamp 2016-01-02 00:10:00 is 365 days after 2015-01-02 00:10:00 on line 4, over 100 steps of 86700 s",
+            id="a-year-after-the-rest",
+        ),
+        # 5-minute steps: 100 steps are 8.3 hours, so the day is the bound; 1 day 5 min is over it
+        pytest.param(
+            rows_at("2015-01-01 00:00:00", "2015-01-01 00:05:00", "2015-01-01 00:10:00", "2015-01-02 00:15:00", "2015-01-02 00:20:00"),
+            "line 5: timestamp 2015-01-02 00:15:00 is 1.003 days after 2015-01-01 00:10:00 on line 4",
+            id="a-day-and-a-step-in-five-minute-steps",
+        ),
+    ],
+)
+def test_a_gap_over_100_steps_and_a_day_is_refused_naming_the_line_and_both_timestamps(tmp_path, text, message):
+    with pytest.raises(TraceError, match=re.escape(message)):
+        load_trace(write(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    "stamps",
+    [
+        # 23 hours in a 5-minute trace: 276 steps, but under a day
+        pytest.param(["2015-01-01 00:00:00", "2015-01-01 00:05:00", "2015-01-01 00:10:00", "2015-01-01 23:10:00"], id="under-a-day"),
+        # daily steps: 99 days is under 100 steps, though far over a day
+        pytest.param(["2015-01-01", "2015-01-02", "2015-01-03", "2015-04-12"], id="under-100-steps"),
+        # a second in a trace of millisecond steps: 1000 steps, but nothing near a day
+        pytest.param(["2015-01-01 00:00:00.000", "2015-01-01 00:00:00.001", "2015-01-01 00:00:00.002", "2015-01-01 00:00:01.002"], id="sub-second"),
+    ],
+)
+def test_a_gap_under_either_bound_is_read_as_it_is(tmp_path, stamps):
+    assert len(load_trace(write(tmp_path, rows_at(*stamps))).values) == 4
+
+
+def test_every_shared_trace_loads_with_its_gaps_far_under_the_bound():
+    """The shared traces' largest gaps (module docstring): EC2 network 12.8 steps, EC2 disk 12.2, ELB 2.0."""
+    import warnings
+    from pathlib import Path
+
+    from autoscaler.tools.traces import GAP_STEPS
+
+    shared = Path(__file__).parents[3] / "shared" / "traces"
+    paths = sorted(shared.glob("*.csv"))
+    if not paths:
+        pytest.skip("the shared traces are not on this machine")
+    for path in paths:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TraceOrderWarning)
+            trace = load_trace(path)
+        largest = max((b - a).total_seconds() for a, b in zip(trace.timestamps, trace.timestamps[1:]))
+        assert largest / trace.step_seconds < GAP_STEPS / 5, path.name
+
+
 def test_missing_trace(tmp_path):
     with pytest.raises(TraceError, match="does not exist"):
         load_trace(tmp_path / "nope.csv")
@@ -169,6 +230,45 @@ def test_compressing_a_day_of_taxi_demand(tmp_path):
     assert p.rate_at(0) == pytest.approx(2000 * 130 / 330)  # 3 a.m. value scaled by the window's peak (23 h -> 330)
     assert max(p.rates) == pytest.approx(2000)
     assert p.rate_at(48.5) == 0
+
+
+def steps_of(tmp_path, seconds, count):
+    from datetime import datetime, timedelta
+
+    t0 = datetime(2015, 1, 1)
+    return load_trace(write(tmp_path, rows_at(*(t0 + timedelta(seconds=k * seconds) for k in range(count)))))
+
+
+@pytest.mark.parametrize(
+    "step, seconds_per_day, duration, message",
+    [
+        # real time (a day a day), a 1-second step: 10,001 s are 10,001 phases, one over
+        pytest.param(1, 86400, 10_001, "its step of 1 s lasts 1 s at 86400 seconds per day, so 10001 s of replay would be 1e+04 steps, "
+                     "over the 10,000 a replay may have; give a day at least 8.64e+04 seconds", id="one-over"),
+        # a 5-minute trace (AAPL) at 1 s a day: a step lasts 3.47 ms, 180 s are 51,840 of them
+        pytest.param(300, 1, 180, "its step of 300 s lasts 0.00347 s at 1 seconds per day, so 180 s of replay would be 5.18e+04 steps, "
+                     "over the 10,000 a replay may have; give a day at least 5.18 seconds", id="tiny-seconds-per-day"),
+        # microsecond timestamps at the demo's 150 s a day: a step lasts 1.7 ns (the probe asked for 5.8e8 in 1 s)
+        pytest.param(1e-6, 150, 0.0002, "its step of 1e-06 s lasts 1.74e-09 s at 150 seconds per day, so 0.0002 s of replay would be "
+                     "1.15e+05 steps", id="microsecond-steps"),
+    ],
+)
+def test_a_compression_into_more_phases_than_a_replay_may_have_is_refused_before_any_is_built(tmp_path, step, seconds_per_day, duration, message):
+    trace = steps_of(tmp_path, step, 4)
+    with pytest.raises(TraceError, match=re.escape(f"trace 't': {message}")):
+        compress_trace(trace, seconds_per_day=seconds_per_day, peak_rate=100, duration=duration)
+
+
+def test_a_compression_into_as_many_phases_as_a_replay_may_have_is_built(tmp_path):
+    trace = steps_of(tmp_path, 1, 4)
+    profile = compress_trace(trace, seconds_per_day=86400, peak_rate=100, duration=10_000)
+    assert len(profile.rates) == 10_000 + 1  # and the 0 after the last
+
+
+def test_a_seconds_per_day_so_small_a_step_underflows_to_zero_is_refused(tmp_path):
+    # 1e-6 s x 1e-320 / 86400 is 0.0 in floats: was a ZeroDivisionError
+    with pytest.raises(TraceError, match=re.escape("would be inf steps")):
+        compress_trace(steps_of(tmp_path, 1e-6, 4), seconds_per_day=1e-320, peak_rate=100, duration=1)
 
 
 def test_prefixed_profile_delays_the_trace_by_a_constant_phase():

@@ -137,14 +137,7 @@ def run_demo(options: DemoOptions, out: TextIO = sys.stdout, signals: StopSignal
     SIGINT/SIGTERM, installed by the caller; once the query runs they stop it at a batch boundary)."""
     configure_logging("console", level="WARNING", stream=sys.stderr)
     trace_path = options.trace or default_trace()
-    trace = load_trace(trace_path)
-    profile = compress_trace(
-        trace,
-        seconds_per_day=options.seconds_per_day,
-        peak_rate=options.peak_rate,
-        duration=options.duration,
-        start_hour=options.start_hour,
-    )
+    profile = demo_profile(options)
     own_dir = options.workdir is None
     workdir = Path(options.workdir or tempfile.mkdtemp(prefix="spark-autoscaler-demo-")).resolve()
     if not own_dir and (workdir / "checkpoints").exists():
@@ -165,6 +158,18 @@ def run_demo(options: DemoOptions, out: TextIO = sys.stdout, signals: StopSignal
         cluster.stop()
         if own_dir:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def demo_profile(options: DemoOptions) -> RateProfile:
+    """The load the demo replays (before the warm-up); TraceError for a trace it cannot replay.
+    The command line asks for it before anything starts, so that a problem is told at once."""
+    return compress_trace(
+        load_trace(options.trace or default_trace()),
+        seconds_per_day=options.seconds_per_day,
+        peak_rate=options.peak_rate,
+        duration=options.duration,
+        start_hour=options.start_hour,
+    )
 
 
 def demo_settings(options: DemoOptions, workdir: Path) -> Settings:

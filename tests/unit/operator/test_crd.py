@@ -194,6 +194,14 @@ def test_a_duration_the_crd_accepts_is_one_the_daemon_reads(text):
     assert problems(obj) == [] and parse_duration(text).total_seconds() > 0
 
 
+@pytest.mark.parametrize("text", ["0s", "0m0s", "0.0s", "00ms", "0d0h0m0s0ms"])
+def test_a_request_timeout_of_zero_is_refused_by_the_crd_as_the_daemon_refuses_it(text):
+    # a zero duration has no digit 1-9; the CRD took it, and the operator only found it from the daemon's settings
+    obj = {"apiVersion": "x", "kind": "SparkStreamingApp", "metadata": {}, "spec": {**BASE, "scaling": {"requestTimeout": text}}}
+    assert problems(obj) == [f"spec.scaling.requestTimeout -> {text!r} does not match '[1-9]'"]
+    assert parse_duration(text).total_seconds() == 0
+
+
 def test_the_crds_rules_each_have_their_counterpart_in_the_model():
     rules = []
 
