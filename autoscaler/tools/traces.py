@@ -16,7 +16,9 @@ day). The error names the line and both timestamps; fix the date or split the tr
 bounds must be passed: 100 steps of a sub-second trace are seconds (not worth refusing), a day of
 a 5-minute trace is 288 steps. A shared trace (``../shared/traces``) has a gap of 12.8 steps at
 most (EC2 network in, 01:56 to 03:00 at the spring-forward change; EC2 disk 12.2, ELB 2.0, the
-others 1.0), far under either bound.
+others 1.0), far under either bound. **A trace spanning more than 3650 days** (the longest
+duration the daemon takes) is refused too, naming its first and last row: the step is read from
+the trace's own gaps, so a few rows far apart pass the gap rule.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from autoscaler.core.settings import MAX_DURATION
 from autoscaler.runtime.config import file_problem
 
 
@@ -129,6 +132,7 @@ def _read_rows(name: str, reader: Iterator[list[str]]) -> tuple[list[datetime], 
         values.append(value)
         merged.append([value])
     _refuse_far_gap(name, stamps, lines)
+    _refuse_long_span(name, stamps, lines)
     if moved:
         warnings.warn(
             f"trace {name!r}: {moved} row(s) with a timestamp not after the previous row's, the first on line {first}; "
@@ -153,6 +157,17 @@ def _refuse_far_gap(name: str, stamps: Sequence[datetime], lines: Sequence[int])
                 f"over {GAP_STEPS} steps of {step:g} s and over a day; a date typed wrong? "
                 "Fix it, or split the trace at the gap"
             )
+
+
+def _refuse_long_span(name: str, stamps: Sequence[datetime], lines: Sequence[int]) -> None:
+    """A trace longer than the longest duration the daemon takes (``MAX_DURATION``, 3650 days) is
+    refused: the gap rule reads a trace's step from its own gaps, so a few rows far apart (a year
+    typed 9999) pass it, and would be replayed tick by tick for centuries."""
+    if len(stamps) >= 2 and stamps[-1] - stamps[0] > MAX_DURATION:
+        raise TraceError(
+            f"trace {name!r}: it spans {(stamps[-1] - stamps[0]).days} days, from {stamps[0]} on line {lines[0]} to "
+            f"{stamps[-1]} on line {lines[-1]}, more than {MAX_DURATION.days}; a date typed wrong?"
+        )
 
 
 @dataclass(frozen=True)
