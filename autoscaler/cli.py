@@ -826,7 +826,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         record=args.record,
     )
     try:
-        demo_profile(options)  # a trace, or a compression of it, the demo cannot replay is told before Spark starts
+        profile = demo_profile(options)  # a trace, or a compression of it, the demo cannot replay is told before Spark starts
     except TraceError as exc:
         return _fail(str(exc))
     signals = StopSignals()  # Ctrl-C and SIGTERM interrupt the start-up, then stop at a batch boundary
@@ -834,7 +834,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from autoscaler.ops.server import HttpServerError
 
     try:
-        summary = run_demo(options, signals=signals)
+        summary = run_demo(options, signals=signals, profile=profile)
     except (TraceError, HttpServerError) as exc:
         return _fail(str(exc))
     if summary is None:

@@ -132,12 +132,16 @@ def _num(v: float | None, width: int, fmt: str = ".0f", unit: str = "") -> str:
     return "-".rjust(width + len(unit)) if v is None else format(v, f"{width}{fmt}") + unit
 
 
-def run_demo(options: DemoOptions, out: TextIO = sys.stdout, signals: StopSignals | None = None) -> dict[str, Any] | None:
+def run_demo(
+    options: DemoOptions, out: TextIO = sys.stdout, signals: StopSignals | None = None, profile: RateProfile | None = None
+) -> dict[str, Any] | None:
     """Run the demo and return its summary; None when a signal stopped it early (``signals``:
-    SIGINT/SIGTERM, installed by the caller; once the query runs they stop it at a batch boundary)."""
+    SIGINT/SIGTERM, installed by the caller; once the query runs they stop it at a batch boundary).
+    ``profile``: :func:`demo_profile` of ``options`` when the caller has it already (the command
+    line checks it before anything starts), so the trace is not read twice."""
     configure_logging("console", level="WARNING", stream=sys.stderr)
     trace_path = options.trace or default_trace()
-    profile = demo_profile(options)
+    profile = profile if profile is not None else demo_profile(options)
     own_dir = options.workdir is None
     workdir = Path(options.workdir or tempfile.mkdtemp(prefix="spark-autoscaler-demo-")).resolve()
     if not own_dir and (workdir / "checkpoints").exists():
