@@ -8,8 +8,9 @@ tests build one per case around a reconciler on the fake cluster. Schema at ``/o
 * Control (bearer token; disabled with 403 when no token is configured): ``PATCH
   /api/v1/control``, ``POST /api/v1/control/pause|resume``, ``PATCH /api/v1/queries/{name}``,
   ``DELETE /api/v1/queries/{name}/request``, ``PUT /api/v1/log-level``. The token is checked
-  before a body is read, and a body longer than ``MAX_BODY_BYTES`` is refused (413) unread; a
-  body must be sent as ``application/json`` (415 otherwise).
+  before a body is read, a body longer than ``MAX_BODY_BYTES`` is refused (413) unread, one that
+  has not all arrived within ``MAX_BODY_SECONDS`` is refused (408); a body must be sent as
+  ``application/json`` (415 otherwise).
 
 Every error body is ``{"detail": [{"loc": [...], "msg": "...", "type": "..."}]}`` and ``loc``
 names the offending field (as FastAPI's own validation errors do). A change is validated as a
@@ -18,6 +19,7 @@ whole and applied atomically (:mod:`autoscaler.runtime.commands`); it takes effe
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Annotated, Any, Awaitable, Callable, Literal, Mapping, TypeAlias, TypeVar
 from urllib.parse import unquote
@@ -63,6 +65,12 @@ MAX_COUNT = 100_000
 # 500-character note and a policy's parameters, is a few KiB; the limit is there to bound what a
 # broken or hostile client makes the daemon hold, in the process that is also the Spark driver.
 MAX_BODY_BYTES = 1 << 20
+# The longest a control request's body may take to arrive once its headers have (the whole body,
+# not each read: a client trickling a byte at a time is cut off too). A real body of a few KiB
+# arrives in milliseconds, and even one of MAX_BODY_BYTES takes under 9 s at 1 Mbit/s; without a
+# bound, a client that sends headers and then part of a body holds a request open in the driver
+# for as long as it likes (a slowloris).
+MAX_BODY_SECONDS = 10.0
 
 
 # a path segment as _SegmentPaths leaves it: "%" and "/" in it still escaped, undone here
@@ -339,6 +347,7 @@ CONTROL_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 BODY_ERRORS: dict[int | str, dict[str, Any]] = {
     **CONTROL_ERRORS,
+    408: {"model": ErrorBody, "description": f"The body did not all arrive within {MAX_BODY_SECONDS:g} seconds; the rest was not read."},
     413: {"model": ErrorBody, "description": f"The body is longer than {MAX_BODY_BYTES} bytes; it was not read."},
     415: {"model": ErrorBody, "description": "The body is not sent as `Content-Type: application/json`."},
 }
@@ -364,7 +373,7 @@ def _resolve(ref: Any) -> Any:
 
 class _ControlGate:
     """ASGI middleware in front of the control routes: the token first, then the body within
-    ``MAX_BODY_BYTES``, read here and handed on to the route.
+    ``MAX_BODY_BYTES`` and ``MAX_BODY_SECONDS``, read here and handed on to the route.
 
     FastAPI reads and parses a route's body before it runs the route's dependencies, the bearer
     check among them: left to it, a client without a token could make the daemon hold a body of
@@ -385,7 +394,7 @@ class _ControlGate:
             return
         try:
             await self.authenticate(HTTPConnection(scope))
-            body = await _read_json_body(scope, receive) if route.body_field is not None else None
+            body = await _read_json_body(scope, _within(MAX_BODY_SECONDS, receive)) if route.body_field is not None else None
         except _Refused as refused:
             await refused.response(scope, receive, send)
             return
@@ -457,6 +466,22 @@ async def _read_body(headers: Headers, receive: Receive) -> bytes:
 def _too_large(what: str) -> JSONResponse:
     return _error(413, ["body"], f"{what} the {MAX_BODY_BYTES} bytes a control request may have", "body_too_large",
                   {"Connection": "close"})  # the rest of the body is not read: the connection cannot be reused
+
+
+def _within(limit: float, receive: Receive) -> Receive:
+    """A ``receive`` refused with 408 once ``limit`` seconds have passed since it was made: a
+    deadline for the whole body, not for each read. What has already arrived is still taken."""
+    deadline = asyncio.get_running_loop().time() + limit
+
+    async def timed() -> Message:
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await receive()
+        except TimeoutError:
+            raise _Refused(_error(408, ["body"], f"the body did not all arrive within the {limit:g} seconds a control request may take",
+                                  "body_timeout", {"Connection": "close"})) from None  # the rest is not read
+
+    return timed
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
