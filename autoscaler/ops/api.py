@@ -20,8 +20,9 @@ whole and applied atomically (:mod:`autoscaler.runtime.commands`); it takes effe
 from __future__ import annotations
 
 import asyncio
+import re
 from datetime import timedelta
-from typing import Annotated, Any, Awaitable, Callable, Literal, Mapping, TypeAlias, TypeVar
+from typing import Annotated, Any, Awaitable, Callable, Iterable, Literal, Mapping, TypeAlias, TypeVar
 from urllib.parse import unquote
 
 from fastapi import Depends, FastAPI, Path, Query, Request
@@ -32,10 +33,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
+from starlette._utils import get_route_path
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import HTTPConnection
-from starlette.routing import Match
+from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from autoscaler._version import __version__
@@ -371,6 +373,35 @@ def _resolve(ref: Any) -> Any:
     return ref() if callable(ref) and not isinstance(ref, (Reconciler, ReconcileLoop)) else ref
 
 
+class _ControlRoutes:
+    """Which route a request goes to when it is a control route, worked out once from the app's
+    routes so that a request is not routed twice (here, then by Starlette).
+
+    Starlette serves a request with the first route whose path and method both match. So, for each
+    method some control route takes, the routes taking that method are kept in order with their
+    path regex; the first whose path matches is the one Starlette will pick. A request of any other
+    method (``GET``: every read and every ``/metrics`` scrape) is told at one look-up.
+    """
+
+    def __init__(self, routes: Iterable[BaseRoute], is_control: Callable[[APIRoute], bool]) -> None:
+        # (path, methods (None: any), the route if a control one) of every route Starlette tries, in its order
+        marked = [(r.path_regex, r.methods, r if isinstance(r, APIRoute) and is_control(r) else None) for r in routes if isinstance(r, Route)]
+        methods = {m for _, taken, control in marked if control is not None for m in taken or ()}
+        self._by_method: dict[str, tuple[tuple[re.Pattern[str], APIRoute | None], ...]] = {
+            method: tuple((path, control) for path, taken, control in marked if not taken or method in taken) for method in methods
+        }
+
+    def route(self, scope: Scope) -> APIRoute | None:
+        """The route an HTTP request goes to if it is a control route, else None."""
+        candidates = self._by_method.get(scope["method"])
+        if candidates:
+            path = get_route_path(scope)
+            for path_regex, route in candidates:
+                if path_regex.match(path):
+                    return route
+        return None
+
+
 class _ControlGate:
     """ASGI middleware in front of the control routes: the token first, then the body within
     ``MAX_BODY_BYTES`` and ``MAX_BODY_SECONDS``, read here and handed on to the route.
@@ -381,14 +412,13 @@ class _ControlGate:
     does not help here: it answers 413 in plain text, ahead of authentication.
     """
 
-    def __init__(self, app: ASGIApp, *, control_route: Callable[[Scope], APIRoute | None],
-                 authenticate: Callable[[HTTPConnection], Awaitable[str]]) -> None:
+    def __init__(self, app: ASGIApp, *, control: _ControlRoutes, authenticate: Callable[[HTTPConnection], Awaitable[str]]) -> None:
         self.app = app
-        self.control_route = control_route
+        self.control = control
         self.authenticate = authenticate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        route = self.control_route(scope) if scope["type"] == "http" else None
+        route = self.control.route(scope) if scope["type"] == "http" else None
         if route is None:
             await self.app(scope, receive, send)
             return
@@ -554,19 +584,6 @@ def create_app(
 
     who_dep = Depends(operator)
 
-    def control_route(scope: Scope) -> APIRoute | None:
-        """The route a request goes to if it is a control route (one that needs the token), else None."""
-        for route in app.router.routes:
-            if isinstance(route, APIRoute) and route.matches(scope)[0] == Match.FULL:
-                return route if any(dep.call is operator for dep in route.dependant.dependencies) else None
-        return None
-
-    async def authenticate(connection: HTTPConnection) -> str:
-        return operator(await bearer(connection))
-
-    app.add_middleware(_ControlGate, control_route=control_route, authenticate=authenticate)
-    app.add_middleware(_SegmentPaths)  # the last added runs first: the gate matches routes on its paths
-
     @app.exception_handler(_Refused)
     async def refused(_: Request, exc: _Refused) -> JSONResponse:
         return exc.response
@@ -724,6 +741,15 @@ def create_app(
         applied = commands(rec).set_log_level(who, body.level, body.logger, body.note)
         return LogLevelResult(changes=dict(applied.changes), audit_id=applied.entry.id if applied.entry else None)
 
+    # the gate, added once every route is: a control route is one that needs the token
+    def is_control(route: APIRoute) -> bool:
+        return any(dep.call is operator for dep in route.dependant.dependencies)
+
+    async def authenticate(connection: HTTPConnection) -> str:
+        return operator(await bearer(connection))
+
+    app.add_middleware(_ControlGate, control=_ControlRoutes(app.router.routes, is_control), authenticate=authenticate)
+    app.add_middleware(_SegmentPaths)  # the last added runs first: the gate matches routes on its paths
     return app
 
 
