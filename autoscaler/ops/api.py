@@ -33,7 +33,6 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
-from starlette._utils import get_route_path
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import HTTPConnection
@@ -373,6 +372,16 @@ def _resolve(ref: Any) -> Any:
     return ref() if callable(ref) and not isinstance(ref, (Reconciler, ReconcileLoop)) else ref
 
 
+def _route_path(scope: Scope) -> str:
+    """The path routes match: the request's path less the app's ``root_path`` prefix (Starlette
+    does the same in ``starlette._utils.get_route_path``, which is private, so not imported)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root) and (path == root or path[len(root)] == "/"):
+        return path[len(root):]
+    return path
+
+
 class _ControlRoutes:
     """Which route a request goes to when it is a control route, worked out once from the app's
     routes so that a request is not routed twice (here, then by Starlette).
@@ -395,7 +404,7 @@ class _ControlRoutes:
         """The route an HTTP request goes to if it is a control route, else None."""
         candidates = self._by_method.get(scope["method"])
         if candidates:
-            path = get_route_path(scope)
+            path = _route_path(scope)
             for path_regex, route in candidates:
                 if path_regex.match(path):
                     return route
