@@ -8,8 +8,9 @@ tests build one per case around a reconciler on the fake cluster. Schema at ``/o
 * Control (bearer token; disabled with 403 when no token is configured): ``PATCH
   /api/v1/control``, ``POST /api/v1/control/pause|resume``, ``PATCH /api/v1/queries/{name}``,
   ``DELETE /api/v1/queries/{name}/request``, ``PUT /api/v1/log-level``. The token is checked
-  before a body is read, and a body longer than ``MAX_BODY_BYTES`` is refused (413) unread; a
-  body must be sent as ``application/json`` (415 otherwise).
+  before a body is read, a body longer than ``MAX_BODY_BYTES`` is refused (413) unread, one that
+  has not all arrived within ``MAX_BODY_SECONDS`` is refused (408); a body must be sent as
+  ``application/json`` (415 otherwise).
 
 Every error body is ``{"detail": [{"loc": [...], "msg": "...", "type": "..."}]}`` and ``loc``
 names the offending field (as FastAPI's own validation errors do). A change is validated as a
@@ -18,8 +19,10 @@ whole and applied atomically (:mod:`autoscaler.runtime.commands`); it takes effe
 
 from __future__ import annotations
 
+import asyncio
+import re
 from datetime import timedelta
-from typing import Annotated, Any, Awaitable, Callable, Literal, Mapping, TypeAlias, TypeVar
+from typing import Annotated, Any, Awaitable, Callable, Iterable, Literal, Mapping, TypeAlias, TypeVar
 from urllib.parse import unquote
 
 from fastapi import Depends, FastAPI, Path, Query, Request
@@ -33,7 +36,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, S
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import HTTPConnection
-from starlette.routing import Match
+from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from autoscaler._version import __version__
@@ -63,6 +66,12 @@ MAX_COUNT = 100_000
 # 500-character note and a policy's parameters, is a few KiB; the limit is there to bound what a
 # broken or hostile client makes the daemon hold, in the process that is also the Spark driver.
 MAX_BODY_BYTES = 1 << 20
+# The longest a control request's body may take to arrive once its headers have (the whole body,
+# not each read: a client trickling a byte at a time is cut off too). A real body of a few KiB
+# arrives in milliseconds, and even one of MAX_BODY_BYTES takes under 9 s at 1 Mbit/s; without a
+# bound, a client that sends headers and then part of a body holds a request open in the driver
+# for as long as it likes (a slowloris).
+MAX_BODY_SECONDS = 10.0
 
 
 # a path segment as _SegmentPaths leaves it: "%" and "/" in it still escaped, undone here
@@ -339,6 +348,7 @@ CONTROL_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 BODY_ERRORS: dict[int | str, dict[str, Any]] = {
     **CONTROL_ERRORS,
+    408: {"model": ErrorBody, "description": f"The body did not all arrive within {MAX_BODY_SECONDS:g} seconds; the rest was not read."},
     413: {"model": ErrorBody, "description": f"The body is longer than {MAX_BODY_BYTES} bytes; it was not read."},
     415: {"model": ErrorBody, "description": "The body is not sent as `Content-Type: application/json`."},
 }
@@ -362,9 +372,48 @@ def _resolve(ref: Any) -> Any:
     return ref() if callable(ref) and not isinstance(ref, (Reconciler, ReconcileLoop)) else ref
 
 
+def _route_path(scope: Scope) -> str:
+    """The path routes match: the request's path less the app's ``root_path`` prefix (Starlette
+    does the same in ``starlette._utils.get_route_path``, which is private, so not imported)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root) and (path == root or path[len(root)] == "/"):
+        return path[len(root):]
+    return path
+
+
+class _ControlRoutes:
+    """Which route a request goes to when it is a control route, worked out once from the app's
+    routes so that a request is not routed twice (here, then by Starlette).
+
+    Starlette serves a request with the first route whose path and method both match. So, for each
+    method some control route takes, the routes taking that method are kept in order with their
+    path regex; the first whose path matches is the one Starlette will pick. A request of any other
+    method (``GET``: every read and every ``/metrics`` scrape) is told at one look-up.
+    """
+
+    def __init__(self, routes: Iterable[BaseRoute], is_control: Callable[[APIRoute], bool]) -> None:
+        # (path, methods (None: any), the route if a control one) of every route Starlette tries, in its order
+        marked = [(r.path_regex, r.methods, r if isinstance(r, APIRoute) and is_control(r) else None) for r in routes if isinstance(r, Route)]
+        methods = {m for _, taken, control in marked if control is not None for m in taken or ()}
+        self._by_method: dict[str, tuple[tuple[re.Pattern[str], APIRoute | None], ...]] = {
+            method: tuple((path, control) for path, taken, control in marked if not taken or method in taken) for method in methods
+        }
+
+    def route(self, scope: Scope) -> APIRoute | None:
+        """The route an HTTP request goes to if it is a control route, else None."""
+        candidates = self._by_method.get(scope["method"])
+        if candidates:
+            path = _route_path(scope)
+            for path_regex, route in candidates:
+                if path_regex.match(path):
+                    return route
+        return None
+
+
 class _ControlGate:
     """ASGI middleware in front of the control routes: the token first, then the body within
-    ``MAX_BODY_BYTES``, read here and handed on to the route.
+    ``MAX_BODY_BYTES`` and ``MAX_BODY_SECONDS``, read here and handed on to the route.
 
     FastAPI reads and parses a route's body before it runs the route's dependencies, the bearer
     check among them: left to it, a client without a token could make the daemon hold a body of
@@ -372,20 +421,19 @@ class _ControlGate:
     does not help here: it answers 413 in plain text, ahead of authentication.
     """
 
-    def __init__(self, app: ASGIApp, *, control_route: Callable[[Scope], APIRoute | None],
-                 authenticate: Callable[[HTTPConnection], Awaitable[str]]) -> None:
+    def __init__(self, app: ASGIApp, *, control: _ControlRoutes, authenticate: Callable[[HTTPConnection], Awaitable[str]]) -> None:
         self.app = app
-        self.control_route = control_route
+        self.control = control
         self.authenticate = authenticate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        route = self.control_route(scope) if scope["type"] == "http" else None
+        route = self.control.route(scope) if scope["type"] == "http" else None
         if route is None:
             await self.app(scope, receive, send)
             return
         try:
             await self.authenticate(HTTPConnection(scope))
-            body = await _read_json_body(scope, receive) if route.body_field is not None else None
+            body = await _read_json_body(scope, _within(MAX_BODY_SECONDS, receive)) if route.body_field is not None else None
         except _Refused as refused:
             await refused.response(scope, receive, send)
             return
@@ -459,6 +507,22 @@ def _too_large(what: str) -> JSONResponse:
                   {"Connection": "close"})  # the rest of the body is not read: the connection cannot be reused
 
 
+def _within(limit: float, receive: Receive) -> Receive:
+    """A ``receive`` refused with 408 once ``limit`` seconds have passed since it was made: a
+    deadline for the whole body, not for each read. What has already arrived is still taken."""
+    deadline = asyncio.get_running_loop().time() + limit
+
+    async def timed() -> Message:
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await receive()
+        except TimeoutError:
+            raise _Refused(_error(408, ["body"], f"the body did not all arrive within the {limit:g} seconds a control request may take",
+                                  "body_timeout", {"Connection": "close"})) from None  # the rest is not read
+
+    return timed
+
+
 def _replay(body: bytes, receive: Receive) -> Receive:
     """A ``receive`` that gives the body already read, then what the client sends next (its disconnect)."""
     sent = False
@@ -528,19 +592,6 @@ def create_app(
         return who
 
     who_dep = Depends(operator)
-
-    def control_route(scope: Scope) -> APIRoute | None:
-        """The route a request goes to if it is a control route (one that needs the token), else None."""
-        for route in app.router.routes:
-            if isinstance(route, APIRoute) and route.matches(scope)[0] == Match.FULL:
-                return route if any(dep.call is operator for dep in route.dependant.dependencies) else None
-        return None
-
-    async def authenticate(connection: HTTPConnection) -> str:
-        return operator(await bearer(connection))
-
-    app.add_middleware(_ControlGate, control_route=control_route, authenticate=authenticate)
-    app.add_middleware(_SegmentPaths)  # the last added runs first: the gate matches routes on its paths
 
     @app.exception_handler(_Refused)
     async def refused(_: Request, exc: _Refused) -> JSONResponse:
@@ -699,6 +750,15 @@ def create_app(
         applied = commands(rec).set_log_level(who, body.level, body.logger, body.note)
         return LogLevelResult(changes=dict(applied.changes), audit_id=applied.entry.id if applied.entry else None)
 
+    # the gate, added once every route is: a control route is one that needs the token
+    def is_control(route: APIRoute) -> bool:
+        return any(dep.call is operator for dep in route.dependant.dependencies)
+
+    async def authenticate(connection: HTTPConnection) -> str:
+        return operator(await bearer(connection))
+
+    app.add_middleware(_ControlGate, control=_ControlRoutes(app.router.routes, is_control), authenticate=authenticate)
+    app.add_middleware(_SegmentPaths)  # the last added runs first: the gate matches routes on its paths
     return app
 
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import select
+import socket
+import time
 import urllib.parse
 from pathlib import Path
 
 import pytest
 
 from autoscaler.core.model import Mode, QueryStatus, Reason
+from autoscaler.ops import api
 from autoscaler.ops.api import MAX_BODY_BYTES
 from autoscaler.ops.auth import ApiAuth, TokenFileError, parse_tokens
 from tests.fakes import query_view
@@ -42,6 +46,27 @@ def send_part(d, method: str, path: str, headers: dict[str, str], body: bytes = 
         return response.status, json.loads(response.read())
     finally:
         conn.close()
+
+
+def start_request(d, method: str, path: str, headers: dict[str, str], body: bytes = b"") -> socket.socket:
+    """A raw connection that has sent the request's headers and ``body`` (a part of it, or none) and waits."""
+    url = urllib.parse.urlsplit(d.server.url)
+    sock = socket.create_connection((url.hostname, url.port), timeout=5)
+    head = "".join(f"{name}: {value}\r\n" for name, value in {"Host": url.netloc, **headers}.items())
+    sock.sendall(f"{method} {path} HTTP/1.1\r\n{head}\r\n".encode() + body)
+    return sock
+
+
+def answered(sock: socket.socket, within: float = 0.0) -> bool:
+    return bool(select.select([sock], [], [], within)[0])
+
+
+def answer(sock: socket.socket) -> tuple[int, dict]:
+    """Read the answer on a connection from ``start_request`` (waiting at most its 5 s timeout), and close it."""
+    with sock:
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        return response.status, json.loads(response.read())
 
 
 # --- health ----------------------------------------------------------------------------------------
@@ -397,6 +422,62 @@ def test_a_json_body_is_read_under_any_json_media_type(d, content_type):
     assert r.status_code == 200, r.text
 
 
+CHANGE = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
+
+
+def too_slow(seconds: float) -> list[dict]:
+    return [{"loc": ["body"], "msg": f"the body did not all arrive within the {seconds:g} seconds a control request may take",
+             "type": "body_timeout"}]
+
+
+@pytest.mark.parametrize(
+    "headers, sent",
+    [
+        pytest.param({"Content-Length": "100"}, b'{"paused": true, "note": "', id="content-length"),
+        pytest.param({"Transfer-Encoding": "chunked"}, b'f\r\n{"paused": true\r\n', id="chunked-never-ending"),
+    ],
+)
+def test_a_body_that_does_not_all_arrive_in_time_is_refused_with_408_naming_the_limit(d, monkeypatch, headers, sent):
+    # a slowloris: headers, part of the body, then nothing; without a bound the request is held forever
+    monkeypatch.setattr(api, "MAX_BODY_SECONDS", 0.5)
+    started = time.monotonic()
+    status, body = answer(start_request(d, "PATCH", "/api/v1/control", {**CHANGE, **headers}, sent))
+    assert status == 408 and body["detail"] == too_slow(0.5)
+    assert 0.5 <= time.monotonic() - started < 3
+    assert d.reconciler.control.paused is False
+
+
+def test_a_body_trickled_in_is_cut_off_when_the_whole_of_it_is_late_not_each_piece(d, monkeypatch):
+    # one byte every 0.1 s: each arrives well within 0.5 s, the 40 bytes would take 4 s
+    monkeypatch.setattr(api, "MAX_BODY_SECONDS", 0.5)
+    change = b'{"paused": true}'.ljust(40)
+    sock = start_request(d, "PATCH", "/api/v1/control", {**CHANGE, "Content-Length": str(len(change))})
+    started, sent = time.monotonic(), 0
+    while sent < len(change) and not answered(sock, 0.1):
+        sock.sendall(change[sent:sent + 1])
+        sent += 1
+    status, body = answer(sock)
+    assert status == 408 and body["detail"] == too_slow(0.5)
+    assert time.monotonic() - started < 2 and sent < len(change)
+    assert d.reconciler.control.paused is False
+
+
+def test_requests_are_answered_while_a_slow_body_is_pending(d, monkeypatch):
+    monkeypatch.setattr(api, "MAX_BODY_SECONDS", 2.0)
+    slow = start_request(d, "PATCH", "/api/v1/control", {**CHANGE, "Content-Length": "100"}, b'{"dry_run": true, ')
+    started = time.monotonic()
+    assert d.client.get("/healthz").status_code == 200
+    assert d.client.get("/metrics").status_code == 200
+    # a whole body, sent at once or chunked, is read as before
+    assert d.client.patch("/api/v1/control", json={"paused": True}, headers=d.auth_header).status_code == 200
+    r = d.client.patch("/api/v1/control", content=iter([b'{"paused": ', b"false}"]), headers=CHANGE)  # an iterator is sent chunked
+    assert r.status_code == 200 and r.json()["changes"] == {"paused": {"from": True, "to": False}}, r.text
+    assert time.monotonic() - started < 1.5 and not answered(slow)  # all of it while the slow one still waited
+    status, body = answer(slow)
+    assert status == 408 and body["detail"] == too_slow(2)
+    assert d.reconciler.control.dry_run is None
+
+
 def test_a_pause_without_a_body_needs_no_content_type(d):
     r = d.client.post("/api/v1/control/pause", headers=d.auth_header)
     assert r.status_code == 200 and d.reconciler.control.paused is True
@@ -495,6 +576,66 @@ def test_a_query_s_request_path_is_not_read_as_a_query_name(d):
     r = d.client.patch("/api/v1/queries/q/request", json={"parallelism": 4}, headers=d.auth_header)
     assert r.status_code == 405 and r.headers["allow"] == "DELETE"
     assert d.client.get("/api/v1/queries/q/request").status_code == 405
+
+
+def test_a_request_is_routed_once_not_first_by_the_control_gate_and_again_by_the_router(monkeypatch):
+    # the gate knows the control routes from when the app is built; it does not route each
+    # request (every /metrics scrape included) ahead of Starlette
+    from collections import Counter
+
+    import httpx
+
+    from autoscaler.ops.api import create_app
+    from autoscaler.ops.server import HttpServer
+
+    d = build()
+    d.tick(400)
+    app = create_app(reconciler=d.reconciler, loop=d.loop, registry=d.registry, auth=ApiAuth({TOKEN: "alice"}), clock=d.clock)
+    tried: Counter[int] = Counter()
+    for i, route in enumerate(app.routes):
+        monkeypatch.setattr(route, "matches", lambda scope, i=i, matches=route.matches: (tried.update([i]), matches(scope))[1])
+    requests = [
+        ("GET", "/metrics", {}, 200),
+        ("GET", "/api/v1/queries/q", {}, 200),
+        ("PATCH", "/api/v1/control", {"json": {"paused": True}}, 200),
+        ("POST", "/api/v1/control/resume", {}, 200),
+        ("PATCH", "/api/v1/queries/q%2Fx", {"json": {"parallelism": 4}}, 404),
+        ("DELETE", "/api/v1/queries/q/request", {}, 404),
+    ]
+    with HttpServer(app, "127.0.0.1", 0) as server, httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+        for method, path, kw, status in requests:
+            tried.clear()
+            r = client.request(method, path, **kw)
+            assert r.status_code == status, (method, path, r.text)
+            assert tried and max(tried.values()) == 1, (method, path, tried)
+
+
+def test_the_gate_picks_the_control_route_starlette_serves_for_every_method_and_path():
+    # the reference: Starlette's own matching, the first route matching path and method; %2F and
+    # %25 as _SegmentPaths leaves them in a query name
+    from starlette.routing import Match
+
+    from autoscaler.ops.api import _ControlGate, create_app
+
+    app = create_app(reconciler=lambda: None, registry=build().registry, auth=ApiAuth({TOKEN: "alice"}))
+    control = next(m.kwargs["control"] for m in app.user_middleware if m.cls is _ControlGate)
+
+    def served(scope):
+        route = next((r for r in app.router.routes if r.matches(scope)[0] == Match.FULL), None)
+        needs_token = route is not None and any(dep.call.__name__ == "operator" for dep in getattr(getattr(route, "dependant", None), "dependencies", ()))
+        return route if needs_token else None
+
+    paths = ["/metrics", "/healthz", "/docs", "/openapi.json", "/api/v1/control", "/api/v1/control/", "/api/v1/control/pause",
+             "/api/v1/control/resume", "/api/v1/control/other", "/api/v1/log-level", "/api/v1/queries", "/api/v1/queries/q",
+             "/api/v1/queries/a%2Fb", "/api/v1/queries/50%25", "/api/v1/queries/q/request", "/api/v1/queries/x%2Frequest",
+             "/api/v1/queries/q%2Fx/request", "/api/v1/queries/q/other", "/api/v1/queries/", "/nope"]
+    picked = 0
+    for method in ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]:
+        for path in paths:
+            scope = {"type": "http", "method": method, "path": path, "root_path": ""}
+            assert control.route(scope) is served(scope), (method, path)
+            picked += served(scope) is not None
+    assert picked == 10  # PATCH on 4 query names, DELETE on 2 requests, PATCH control, POST pause and resume, PUT log level
 
 
 def test_the_log_level_changes_at_once(d):
