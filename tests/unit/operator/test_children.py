@@ -8,6 +8,7 @@ import yaml
 from autoscaler.operator.changes import restart_hash
 from autoscaler.operator.children import RESTART_HASH, desired_children, memory_request
 from autoscaler.operator.config import MASTER, check_daemon_settings, daemon_settings
+from autoscaler.operator.model import parse_spec
 from autoscaler.operator.settings import AppDefaults, OperatorSettings
 from autoscaler.runtime.config import validate_settings
 from tests.kube import validate
@@ -136,8 +137,12 @@ def test_settings_the_daemon_would_refuse_are_named_by_their_spec_field(settings
 
 
 def test_a_request_timeout_the_daemon_would_refuse_is_named_by_its_spec_field():
-    app = sample(scaling={"requestTimeout": "0s"})
-    _, problems = check_daemon_settings(ref_of(app), spec_of(app), SETTINGS)
+    # the model refuses it first, with the same words; the daemon's verdict stays the second line
+    assert parse_spec({**sample()["spec"], "scaling": {"requestTimeout": "0s"}})[1] == ["spec.scaling.requestTimeout: must be more than 0, got 0s"]
+    app = sample()
+    spec = spec_of(app)
+    spec = spec.model_copy(update={"scaling": spec.scaling.model_copy(update={"request_timeout": "0s"})})  # past the model
+    _, problems = check_daemon_settings(ref_of(app), spec, SETTINGS)
     assert problems == ["spec.scaling.requestTimeout: must be more than 0, got 0s"]
 
 
