@@ -102,6 +102,11 @@ parse_duration reads it: each number times its unit, summed. */}}
 {{- fail (printf "%s: duration must be at most 3650d (about ten years), got %q" $key $text) -}}
 {{- end -}}
 {{- end -}}
+{{- /* the operator's watch takes whole seconds (autoscaler/operator/settings.py MIN_WATCH_TIMEOUT):
+       under 1 s it was sent as 0, the API server's own default; the operator refuses it at start */ -}}
+{{- if lt (include "sa.durationSeconds" .Values.operator.watchTimeout | float64) 1.0 -}}
+{{- fail (printf "operator.watchTimeout: must be at least 1s (the watch takes whole seconds), got %q" .Values.operator.watchTimeout) -}}
+{{- end -}}
 {{- $le := .Values.operator.leaderElection -}}
 {{- if and $le.enabled (le (int $le.leaseDuration) (int $le.renewDeadline)) -}}
 {{- fail (printf "operator.leaderElection: leaseDuration (%v) must exceed renewDeadline (%v)" $le.leaseDuration $le.renewDeadline) -}}
