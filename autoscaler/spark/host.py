@@ -39,7 +39,7 @@ from autoscaler.core.model import (
 from autoscaler.core.plan import QueryResume, resumed_params
 from autoscaler.runtime.clock import Clock
 from autoscaler.spark.checkpoint import read_checkpoint, remove_offsets_after
-from autoscaler.spark.pipelines import PipelineContext, PipelineError, PipelineSpec
+from autoscaler.spark.pipelines import PipelineContext, PipelineError, PipelineSpec, checkpoint_locations
 from autoscaler.spark.progress import SampleWindow, parse_progress, parse_timestamp, state_partitions
 from autoscaler.spark.stages import StageInput
 
@@ -157,9 +157,9 @@ class QueryHost:
         self._supervisor: threading.Thread | None = None
         self._stop_supervisor = threading.Event()
         self._rescales: list[threading.Thread] = []
+        checkpoints = checkpoint_locations(specs, self.checkpoint_root)  # two on one checkpoint: refused before any listener
         for spec in specs:
-            ckpt = spec.checkpoint or str(self.checkpoint_root / spec.name)
-            self._runs[spec.name] = _Run(spec.name, spec, spec.initial_params(1), SampleWindow(max_samples), ckpt)
+            self._runs[spec.name] = _Run(spec.name, spec, spec.initial_params(1), SampleWindow(max_samples), checkpoints[spec.name])
         self._listener = _make_listener(self)
         spark.streams.addListener(self._listener)
 

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
+from urllib.parse import urlparse
 
 from autoscaler.core.model import JAVA_INT_MAX, JAVA_LONG_MAX, QueryParams
 from autoscaler.core.settings import parse_duration
@@ -182,18 +183,40 @@ def _type_problems(spec: PipelineSpec) -> Iterator[str]:
         yield f"checkpoint must be a directory or URI as a non-empty string, got {spec.checkpoint!r}"
 
 
-def _shared_checkpoints(specs: list[PipelineSpec]) -> str | None:
-    """Pipelines given the same checkpoint (two queries writing one checkpoint corrupt it), or None."""
+def checkpoint_locations(specs: Sequence[PipelineSpec], checkpoint_root: Path | str) -> dict[str, str]:
+    """Where each pipeline's query keeps its checkpoint: its ``checkpoint=`` as written, else
+    ``<checkpoint_root>/<name>``, absolute. Two queries writing one checkpoint corrupt it: a place
+    two pipelines share, however it is spelled, is refused naming them and the place."""
+    root = Path(checkpoint_root).resolve()
+    if shared := _shared_checkpoints(specs, root):
+        raise PipelineError(shared)
+    return {spec.name: spec.checkpoint or str(root / spec.name) for spec in specs}
+
+
+def _shared_checkpoints(specs: Sequence[PipelineSpec], root: Path | None) -> str | None:
+    """Pipelines on one checkpoint, or None. Without a root only the given ``checkpoint=`` are
+    compared; with one, each default (``<root>/<name>``) too."""
     owners: dict[str, list[str]] = {}
     for spec in specs:
         if spec.checkpoint is not None:
             owners.setdefault(_checkpoint_key(spec.checkpoint), []).append(spec.name)
-    shared = [f"{', '.join(names)} share the checkpoint {where!r}" for where, names in owners.items() if len(names) > 1]
+        elif root is not None:
+            owners.setdefault(_checkpoint_key(str(root / spec.name)), []).append(spec.name)
+    shared = []
+    for where, names in owners.items():
+        if len(names) > 1:
+            # names are unique, so at most one of them is there by default
+            default = "".join(f" ({s.name}'s by default: pipelines.checkpoint_root/{s.name})"
+                              for s in specs if s.name in names and s.checkpoint is None)
+            shared.append(f"{', '.join(names)} share the checkpoint {where!r}{default}")
     return "; ".join(shared) or None
 
 
 def _checkpoint_key(checkpoint: str) -> str:
-    # a URI (s3a://, hdfs://) as written, a local directory as an absolute path ("ck" and "./ck/")
+    # a URI (s3a://, hdfs://) as written, a local directory as an absolute path ("ck", "./ck/",
+    # "file:///w/ck" and "/w/ck" are one)
+    if checkpoint.startswith("file:"):
+        checkpoint = urlparse(checkpoint).path
     return checkpoint.rstrip("/") if "://" in checkpoint else str(Path(checkpoint).resolve())
 
 
@@ -212,8 +235,12 @@ def _pickle_by_value(module: ModuleType) -> None:
     cloudpickle.register_pickle_by_value(module)
 
 
-def load_pipelines(module: str, only: list[str] | None = None) -> list[PipelineSpec]:
-    """Import a pipeline module (a ``.py`` file or a dotted name) and return its pipelines."""
+def load_pipelines(module: str, only: list[str] | None = None, *, checkpoint_root: Path | str | None = None) -> list[PipelineSpec]:
+    """Import a pipeline module (a ``.py`` file or a dotted name) and return its pipelines.
+
+    Two of its pipelines on one checkpoint are refused: two given the same ``checkpoint=``, and,
+    given the ``checkpoint_root`` they will run under, one given another's default.
+    """
     with _collect_lock:
         _collected.clear()
     try:
@@ -248,7 +275,7 @@ def load_pipelines(module: str, only: list[str] | None = None) -> list[PipelineS
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise PipelineError(f"pipeline module {module!r} defines {', '.join(duplicates)} more than once")
-    if shared := _shared_checkpoints(specs):
+    if shared := _shared_checkpoints(specs, None if checkpoint_root is None else Path(checkpoint_root).resolve()):
         raise PipelineError(f"pipeline module {module!r}: {shared}")
     if only:
         unknown = sorted(set(only) - set(names))

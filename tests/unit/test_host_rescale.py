@@ -10,6 +10,7 @@ partitions).
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from dataclasses import replace
@@ -21,7 +22,7 @@ import pytest
 from autoscaler.core.model import QueryChange, QueryStatus, Reason
 from autoscaler.runtime.clock import SystemClock
 from autoscaler.spark.host import QueryHost
-from autoscaler.spark.pipelines import PipelineSpec
+from autoscaler.spark.pipelines import PipelineError, PipelineSpec
 
 
 def progress(batch_id: int, run_id: str, timestamp: str) -> str:
@@ -275,3 +276,14 @@ def test_a_stop_that_cuts_a_batch_short_runs_it_to_its_end_before_exiting(tmp_pa
     checkpoint(ckpt, planned=5, committed=4)  # batches back to back: the next one planned before the stop
     [stopped] = host.stop_all()
     assert stopped.describe() == report
+
+
+def test_the_host_refuses_two_pipelines_on_one_checkpoint_before_it_listens(tmp_path):
+    # attach() hands its specs straight to the host: a's checkpoint= (spelled with a slash) was b's default, and both ran on it
+    spark = FakeSpark()
+    listeners: list[Any] = []
+    spark.streams.addListener = listeners.append  # type: ignore[method-assign]
+    specs = [PipelineSpec("a", lambda s, c: None, checkpoint=f"{tmp_path}/b/"), PipelineSpec("b", lambda s, c: None)]
+    with pytest.raises(PipelineError, match=re.escape(f"a, b share the checkpoint {str(tmp_path / 'b')!r} (b's by default")):
+        QueryHost(spark, specs, checkpoint_root=tmp_path, clock=SystemClock(), registered_cores=lambda: 2)
+    assert listeners == []

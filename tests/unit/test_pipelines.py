@@ -1,9 +1,10 @@
 import re
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
-from autoscaler.spark.pipelines import PipelineError, PipelineSpec, load_pipelines
+from autoscaler.spark.pipelines import PipelineError, PipelineSpec, checkpoint_locations, load_pipelines
 
 
 def write(tmp_path, name, text):
@@ -89,6 +90,49 @@ def test_module_pipelines_are_loaded_with_their_declarations(tmp_path):
 def test_bad_pipeline_modules_name_the_problem(tmp_path, text, message):
     with pytest.raises(PipelineError, match=re.escape(message)):
         load_pipelines(write(tmp_path, "bad.py", text))
+
+
+def two_pipelines(tmp_path, checkpoint):
+    """a given ``checkpoint``, b on its default (``<checkpoint_root>/b``)."""
+    return write(tmp_path, "p.py", f"from autoscaler import pipeline\n@pipeline('a', checkpoint={checkpoint!r})\ndef a(s, c): pass\n"
+                                   "@pipeline('b')\ndef b(s, c): pass\n")
+
+
+@pytest.mark.parametrize(
+    "root, checkpoint",
+    [
+        pytest.param("{tmp}/checkpoints", "{tmp}/checkpoints/b", id="both-absolute"),
+        pytest.param("checkpoints", "{tmp}/checkpoints/b", id="relative-root-absolute-checkpoint"),
+        pytest.param("{tmp}/checkpoints", "checkpoints/b", id="absolute-root-relative-checkpoint"),
+        pytest.param("{tmp}/checkpoints", "./checkpoints/b/", id="trailing-slash"),
+        pytest.param("./checkpoints/", "{tmp}/checkpoints/x/../b", id="dot-dot"),
+        pytest.param("{tmp}/checkpoints", "file://{tmp}/checkpoints/b", id="file-uri"),
+    ],
+)
+def test_a_checkpoint_equal_to_another_pipelines_default_is_refused_naming_both_and_the_path(tmp_path, monkeypatch, root, checkpoint):
+    # two queries would write one checkpoint: a's explicit one was b's default, and only explicit ones were compared
+    monkeypatch.chdir(tmp_path)
+    module = two_pipelines(tmp_path, checkpoint.format(tmp=tmp_path))
+    where = str(tmp_path / "checkpoints" / "b")
+    with pytest.raises(PipelineError) as info:
+        load_pipelines(module, checkpoint_root=Path(root.format(tmp=tmp_path)))
+    assert str(info.value) == (f"pipeline module {module!r}: a, b share the checkpoint {where!r} "
+                               "(b's by default: pipelines.checkpoint_root/b)")
+
+
+def test_the_same_specs_are_refused_wherever_they_are_run(tmp_path):
+    # attach() and the daemon's own QueryHost take specs that no module loading checked
+    specs = [PipelineSpec("a", lambda s, c: None, checkpoint=str(tmp_path / "b")), PipelineSpec("b", lambda s, c: None)]
+    with pytest.raises(PipelineError, match=re.escape(f"a, b share the checkpoint {str(tmp_path / 'b')!r}")):
+        checkpoint_locations(specs, tmp_path)
+
+
+def test_each_pipeline_has_its_own_checkpoint_and_a_default_one_is_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    module = two_pipelines(tmp_path, "checkpoints/a")  # a's own default, spelled out
+    specs = load_pipelines(module, checkpoint_root=Path("checkpoints"))
+    assert checkpoint_locations(specs, Path("checkpoints")) == {"a": "checkpoints/a", "b": str(tmp_path / "checkpoints" / "b")}
+    assert [s.name for s in load_pipelines(two_pipelines(tmp_path, "s3a://bucket/b"), checkpoint_root=Path("checkpoints"))] == ["a", "b"]
 
 
 def test_selecting_an_unknown_pipeline_lists_the_known_ones(tmp_path):
