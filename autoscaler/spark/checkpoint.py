@@ -3,6 +3,10 @@
 Layout: ``offsets/<N>`` (written when batch N is planned: a version line, a metadata line
 with the pinned confs, then one line per source) and ``commits/<N>`` (written when batch N
 is done). ``state/`` exists for stateful queries.
+
+Only a local checkpoint (a path or a ``file:`` URI) is read here; one on remote storage
+(``s3a://``, ``gs://``, ``hdfs://``...) reads as missing and is never touched: ``Path`` would make
+``s3a://bucket/ck`` the local directory ``s3a:/bucket/ck``.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from autoscaler.core.settings import is_uri, local_path
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 STATE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
@@ -49,7 +55,9 @@ def _batch_ids(folder: Path) -> list[int]:
 
 
 def read_checkpoint(location: str | Path) -> CheckpointInfo:
-    root = Path(str(location).removeprefix("file:"))
+    if is_uri(location):
+        return CheckpointInfo(exists=False)  # remote: not readable from here
+    root = local_path(location)
     if not root.is_dir():
         return CheckpointInfo(exists=False)
     offsets = _batch_ids(root / "offsets")
@@ -89,8 +97,11 @@ def remove_offsets_after(location: str | Path, last_kept: int | None) -> list[in
 
     A failed ``repartition`` leaves such a dangling ``offsets/N`` behind, which makes the next
     start fail with STREAMING_UNFINISHED_REPARTITION_DETECTED.
+    A remote checkpoint is left alone (nothing removed).
     """
-    folder = Path(str(location).removeprefix("file:")) / "offsets"
+    if is_uri(location):
+        return []
+    folder = local_path(location) / "offsets"
     removed = []
     for n in _batch_ids(folder):
         if last_kept is None or n > last_kept:

@@ -37,6 +37,7 @@ from autoscaler.core.model import (
     RunningRead,
 )
 from autoscaler.core.plan import QueryResume, resumed_params
+from autoscaler.core.settings import is_uri, local_path
 from autoscaler.runtime.clock import Clock
 from autoscaler.spark.checkpoint import read_checkpoint, remove_offsets_after
 from autoscaler.spark.pipelines import PipelineContext, PipelineError, PipelineSpec, checkpoint_locations
@@ -130,7 +131,7 @@ class QueryHost:
         spark: Any,
         specs: Sequence[PipelineSpec],
         *,
-        checkpoint_root: Path,
+        checkpoint_root: Path | str,
         clock: Clock,
         registered_cores: Callable[[], int],
         max_samples: int = 240,
@@ -143,7 +144,8 @@ class QueryHost:
         # a running batch's input read from the driver's REST API each tick (window.running_batch_rows)
         self._stage_input = StageInput(spark) if running_batch_rows else None
         self.clock = clock
-        self.checkpoint_root = Path(checkpoint_root).resolve()
+        # a URI (s3a://bucket/ck) as written: Path() made it the local s3a:/bucket/ck
+        self.checkpoint_root: Path | str = checkpoint_root if is_uri(checkpoint_root) else local_path(checkpoint_root).resolve()
         self.registered_cores = registered_cores
         self.max_samples = max_samples
         self.stop_timeout = stop_timeout

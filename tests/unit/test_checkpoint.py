@@ -1,6 +1,8 @@
 import json
 
-from autoscaler.spark.checkpoint import read_checkpoint, remove_offsets_after
+import pytest
+
+from autoscaler.spark.checkpoint import CheckpointInfo, read_checkpoint, remove_offsets_after
 
 
 def make_checkpoint(root, offsets, commits, conf=None, state=False, sources=('{"row":1}',)):
@@ -47,3 +49,21 @@ def test_dangling_offsets_after_a_failed_repartition_are_removed_with_their_crc(
     make_checkpoint(tmp_path, [0, 1, 2], [0, 1])
     assert remove_offsets_after(tmp_path, 1) == [2]
     assert sorted(p.name for p in (tmp_path / "offsets").iterdir()) == [".0.crc", ".1.crc", "0", "1"]
+
+
+@pytest.mark.parametrize("location", ["s3a://bucket/ck/q", "gs://bucket/ck/q/", "hdfs://namenode:8020/ck/q"])
+def test_a_remote_checkpoint_is_never_read_or_changed_on_the_local_disk(tmp_path, monkeypatch, location):
+    # Path('s3a://bucket/ck/q') is <cwd>/s3a:/bucket/ck/q: the local leftover of a daemon that put its
+    # default checkpoints there was read as the query's checkpoint, and its offsets deleted
+    monkeypatch.chdir(tmp_path)
+    local = tmp_path / location.replace("://", ":/").rstrip("/")
+    make_checkpoint(local, [0, 1, 2], [0, 1], {"spark.sql.shuffle.partitions": "4"})
+    assert read_checkpoint(location) == CheckpointInfo(exists=False)
+    assert remove_offsets_after(location, 0) == []
+    assert sorted(p.name for p in (local / "offsets").iterdir()) == [".0.crc", ".1.crc", ".2.crc", "0", "1", "2"]
+
+
+def test_a_file_uri_checkpoint_is_read_from_its_directory(tmp_path):
+    make_checkpoint(tmp_path / "q", [0, 1], [0])
+    for location in (f"file://{tmp_path}/q", f"file:{tmp_path}/q"):
+        assert (read_checkpoint(location).last_offset, read_checkpoint(location).last_commit) == (1, 0)

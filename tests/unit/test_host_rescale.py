@@ -287,3 +287,27 @@ def test_the_host_refuses_two_pipelines_on_one_checkpoint_before_it_listens(tmp_
     with pytest.raises(PipelineError, match=re.escape(f"a, b share the checkpoint {str(tmp_path / 'b')!r} (b's by default")):
         QueryHost(spark, specs, checkpoint_root=tmp_path, clock=SystemClock(), registered_cores=lambda: 2)
     assert listeners == []
+
+
+def test_a_default_checkpoint_under_a_uri_root_is_handed_to_spark_as_the_uri(tmp_path, monkeypatch):
+    # the host resolved its root as a local path: s3a://bucket/ck became <cwd>/s3a:/bucket/ck, and each
+    # default checkpoint was on the driver pod's disk, lost with the pod
+    monkeypatch.chdir(tmp_path)
+    seen: list[tuple[str, Any]] = []
+
+    class Writer(FakeWriter):
+        def option(self, key: str, value: Any) -> FakeWriter:
+            seen.append((key, value))
+            return self
+
+    def build(spark: Any, ctx: Any) -> FakeWriter:
+        seen.append(("context", ctx.checkpoint_location))
+        return Writer(lambda: FakeQuery("run-0"))
+
+    spec = PipelineSpec("q", build, trigger=timedelta(seconds=1), initial_parallelism=2)
+    host = QueryHost(FakeSpark(), [spec], checkpoint_root="s3a://bucket/ck", clock=SystemClock(), registered_cores=lambda: 2)
+    host.prepare(2)
+    host.start_all()
+    host._stop_supervisor.set()
+    assert seen == [("context", "s3a://bucket/ck/q"), ("context", "s3a://bucket/ck/q"), ("checkpointLocation", "s3a://bucket/ck/q")]
+    assert list(tmp_path.iterdir()) == []

@@ -165,3 +165,23 @@ def test_a_control_change_updates_the_config_but_not_the_pod():
 @pytest.mark.parametrize("spark, pod", [("1g", "1408Mi"), ("2g", "2432Mi"), ("8g", "9011Mi"), ("512m", "896Mi")])
 def test_a_pod_holds_the_jvm_and_sparks_overhead(spark, pod):
     assert memory_request(spark) == pod
+
+
+@pytest.mark.parametrize("root", ["s3a://analytics-checkpoints/clicks", "hdfs://namenode:8020/checkpoints/logs", "gs://bucket/ck/"])
+def test_the_daemon_reads_back_the_checkpoint_root_uri_the_operator_writes(tmp_path, root):
+    # the daemon typed it Path: s3a://... became a directory on the driver pod's disk, lost with the pod
+    from autoscaler.runtime.config import read_config_file
+
+    app = sample(checkpointRoot=root)
+    settings, problems = check_daemon_settings(ref_of(app), spec_of(app), SETTINGS)
+    assert problems == [] and settings is not None and settings.pipelines.checkpoint_root == root
+    config = tmp_path / "autoscaler.yaml"
+    config.write_text(children(app)["ConfigMap/clicks-config"]["data"]["autoscaler.yaml"])  # what `run --config` reads in the pod
+    assert validate_settings(read_config_file(config), check_files=False).pipelines.checkpoint_root == root
+
+
+def test_a_blank_checkpoint_root_is_named_by_its_spec_field():
+    app = sample(checkpointRoot="  ")
+    assert check_daemon_settings(ref_of(app), spec_of(app), SETTINGS)[1] == [
+        "spec.checkpointRoot: must name a directory or a URI (s3a://bucket/checkpoints), got an empty value"
+    ]
