@@ -761,7 +761,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         settings = configure(args.config, overrides)
         if not settings.pipelines.module:
             return _fail("no pipelines: pass --pipelines FILE.py or set pipelines.module in the config")
-        specs = load_pipelines(settings.pipelines.module)
+        specs = load_pipelines(settings.pipelines.module, checkpoint_root=settings.pipelines.checkpoint_root)
     except (SettingsError, PipelineError) as exc:
         return _fail(str(exc))
     from autoscaler.app.compose import open_store

@@ -45,7 +45,7 @@ from autoscaler.spark.executors import SparkExecutors, driver_runs_tasks
 from autoscaler.spark.host import QueryHost, StopReport
 from autoscaler.spark.kubernetes import is_kubernetes
 from autoscaler.spark.observer import SparkObserver
-from autoscaler.spark.pipelines import PipelineError, PipelineSpec, load_pipelines
+from autoscaler.spark.pipelines import PipelineError, PipelineSpec, checkpoint_locations, load_pipelines
 from autoscaler.spark.session import build_session, stop_session
 
 log = structlog.get_logger("autoscaler.driver")
@@ -90,7 +90,9 @@ class DriverDaemon:
         if specs is None:
             if not settings.pipelines.module:
                 raise PipelineError("no pipelines: set pipelines.module (a .py file or module with @pipeline functions)")
-            specs = load_pipelines(settings.pipelines.module)
+            specs = load_pipelines(settings.pipelines.module, checkpoint_root=settings.pipelines.checkpoint_root)
+        else:  # given ones too (no module loading checked them), before Spark starts
+            checkpoint_locations(specs, settings.pipelines.checkpoint_root)
         self.specs = list(specs)
         self._own_spark = spark is None
         self.spark = spark

@@ -9,11 +9,13 @@ needs the outside world (files, the policy registry) and names every problem by 
 from __future__ import annotations
 
 import math
+import os
 import re
 from datetime import timedelta
 from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -95,6 +97,42 @@ def _more_than_zero(value: timedelta) -> timedelta:
 
 # a timeout or an interval that 0 would break: not "never", but "at once" (every call fails, a loop spins)
 PositiveDuration = Annotated[Duration, AfterValidator(_more_than_zero)]
+
+
+# a scheme (RFC 3986) and "://": storage Spark reaches through a Hadoop file system
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def is_uri(location: str | os.PathLike[str]) -> bool:
+    """Whether a checkpoint location is a URI (``s3a://``, ``gs://``, ``hdfs://``, ``abfss://``...)
+    to hand to Spark as written: never a local path (``Path`` makes ``s3a://b/ck`` the relative
+    ``s3a:/b/ck``). A ``file:`` URI is no such URI: it names a local directory (:func:`local_path`)."""
+    text = os.fspath(location)
+    return _URI.match(text) is not None and not text.lower().startswith("file:")
+
+
+def local_path(location: str | os.PathLike[str]) -> Path:
+    """A local checkpoint location as a path; a ``file:`` URI (``file:///w/ck``, ``file:/w/ck``) as its path."""
+    text = os.fspath(location)
+    return Path(urlsplit(text).path if text.lower().startswith("file:") else text)
+
+
+def _checkpoint_root(value: Any) -> Any:
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        return value  # the type check names it
+    if is_uri(value):
+        return value
+    path = urlsplit(value).path if value.lower().startswith("file:") else value
+    if not path.strip():
+        # Path("") is Path("."): every query would checkpoint straight into the working directory
+        raise ValueError("must name a directory or a URI (s3a://bucket/checkpoints), got an empty value")
+    return Path(path)
+
+
+# a URI stays its text, anything else is a local directory (a file: URI its path)
+CheckpointRoot = Annotated[Path | str, BeforeValidator(_checkpoint_root)]
 
 
 class _Model(BaseModel):
@@ -245,8 +283,10 @@ class PipelineSettings(_Model):
     module: str | None = Field(
         None, description="Python file or dotted module defining the pipelines (`@pipeline`)."
     )
-    checkpoint_root: Path = Field(
-        Path("checkpoints"), description="Directory under which each pipeline gets `<name>/` as checkpoint."
+    checkpoint_root: CheckpointRoot = Field(
+        Path("checkpoints"),
+        description="Directory, or URI of storage such as `s3a://`, `gs://`, `hdfs://`, `abfss://` (kept as written), under "
+        "which each pipeline without its own `checkpoint=` gets `<name>/` as checkpoint; a `file:` URI is a local directory.",
     )
     restart_backoff_max: Duration = Field(
         timedelta(minutes=5), description="Longest wait before restarting a failed query (exponential back-off)."

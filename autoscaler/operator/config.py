@@ -164,6 +164,8 @@ def _spec_field(problem: str) -> str:
     key, _, message = problem.partition(": ")
     if key == "request_timeout":
         return f"spec.scaling.requestTimeout: {message}"
+    if key == "pipelines.checkpoint_root":  # spec.settings may not set it: the operator writes spec.checkpointRoot there
+        return f"spec.checkpointRoot: {message}"
     if key.split(".")[0] == "policy":
         return f"spec.scaling.policy: {message}"
     if key.split(".")[0] == "executors":

@@ -5,8 +5,9 @@ checks; this model is what the operator checks before acting. The two agree on e
 (``tests/unit/operator/test_crd.py`` checks samples and generated specs against both); the
 model adds what a schema cannot say, each with a message naming the field:
 
-* durations are the daemon's (``1h30m``, at most ten years) and a trigger lies within 0.1 s
-  .. 1 day, as the daemon's REST API takes it;
+* durations are the daemon's (``1h30m``, at most ten years), ``scaling.requestTimeout`` is more
+  than 0 (the daemon's ``PositiveDuration``) and a trigger lies within 0.1 s .. 1 day, as the
+  daemon's REST API takes it;
 * ``initialExecutors`` lies within the bounds;
 * ``sparkConf`` and ``settings`` do not set what the operator writes from other fields (the
   message names the field to use instead).
@@ -17,11 +18,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from autoscaler.core.model import JAVA_LONG_MAX, Mode
-from autoscaler.core.settings import MAX_EXECUTORS, parse_duration
+from autoscaler.core.settings import MAX_EXECUTORS, Duration, PositiveDuration, parse_duration
 
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 CONFIG_KEY = r"^[-._a-zA-Z0-9]+$"
@@ -63,12 +64,23 @@ OWNED_SETTINGS = {
 OWNED_PIPELINE_SETTINGS = {"module": "set spec.pipelines", "checkpoint_root": "set spec.checkpointRoot"}
 
 
-def _duration(text: str) -> str:
-    parse_duration(text)  # the daemon's reader: its range, its message
-    return text
+def _read_as(daemon_type: Any) -> AfterValidator:
+    """The text kept as written, once the daemon's own type has read it: its range, its message."""
+    adapter: TypeAdapter[Any] = TypeAdapter(daemon_type)
+
+    def check(text: str) -> str:
+        try:
+            adapter.validate_python(text)
+        except ValidationError as exc:
+            raise ValueError("; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())) from None
+        return text
+
+    return AfterValidator(check)
 
 
-DurationText = Annotated[str, Field(min_length=1, pattern=DURATION), AfterValidator(_duration)]
+DurationText = Annotated[str, Field(min_length=1, pattern=DURATION), _read_as(Duration)]
+# more than 0, as the daemon's request_timeout (and the CRD's second pattern) has it
+PositiveDurationText = Annotated[str, Field(min_length=1, pattern=DURATION), _read_as(PositiveDuration)]
 Name = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
 Count = Annotated[int, Field(ge=0, le=MAX_EXECUTORS, strict=True)]
 
@@ -131,7 +143,7 @@ class ScalingSpec(_Spec):
     manual_executors: Count | None = None
     paused: Annotated[bool, Field(strict=True)] | None = None
     dry_run: Annotated[bool, Field(strict=True)] | None = None
-    request_timeout: DurationText | None = None
+    request_timeout: PositiveDurationText | None = None
     policy: PolicySpec = Field(default_factory=PolicySpec)
 
     @model_validator(mode="after")

@@ -10,16 +10,18 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from autoscaler.core.settings import Duration, PositiveDuration
+from autoscaler.core.settings import Duration, PositiveDuration, format_duration
 from autoscaler.k8s.leader import LeaseTimings
 from autoscaler.runtime.config import ConfigFileError, read_yaml_mapping
 
 NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 Namespace = Annotated[str, Field(min_length=1, max_length=63, pattern=NAMESPACE)]
 Name = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")]
+# the Kubernetes watch's timeoutSeconds is whole seconds, and 0 means the API server's default
+MIN_WATCH_TIMEOUT = timedelta(seconds=1)
 
 
 class OperatorSettingsError(ValueError):
@@ -89,7 +91,9 @@ class OperatorSettings(_Model):
     resync_interval: PositiveDuration = Field(
         timedelta(seconds=30), description="Every app is reconciled (and its daemon polled) this often (0 would spin the resync loop)."
     )
-    watch_timeout: Duration = Field(timedelta(minutes=5), description="A watch is renewed from its resourceVersion after this long.")
+    watch_timeout: Duration = Field(
+        timedelta(minutes=5), description=f"A watch is renewed from its resourceVersion after this long (at least {MIN_WATCH_TIMEOUT.seconds}s)."
+    )
     unreachable_after: int = Field(3, ge=1, description="Failed polls in a row before a daemon counts as unreachable.")
     events_repeat_interval: Duration = Field(
         timedelta(minutes=30), description="The same Event is not repeated within this time (its count catches up afterwards)."
@@ -100,6 +104,15 @@ class OperatorSettings(_Model):
     leader_election: LeaderElection = Field(default_factory=LeaderElection)
     app_defaults: AppDefaults = Field(default_factory=AppDefaults)
     daemon: DaemonAccess = Field(default_factory=DaemonAccess)
+
+    @field_validator("watch_timeout")
+    @classmethod
+    def _whole_seconds(cls, value: timedelta) -> timedelta:
+        # the watch takes whole seconds (timeoutSeconds): under 1 s it was sent as 0, which the
+        # API server reads as its own default, not as what was set
+        if value < MIN_WATCH_TIMEOUT:
+            raise ValueError(f"must be at least {MIN_WATCH_TIMEOUT.seconds}s (the watch takes whole seconds), got {format_duration(value)}")
+        return value
 
 
 def load_operator_settings(path: Path | None = None, overrides: Mapping[str, Any] | None = None) -> OperatorSettings:

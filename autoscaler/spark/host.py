@@ -37,9 +37,17 @@ from autoscaler.core.model import (
     RunningRead,
 )
 from autoscaler.core.plan import QueryResume, resumed_params
+from autoscaler.core.settings import is_uri, local_path
 from autoscaler.runtime.clock import Clock
-from autoscaler.spark.checkpoint import read_checkpoint, remove_offsets_after
-from autoscaler.spark.pipelines import PipelineContext, PipelineError, PipelineSpec
+from autoscaler.spark.checkpoint import (
+    CheckpointInfo,
+    CheckpointUnreadable,
+    FileSystem,
+    hadoop_files,
+    read_checkpoint,
+    remove_offsets_after,
+)
+from autoscaler.spark.pipelines import PipelineContext, PipelineError, PipelineSpec, checkpoint_locations
 from autoscaler.spark.progress import SampleWindow, parse_progress, parse_timestamp, state_partitions
 from autoscaler.spark.stages import StageInput
 
@@ -61,8 +69,11 @@ class StopReport:
     last_committed: int | None  # the last batch whose output is committed
     replayed: int | None = None  # a batch left planned but not committed: replayed at the next start
     finished: int | None = None  # a batch the stop cut short and the daemon ran to its end before exiting
+    unreadable: str | None = None  # why the checkpoint could not be read back: what is committed is unknown
 
     def describe(self) -> str:
+        if self.unreadable is not None:
+            return f"query {self.name} stopped (which batch is committed is unknown: {self.unreadable})"
         committed = "no batch committed yet" if self.last_committed is None else f"batch {self.last_committed} committed"
         if self.replayed is not None:
             return f"query {self.name} stopped ({committed}; batch {self.replayed} is not, and is replayed at the next start)"
@@ -130,7 +141,7 @@ class QueryHost:
         spark: Any,
         specs: Sequence[PipelineSpec],
         *,
-        checkpoint_root: Path,
+        checkpoint_root: Path | str,
         clock: Clock,
         registered_cores: Callable[[], int],
         max_samples: int = 240,
@@ -138,12 +149,19 @@ class QueryHost:
         restart_backoff_max: timedelta = timedelta(minutes=5),
         max_failures: int = 10,
         running_batch_rows: bool = False,
+        remote_checkpoints: FileSystem | None = None,
     ) -> None:
+        """``remote_checkpoints``: how a checkpoint on remote storage (``s3a://``, ``gs://``,
+        ``hdfs://``...) is read and its dangling offsets removed; by default through ``spark``'s
+        own JVM and Hadoop file systems, those Spark writes the checkpoint with. A local one is
+        read from the disk."""
         self.spark = spark
+        self._remote_checkpoints = remote_checkpoints if remote_checkpoints is not None else hadoop_files(spark)
         # a running batch's input read from the driver's REST API each tick (window.running_batch_rows)
         self._stage_input = StageInput(spark) if running_batch_rows else None
         self.clock = clock
-        self.checkpoint_root = Path(checkpoint_root).resolve()
+        # a URI (s3a://bucket/ck) as written: Path() made it the local s3a:/bucket/ck
+        self.checkpoint_root: Path | str = checkpoint_root if is_uri(checkpoint_root) else local_path(checkpoint_root).resolve()
         self.registered_cores = registered_cores
         self.max_samples = max_samples
         self.stop_timeout = stop_timeout
@@ -157,9 +175,9 @@ class QueryHost:
         self._supervisor: threading.Thread | None = None
         self._stop_supervisor = threading.Event()
         self._rescales: list[threading.Thread] = []
+        checkpoints = checkpoint_locations(specs, self.checkpoint_root)  # two on one checkpoint: refused before any listener
         for spec in specs:
-            ckpt = spec.checkpoint or str(self.checkpoint_root / spec.name)
-            self._runs[spec.name] = _Run(spec.name, spec, spec.initial_params(1), SampleWindow(max_samples), ckpt)
+            self._runs[spec.name] = _Run(spec.name, spec, spec.initial_params(1), SampleWindow(max_samples), checkpoints[spec.name])
         self._listener = _make_listener(self)
         spark.streams.addListener(self._listener)
 
@@ -179,7 +197,10 @@ class QueryHost:
             params, kept = resumed_params(spec.initial_params(max(1, cores)), (resumed or {}).get(run.name), spec.min_parallelism, spec.max_parallelism)
             if kept:
                 log.info("query_resumed", query=run.name, fields=list(kept), params=params.to_json())
-            run.params = self._pinned(run, params)
+            try:
+                run.params = self._pinned(run, params)
+            except CheckpointUnreadable as exc:  # Spark could not start it either: nothing is started
+                raise PipelineError(f"pipeline {run.name!r}: {exc}") from exc
             try:
                 writer = run.spec.build(self.spark, self._context(run, run.params))
             except Exception as exc:
@@ -246,8 +267,11 @@ class QueryHost:
         if not was_running or run.checkpoint is None:
             return
         finished = self._finish_cut_batch(run) if finish and progressing else None
-        info = read_checkpoint(run.checkpoint)
-        report = StopReport(run.name, info.last_commit, None if info.clean else info.last_offset, finished)
+        try:
+            info = self._read_checkpoint(run)
+            report = StopReport(run.name, info.last_commit, None if info.clean else info.last_offset, finished)
+        except CheckpointUnreadable as exc:  # never "no batch committed yet": that is not known
+            report = StopReport(run.name, None, finished=finished, unreadable=str(exc))
         reports[run.name] = report
         log.info("query_stopped", query=run.name, last_committed_batch=report.last_committed,
                  replayed_batch=report.replayed, detail=report.describe())
@@ -262,8 +286,11 @@ class QueryHost:
         exactly the planned batch with its logged offsets. Only for a query that was making
         progress: a batch that failed the run it was planned in would fail again.
         """
-        assert run.checkpoint is not None
-        info = read_checkpoint(run.checkpoint)
+        try:
+            info = self._read_checkpoint(run)
+        except CheckpointUnreadable as exc:  # whether a batch was cut short is unknown: left to replay
+            log.warning("stop_replay_skipped", query=run.name, error=str(exc))
+            return None
         if info.clean:
             return None
         try:
@@ -273,7 +300,11 @@ class QueryHost:
         except Exception as exc:
             log.warning("stop_replay_failed", query=run.name, batch=info.last_offset, error=str(exc)[:500])
             return None
-        return info.last_offset if read_checkpoint(run.checkpoint).clean else None
+        try:
+            return info.last_offset if self._read_checkpoint(run).clean else None
+        except CheckpointUnreadable as exc:
+            log.warning("stop_replay_unconfirmed", query=run.name, batch=info.last_offset, error=str(exc))
+            return None
 
     # --- observation -----------------------------------------------------------------------
 
@@ -373,9 +404,19 @@ class QueryHost:
             shuffle_partitions=params.shuffle_partitions,
         )
 
+    def _read_checkpoint(self, run: _Run) -> CheckpointInfo:
+        """``run``'s checkpoint as it is now: from the local disk, or through the remote file
+        system when it is on remote storage. Raises :class:`CheckpointUnreadable` (never a missing
+        checkpoint) when it cannot be read."""
+        assert run.checkpoint is not None
+        return read_checkpoint(run.checkpoint, hadoop=self._remote_checkpoints)
+
     def _pinned(self, run: _Run, params: QueryParams) -> QueryParams:
-        """Params as the checkpoint will really run them (its shuffle partitions win)."""
-        info = read_checkpoint(run.checkpoint) if run.checkpoint else None
+        """Params as the checkpoint will really run them (its shuffle partitions win). An
+        unreadable checkpoint raises :class:`CheckpointUnreadable`: the query is not started with
+        partitions its checkpoint may override (Spark, writing to the same storage, could not
+        run it either)."""
+        info = self._read_checkpoint(run) if run.checkpoint else None
         if info is None or not info.exists:
             return params
         run.stateful = run.stateful or info.stateful
@@ -481,6 +522,8 @@ class QueryHost:
         return self.clock.now()
 
     def _repartition_state(self, run: _Run, params: QueryParams, partitions: int) -> None:
+        if run.state_store is None:  # its checkpoint could not be read so far: an unreadable one refuses with the reason
+            run.state_store = self._read_checkpoint(run).state_store
         if run.state_store != "rocksdb":
             raise RescaleError(
                 f"refusing to change shuffle partitions of stateful query {run.name!r}: "
@@ -488,13 +531,22 @@ class QueryHost:
             )
         drain = self._start(run, params, available_now=True, track=False)
         drain.awaitTermination(self.stop_timeout.total_seconds())
-        info = read_checkpoint(run.checkpoint)  # type: ignore[arg-type]
+        info = self._read_checkpoint(run)
         if not info.clean:
             raise RescaleError(f"drain of {run.name!r} left batch {info.last_offset} uncommitted")
         try:
             self.spark._streamingCheckpointManager.repartition(run.checkpoint, partitions)
-        except Exception:
-            remove_offsets_after(run.checkpoint, info.last_offset)  # type: ignore[arg-type]
+        except Exception as exc:
+            try:
+                removed = remove_offsets_after(run.checkpoint, info.last_offset, hadoop=self._remote_checkpoints)  # type: ignore[arg-type]
+            except CheckpointUnreadable as unreadable:
+                raise RescaleError(
+                    f"repartition of {run.name!r} failed ({type(exc).__name__}: {exc}) and the batches it planned after "
+                    f"{info.last_offset} could not be removed, so the next start fails with "
+                    f"STREAMING_UNFINISHED_REPARTITION_DETECTED until they are: {unreadable}"
+                ) from exc
+            if removed:
+                log.warning("dangling_offsets_removed", query=run.name, batches=removed)
             raise
         log.info("state_repartitioned", query=run.name, partitions=partitions)
 
@@ -521,14 +573,20 @@ class QueryHost:
         sample = parse_progress(data, cores=cores or None, parallelism=params.parallelism, cold=cold)
         partitions = state_partitions(data)
         now = self.clock.now()
+        state_store = None
+        if partitions is not None and run.state_store is None and run.checkpoint:
+            # the provider is pinned in the checkpoint's offset log from the first batch on (read
+            # outside the lock: remote storage can take a while)
+            try:
+                state_store = self._read_checkpoint(run).state_store or "hdfs"
+            except CheckpointUnreadable as exc:  # unknown: a shuffle change is refused; read again next batch
+                log.warning("checkpoint_unreadable", query=run.name, error=str(exc))
         with self._lock:
             run.window.add(sample)
             if partitions is not None:
                 run.stateful = True
                 run.params = replace(run.params, shuffle_partitions=partitions)
-                if run.state_store is None and run.checkpoint:
-                    # the provider is pinned in the checkpoint's offset log from the first batch on
-                    run.state_store = read_checkpoint(run.checkpoint).state_store or "hdfs"
+                run.state_store = run.state_store or state_store
             if sample.input_rows > 0:
                 run.failures = 0
             pending, run.pending = run.pending, None

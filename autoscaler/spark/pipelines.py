@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from autoscaler.core.model import JAVA_INT_MAX, JAVA_LONG_MAX, QueryParams
-from autoscaler.core.settings import parse_duration
+from autoscaler.core.settings import is_uri, local_path, parse_duration
 from autoscaler.runtime.config import file_problem
 
 
@@ -182,19 +182,52 @@ def _type_problems(spec: PipelineSpec) -> Iterator[str]:
         yield f"checkpoint must be a directory or URI as a non-empty string, got {spec.checkpoint!r}"
 
 
-def _shared_checkpoints(specs: list[PipelineSpec]) -> str | None:
-    """Pipelines given the same checkpoint (two queries writing one checkpoint corrupt it), or None."""
+def checkpoint_locations(specs: Sequence[PipelineSpec], checkpoint_root: Path | str) -> dict[str, str]:
+    """Where each pipeline's query keeps its checkpoint: its ``checkpoint=`` as written, else
+    :func:`default_checkpoint`. Two queries writing one checkpoint corrupt it: a place two
+    pipelines share, however it is spelled, is refused naming them and the place."""
+    if shared := _shared_checkpoints(specs, checkpoint_root):
+        raise PipelineError(shared)
+    return {spec.name: spec.checkpoint or default_checkpoint(checkpoint_root, spec.name) for spec in specs}
+
+
+def default_checkpoint(checkpoint_root: Path | str, name: str) -> str:
+    """``<checkpoint_root>/<name>``: under a URI root (``s3a://bucket/ck``) the URI, joined with
+    one ``/``; under a local root (a ``file:`` URI is one) the absolute path."""
+    if is_uri(checkpoint_root):
+        return f"{_uri_key(str(checkpoint_root))}/{name}"
+    return str(local_path(checkpoint_root).resolve() / name)
+
+
+def _shared_checkpoints(specs: Sequence[PipelineSpec], root: Path | str | None) -> str | None:
+    """Pipelines on one checkpoint, or None. Without a root only the given ``checkpoint=`` are
+    compared; with one, each default (``<root>/<name>``) too."""
     owners: dict[str, list[str]] = {}
     for spec in specs:
         if spec.checkpoint is not None:
             owners.setdefault(_checkpoint_key(spec.checkpoint), []).append(spec.name)
-    shared = [f"{', '.join(names)} share the checkpoint {where!r}" for where, names in owners.items() if len(names) > 1]
+        elif root is not None:
+            owners.setdefault(_checkpoint_key(default_checkpoint(root, spec.name)), []).append(spec.name)
+    shared = []
+    for where, names in owners.items():
+        if len(names) > 1:
+            # names are unique, so at most one of them is there by default
+            default = "".join(f" ({s.name}'s by default: pipelines.checkpoint_root/{s.name})"
+                              for s in specs if s.name in names and s.checkpoint is None)
+            shared.append(f"{', '.join(names)} share the checkpoint {where!r}{default}")
     return "; ".join(shared) or None
 
 
 def _checkpoint_key(checkpoint: str) -> str:
-    # a URI (s3a://, hdfs://) as written, a local directory as an absolute path ("ck" and "./ck/")
-    return checkpoint.rstrip("/") if "://" in checkpoint else str(Path(checkpoint).resolve())
+    # a URI (s3a://, hdfs://) as text without trailing slashes, a local directory as an absolute
+    # path ("ck", "./ck/", "file:///w/ck" and "/w/ck" are one)
+    return _uri_key(checkpoint) if is_uri(checkpoint) else str(local_path(checkpoint).resolve())
+
+
+def _uri_key(uri: str) -> str:
+    # trailing slashes dropped, never those of the scheme ("hdfs:///" stays "hdfs://")
+    scheme, rest = uri.split("://", 1)
+    return f"{scheme}://{rest.rstrip('/')}"
 
 
 def _pickle_by_value(module: ModuleType) -> None:
@@ -212,8 +245,12 @@ def _pickle_by_value(module: ModuleType) -> None:
     cloudpickle.register_pickle_by_value(module)
 
 
-def load_pipelines(module: str, only: list[str] | None = None) -> list[PipelineSpec]:
-    """Import a pipeline module (a ``.py`` file or a dotted name) and return its pipelines."""
+def load_pipelines(module: str, only: list[str] | None = None, *, checkpoint_root: Path | str | None = None) -> list[PipelineSpec]:
+    """Import a pipeline module (a ``.py`` file or a dotted name) and return its pipelines.
+
+    Two of its pipelines on one checkpoint are refused: two given the same ``checkpoint=``, and,
+    given the ``checkpoint_root`` they will run under, one given another's default.
+    """
     with _collect_lock:
         _collected.clear()
     try:
@@ -248,7 +285,7 @@ def load_pipelines(module: str, only: list[str] | None = None) -> list[PipelineS
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise PipelineError(f"pipeline module {module!r} defines {', '.join(duplicates)} more than once")
-    if shared := _shared_checkpoints(specs):
+    if shared := _shared_checkpoints(specs, checkpoint_root):
         raise PipelineError(f"pipeline module {module!r}: {shared}")
     if only:
         unknown = sorted(set(only) - set(names))

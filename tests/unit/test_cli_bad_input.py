@@ -221,3 +221,15 @@ def test_demo_refuses_a_trace_it_would_compress_into_too_many_phases_before_spar
         "spark-autoscaler: error: trace 'us': its step of 1e-06 s lasts 1.74e-09 s at 150 seconds per day, so 1 s of replay would be "
         "5.76e+08 steps, over the 10,000 a replay may have; give a day at least 8.64e+06 seconds, or replay a shorter duration"
     ) in capsys.readouterr().err
+
+
+def test_run_check_refuses_a_checkpoint_that_is_another_pipelines_default(tmp_path, capsys, monkeypatch):
+    # a's checkpoint= was b's default (<checkpoint_root>/b), spelled relative: --check passed it and two queries wrote one checkpoint
+    monkeypatch.chdir(tmp_path)
+    module = tmp_path / "p.py"
+    module.write_text("from autoscaler import pipeline\n@pipeline('a', checkpoint='ck/b/')\ndef a(s, c): pass\n@pipeline('b')\ndef b(s, c): pass\n")
+    config = tmp_path / "autoscaler.yaml"
+    config.write_text(f"pipelines: {{checkpoint_root: {str(tmp_path / 'ck')!r}}}\nhttp: {{enabled: false}}\n")
+    assert main(["run", "--check", "--pipelines", str(module), "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert f"a, b share the checkpoint {str(tmp_path / 'ck' / 'b')!r} (b's by default: pipelines.checkpoint_root/b)" in err

@@ -93,3 +93,13 @@ def test_a_workdir_that_cannot_be_created_is_refused_before_spark_starts(tmp_pat
 def test_bad_step_load_phases_are_refused_before_spark_starts(capsys, phases):
     assert main(["benchmark", "step-load", "--phases", phases]) == 2
     assert "--phases:" in capsys.readouterr().err
+
+
+def test_the_daemon_refuses_given_pipelines_on_one_checkpoint_before_spark_starts(tmp_path):
+    # the demo, the benchmarks and the tests hand their specs in: a's checkpoint= was b's default (<checkpoint_root>/b)
+    from autoscaler.spark.pipelines import PipelineError, PipelineSpec
+
+    settings = load_settings(None, {"http.enabled": False, "pipelines.checkpoint_root": str(tmp_path / "ck")}, environ={})
+    specs = [PipelineSpec("a", lambda s, c: None, checkpoint=str(tmp_path / "ck" / "b")), PipelineSpec("b", lambda s, c: None)]
+    with pytest.raises(PipelineError, match="a, b share the checkpoint"):
+        DriverDaemon(settings, specs=specs)

@@ -10,6 +10,7 @@ partitions).
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from dataclasses import replace
@@ -21,7 +22,7 @@ import pytest
 from autoscaler.core.model import QueryChange, QueryStatus, Reason
 from autoscaler.runtime.clock import SystemClock
 from autoscaler.spark.host import QueryHost
-from autoscaler.spark.pipelines import PipelineSpec
+from autoscaler.spark.pipelines import PipelineError, PipelineSpec
 
 
 def progress(batch_id: int, run_id: str, timestamp: str) -> str:
@@ -275,3 +276,178 @@ def test_a_stop_that_cuts_a_batch_short_runs_it_to_its_end_before_exiting(tmp_pa
     checkpoint(ckpt, planned=5, committed=4)  # batches back to back: the next one planned before the stop
     [stopped] = host.stop_all()
     assert stopped.describe() == report
+
+
+def test_the_host_refuses_two_pipelines_on_one_checkpoint_before_it_listens(tmp_path):
+    # attach() hands its specs straight to the host: a's checkpoint= (spelled with a slash) was b's default, and both ran on it
+    spark = FakeSpark()
+    listeners: list[Any] = []
+    spark.streams.addListener = listeners.append  # type: ignore[method-assign]
+    specs = [PipelineSpec("a", lambda s, c: None, checkpoint=f"{tmp_path}/b/"), PipelineSpec("b", lambda s, c: None)]
+    with pytest.raises(PipelineError, match=re.escape(f"a, b share the checkpoint {str(tmp_path / 'b')!r} (b's by default")):
+        QueryHost(spark, specs, checkpoint_root=tmp_path, clock=SystemClock(), registered_cores=lambda: 2)
+    assert listeners == []
+
+
+def test_a_default_checkpoint_under_a_uri_root_is_handed_to_spark_as_the_uri(tmp_path, monkeypatch):
+    # the host resolved its root as a local path: s3a://bucket/ck became <cwd>/s3a:/bucket/ck, and each
+    # default checkpoint was on the driver pod's disk, lost with the pod
+    monkeypatch.chdir(tmp_path)
+    seen: list[tuple[str, Any]] = []
+
+    class Writer(FakeWriter):
+        def option(self, key: str, value: Any) -> FakeWriter:
+            seen.append((key, value))
+            return self
+
+    def build(spark: Any, ctx: Any) -> FakeWriter:
+        seen.append(("context", ctx.checkpoint_location))
+        return Writer(lambda: FakeQuery("run-0"))
+
+    from tests.unit.test_checkpoint import MemoryFiles
+
+    def remote(location: str) -> MemoryFiles:
+        seen.append(("read", location))
+        return MemoryFiles(location)  # no checkpoint there yet
+
+    spec = PipelineSpec("q", build, trigger=timedelta(seconds=1), initial_parallelism=2)
+    host = QueryHost(FakeSpark(), [spec], checkpoint_root="s3a://bucket/ck", clock=SystemClock(), registered_cores=lambda: 2,
+                     remote_checkpoints=remote)
+    host.prepare(2)
+    host.start_all()
+    host._stop_supervisor.set()
+    assert [s for s in seen if s[0] != "read"] == [
+        ("context", "s3a://bucket/ck/q"), ("context", "s3a://bucket/ck/q"), ("checkpointLocation", "s3a://bucket/ck/q")
+    ]
+    assert {s for s in seen if s[0] == "read"} == {("read", "s3a://bucket/ck/q")}  # read where Spark writes it
+    assert list(tmp_path.iterdir()) == []
+
+
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def remote_checkpoint(tmp_path, planned: int, committed: int, conf: dict[str, str]) -> Any:
+    """A stateful query's checkpoint on remote storage (s3a://bucket/ck/q), as a remote file system reads it."""
+    from tests.unit.test_checkpoint import MemoryFiles, make_checkpoint
+
+    make_checkpoint(tmp_path / "remote", range(planned + 1), range(committed + 1), conf, state=True)
+    (tmp_path / "remote" / "state" / "0" / "0").mkdir()
+    (tmp_path / "remote" / "state" / "0" / "0" / "1.changelog").write_text("x")
+    return MemoryFiles.of("s3a://bucket/ck/q", tmp_path / "remote")
+
+
+def test_a_query_on_remote_storage_runs_and_stops_as_its_checkpoint_pins(tmp_path, monkeypatch):
+    # its checkpoint read as missing: the spec's 8 shuffle partitions were taken for the query's
+    # (Spark runs the 4 the checkpoint pins), the RocksDB store for an hdfs one, and the stop
+    # reported "no batch committed yet"
+    monkeypatch.chdir(tmp_path)
+    remote = remote_checkpoint(tmp_path, planned=2, committed=1, conf={"spark.sql.shuffle.partitions": "4", "spark.sql.streaming.stateStore.providerClass": ROCKSDB})
+    opened: list[str] = []
+
+    def files(location: str) -> Any:
+        opened.append(location)
+        return remote
+
+    spark = FakeSpark()
+    shuffle_at_start: list[str] = []
+
+    def start() -> FakeQuery:
+        shuffle_at_start.append(spark.conf["spark.sql.shuffle.partitions"])
+        return FakeQuery("run-0")
+
+    spec = PipelineSpec("q", lambda s, ctx: FakeWriter(start), trigger=timedelta(seconds=1), initial_parallelism=2, shuffle_partitions=8)
+    host = QueryHost(spark, [spec], checkpoint_root="s3a://bucket/ck", clock=SystemClock(), registered_cores=lambda: 2, remote_checkpoints=files)
+    host.prepare(2)
+    view = host.views()[0]
+    assert (view.params.shuffle_partitions, view.stateful, view.state_store) == (4, True, "rocksdb")
+    host.start_all()
+    host._stop_supervisor.set()
+    assert shuffle_at_start == ["4"]
+    [stopped] = host.stop_all(finish_cut_batches=False)
+    assert stopped.describe() == "query q stopped (batch 1 committed; batch 2 is not, and is replayed at the next start)"
+    assert set(opened) == {"s3a://bucket/ck/q"} and list(tmp_path.iterdir()) == [tmp_path / "remote"]  # nothing on the local disk
+
+
+def test_a_remote_checkpoint_that_cannot_be_read_is_reported_with_the_reason_never_as_missing(tmp_path):
+    # an unreadable checkpoint read as missing: the query started with the spec's shuffle partitions,
+    # the stop reported "no batch committed yet"
+    from autoscaler.core.plan import refusal_for
+
+    remote = remote_checkpoint(tmp_path, planned=1, committed=1, conf={"spark.sql.shuffle.partitions": "4"})
+    denied = "java.nio.file.AccessDeniedException: s3a://bucket/ck/q: getFileStatus on ck/q: 403 Forbidden"
+    remote.failure = denied
+    spec = PipelineSpec("q", lambda s, ctx: FakeWriter(lambda: FakeQuery("run-0")), trigger=timedelta(seconds=1), initial_parallelism=2,
+                        shuffle_partitions=8)
+    host = QueryHost(FakeSpark(), [spec], checkpoint_root="s3a://bucket/ck", clock=SystemClock(), registered_cores=lambda: 2,
+                     remote_checkpoints=lambda location: remote)
+    with pytest.raises(PipelineError, match=re.escape(f"pipeline 'q': checkpoint s3a://bucket/ck/q could not be read: {denied}")):
+        host.prepare(2)
+    remote.failure, remote.files = None, {}  # reachable again, and a new query: no checkpoint yet
+    host.prepare(2)
+    host.start_all()
+    host._stop_supervisor.set()
+    remote.failure = denied
+    # its first batch shows state: the store is not read, so unknown (not "hdfs"), and a shuffle change is refused
+    data = json.loads(progress(2, "run-0", "2026-11-23T10:00:10.000Z"))
+    data["stateOperators"] = [{"operatorName": "stateStoreSave", "numRowsTotal": 5, "numShufflePartitions": 4}]
+    host.on_progress(json.dumps(data), "q", "run-0")
+    view = host.views()[0]
+    assert (view.stateful, view.state_store, view.params.shuffle_partitions) == (True, None, 4)
+    refusal = refusal_for(view, replace(view.params, shuffle_partitions=8))
+    assert refusal is not None and refusal[0] == Reason.STATE_PINS_SHUFFLE_PARTITIONS and "(unknown state store)" in refusal[1]
+    [stopped] = host.stop_all()
+    assert stopped.last_committed is None
+    assert stopped.describe() == f"query q stopped (which batch is committed is unknown: checkpoint s3a://bucket/ck/q could not be read: {denied})"
+
+
+@pytest.mark.parametrize("delete_fails", [False, True], ids=["removed", "cannot-be-removed"])
+def test_a_failed_repartition_on_remote_storage_leaves_no_dangling_offsets_or_says_why(tmp_path, delete_fails):
+    # remove_offsets_after removed nothing on remote storage: the offsets/2 the failed repartition
+    # planned stayed, and every later start failed with STREAMING_UNFINISHED_REPARTITION_DETECTED
+    remote = remote_checkpoint(tmp_path, planned=1, committed=1, conf={"spark.sql.shuffle.partitions": "4", "spark.sql.streaming.stateStore.providerClass": ROCKSDB})
+    starts: list[FakeQuery] = []
+
+    def start() -> FakeQuery:
+        query = FakeQuery(f"run-{len(starts)}")
+        query.awaitTermination = lambda timeout: True  # type: ignore[attr-defined]
+        starts.append(query)
+        return query
+
+    class Manager:
+        def repartition(self, checkpoint: str, partitions: int) -> None:
+            assert checkpoint == "s3a://bucket/ck/q"
+            remote.files["offsets/2"] = remote.files["offsets/1"]  # planned, then the repartition fails
+            if delete_fails:
+                remote.failure = "java.io.InterruptedIOException: getFileStatus on ck/q/offsets/2: timed out"
+            raise RuntimeError("STATE_REPARTITION_FAILED")
+
+    spark = FakeSpark()
+    spark._streamingCheckpointManager = Manager()  # type: ignore[attr-defined]
+    spec = PipelineSpec("q", lambda s, ctx: FakeWriter(start), trigger=timedelta(seconds=1), initial_parallelism=2)
+    host = QueryHost(spark, [spec], checkpoint_root="s3a://bucket/ck", clock=SystemClock(), registered_cores=lambda: 2,
+                     remote_checkpoints=lambda location: remote)
+    host.prepare(2)
+    host.start_all()
+    host._stop_supervisor.set()
+    old = host.views()[0].params
+    assert host.rescale(QueryChange("q", old, replace(old, shuffle_partitions=8), Reason.OPERATOR_REQUEST, "4 -> 8"), SystemClock().now())
+    deadline = time.monotonic() + 10
+    outcomes: list[Any] = []
+    while not outcomes and time.monotonic() < deadline:
+        outcomes.extend(host.take_outcomes())
+        time.sleep(0.01)
+    for t in list(threading.enumerate()):
+        if t.name.startswith("rescale-"):
+            t.join(5)
+    [outcome] = outcomes
+    assert not outcome.ok
+    if delete_fails:
+        assert outcome.message == (
+            "repartition of 'q' failed (RuntimeError: STATE_REPARTITION_FAILED) and the batches it planned after 1 could not be removed, "
+            "so the next start fails with STREAMING_UNFINISHED_REPARTITION_DETECTED until they are: checkpoint s3a://bucket/ck/q could not be "
+            "read: java.io.InterruptedIOException: getFileStatus on ck/q/offsets/2: timed out"
+        )
+        assert "offsets/2" in remote.files
+    else:
+        assert outcome.message == "STATE_REPARTITION_FAILED"
+        assert remote.names("offsets") == [".0.crc", ".1.crc", "0", "1"]

@@ -1,9 +1,10 @@
 import re
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
-from autoscaler.spark.pipelines import PipelineError, PipelineSpec, load_pipelines
+from autoscaler.spark.pipelines import PipelineError, PipelineSpec, checkpoint_locations, load_pipelines
 
 
 def write(tmp_path, name, text):
@@ -89,6 +90,93 @@ def test_module_pipelines_are_loaded_with_their_declarations(tmp_path):
 def test_bad_pipeline_modules_name_the_problem(tmp_path, text, message):
     with pytest.raises(PipelineError, match=re.escape(message)):
         load_pipelines(write(tmp_path, "bad.py", text))
+
+
+def two_pipelines(tmp_path, checkpoint):
+    """a given ``checkpoint``, b on its default (``<checkpoint_root>/b``)."""
+    return write(tmp_path, "p.py", f"from autoscaler import pipeline\n@pipeline('a', checkpoint={checkpoint!r})\ndef a(s, c): pass\n"
+                                   "@pipeline('b')\ndef b(s, c): pass\n")
+
+
+@pytest.mark.parametrize(
+    "root, checkpoint",
+    [
+        pytest.param("{tmp}/checkpoints", "{tmp}/checkpoints/b", id="both-absolute"),
+        pytest.param("checkpoints", "{tmp}/checkpoints/b", id="relative-root-absolute-checkpoint"),
+        pytest.param("{tmp}/checkpoints", "checkpoints/b", id="absolute-root-relative-checkpoint"),
+        pytest.param("{tmp}/checkpoints", "./checkpoints/b/", id="trailing-slash"),
+        pytest.param("./checkpoints/", "{tmp}/checkpoints/x/../b", id="dot-dot"),
+        pytest.param("{tmp}/checkpoints", "file://{tmp}/checkpoints/b", id="file-uri"),
+    ],
+)
+def test_a_checkpoint_equal_to_another_pipelines_default_is_refused_naming_both_and_the_path(tmp_path, monkeypatch, root, checkpoint):
+    # two queries would write one checkpoint: a's explicit one was b's default, and only explicit ones were compared
+    monkeypatch.chdir(tmp_path)
+    module = two_pipelines(tmp_path, checkpoint.format(tmp=tmp_path))
+    where = str(tmp_path / "checkpoints" / "b")
+    with pytest.raises(PipelineError) as info:
+        load_pipelines(module, checkpoint_root=Path(root.format(tmp=tmp_path)))
+    assert str(info.value) == (f"pipeline module {module!r}: a, b share the checkpoint {where!r} "
+                               "(b's by default: pipelines.checkpoint_root/b)")
+
+
+def test_the_same_specs_are_refused_wherever_they_are_run(tmp_path):
+    # attach() and the daemon's own QueryHost take specs that no module loading checked
+    specs = [PipelineSpec("a", lambda s, c: None, checkpoint=str(tmp_path / "b")), PipelineSpec("b", lambda s, c: None)]
+    with pytest.raises(PipelineError, match=re.escape(f"a, b share the checkpoint {str(tmp_path / 'b')!r}")):
+        checkpoint_locations(specs, tmp_path)
+
+
+def test_each_pipeline_has_its_own_checkpoint_and_a_default_one_is_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    module = two_pipelines(tmp_path, "checkpoints/a")  # a's own default, spelled out
+    specs = load_pipelines(module, checkpoint_root=Path("checkpoints"))
+    assert checkpoint_locations(specs, Path("checkpoints")) == {"a": "checkpoints/a", "b": str(tmp_path / "checkpoints" / "b")}
+    assert [s.name for s in load_pipelines(two_pipelines(tmp_path, "s3a://bucket/b"), checkpoint_root=Path("checkpoints"))] == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    "root, b",
+    [
+        pytest.param("s3a://bucket/ck", "s3a://bucket/ck/b", id="s3a"),
+        pytest.param("s3a://bucket/ck//", "s3a://bucket/ck/b", id="trailing-slashes"),
+        pytest.param("gs://bucket", "gs://bucket/b", id="bucket-only"),
+        pytest.param("hdfs://namenode:8020/checkpoints", "hdfs://namenode:8020/checkpoints/b", id="hdfs"),
+        pytest.param("hdfs:///checkpoints", "hdfs:///checkpoints/b", id="default-namenode"),
+        pytest.param("abfss://ck@account.dfs.core.windows.net/apps/", "abfss://ck@account.dfs.core.windows.net/apps/b", id="abfss"),
+    ],
+)
+def test_a_default_checkpoint_under_a_uri_root_is_a_uri(tmp_path, monkeypatch, root, b):
+    # Path(root).resolve() made s3a://bucket/ck <cwd>/s3a:/bucket/ck: every default checkpoint on the driver's own disk
+    monkeypatch.chdir(tmp_path)
+    specs = [PipelineSpec("a", lambda s, c: None, checkpoint="/elsewhere/a"), PipelineSpec("b", lambda s, c: None)]
+    assert checkpoint_locations(specs, root) == {"a": "/elsewhere/a", "b": b}
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("checkpoint", ["s3a://bucket/ck/b/", "s3a://bucket/ck/b"])
+def test_a_checkpoint_equal_to_another_pipelines_default_under_a_uri_root_is_refused(tmp_path, checkpoint):
+    # compared as text, trailing slashes ignored: b's default was a local path, so the two never met
+    specs = [PipelineSpec("a", lambda s, c: None, checkpoint=checkpoint), PipelineSpec("b", lambda s, c: None)]
+    shared = "a, b share the checkpoint 's3a://bucket/ck/b' (b's by default: pipelines.checkpoint_root/b)"
+    with pytest.raises(PipelineError) as info:
+        checkpoint_locations(specs, "s3a://bucket/ck/")
+    assert str(info.value) == shared
+    module = two_pipelines(tmp_path, checkpoint)
+    with pytest.raises(PipelineError) as info:
+        load_pipelines(module, checkpoint_root="s3a://bucket/ck")
+    assert str(info.value) == f"pipeline module {module!r}: {shared}"
+    # another bucket, or the same path on another file system, is another place
+    other = [PipelineSpec("a", lambda s, c: None, checkpoint="s3a://other/ck/b"), PipelineSpec("b", lambda s, c: None)]
+    assert checkpoint_locations(other, "s3a://bucket/ck")["b"] == "s3a://bucket/ck/b"
+    assert checkpoint_locations(specs, tmp_path / "s3a:" / "bucket" / "ck")["b"] == str(tmp_path / "s3a:" / "bucket" / "ck" / "b")
+
+
+def test_a_local_root_given_as_a_file_uri_is_its_directory(tmp_path):
+    specs = [PipelineSpec("a", lambda s, c: None, checkpoint=str(tmp_path / "ck" / "b")), PipelineSpec("b", lambda s, c: None)]
+    with pytest.raises(PipelineError, match=re.escape(f"a, b share the checkpoint {str(tmp_path / 'ck' / 'b')!r}")):
+        checkpoint_locations(specs, f"file://{tmp_path}/ck")
+    assert checkpoint_locations(specs[1:], f"file://{tmp_path}/ck") == {"b": str(tmp_path / "ck" / "b")}
 
 
 def test_selecting_an_unknown_pipeline_lists_the_known_ones(tmp_path):

@@ -262,3 +262,41 @@ def test_a_config_that_is_a_directory_or_not_text_names_the_problem(tmp_path):
     binary.write_bytes(b"\xca\xfe\xba\xbe")
     with pytest.raises(SettingsError, match=re.escape("is not UTF-8 text (invalid continuation byte)")):
         load_settings(binary, environ={})
+
+
+URI_ROOTS = ["s3a://bucket/ck", "gs://bucket/ck/", "hdfs://namenode:8020/checkpoints", "abfss://ck@account.dfs.core.windows.net/apps"]
+
+
+@pytest.mark.parametrize("root", URI_ROOTS)
+@pytest.mark.parametrize("source", ["yaml", "environment", "flag"])
+def test_a_uri_checkpoint_root_is_kept_as_written(tmp_path, root, source):
+    # typed Path, s3a://bucket/ck became PosixPath('s3a:/bucket/ck'): a local directory under the working directory
+    cfg = write(tmp_path, f"pipelines: {{checkpoint_root: {root!r}}}\n" if source == "yaml" else "{}\n")
+    environ = {"SPARK_AUTOSCALER_PIPELINES__CHECKPOINT_ROOT": root} if source == "environment" else {}
+    overrides = {"pipelines.checkpoint_root": root} if source == "flag" else {}
+    assert load_settings(cfg, overrides, environ=environ).pipelines.checkpoint_root == root
+
+
+@pytest.mark.parametrize(
+    "root, kept",
+    [
+        pytest.param("checkpoints", Path("checkpoints"), id="relative"),
+        pytest.param("/w/ck", Path("/w/ck"), id="absolute"),
+        pytest.param(Path("/w/ck"), Path("/w/ck"), id="a-path"),
+        pytest.param("file:///w/ck", Path("/w/ck"), id="file-uri"),
+        pytest.param("file:/w/ck", Path("/w/ck"), id="hadoop-file-uri"),
+    ],
+)
+def test_a_local_checkpoint_root_is_a_path_and_a_file_uri_its_directory(root, kept):
+    assert load_settings(None, {"pipelines.checkpoint_root": root}, environ={}).pipelines.checkpoint_root == kept
+    assert load_settings(environ={}).pipelines.checkpoint_root == Path("checkpoints")
+
+
+@pytest.mark.parametrize("root", ["", "   ", "\t\n", "file://", "file:"])
+def test_an_empty_checkpoint_root_is_refused_by_name(root):
+    # Path('') is Path('.'): every query checkpointed straight into the working directory
+    with pytest.raises(SettingsError) as info:
+        load_settings(None, {"pipelines.checkpoint_root": root}, environ={})
+    assert info.value.problems == [
+        "pipelines.checkpoint_root: must name a directory or a URI (s3a://bucket/checkpoints), got an empty value"
+    ]

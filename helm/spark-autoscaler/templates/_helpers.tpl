@@ -102,6 +102,17 @@ parse_duration reads it: each number times its unit, summed. */}}
 {{- fail (printf "%s: duration must be at most 3650d (about ten years), got %q" $key $text) -}}
 {{- end -}}
 {{- end -}}
+{{- /* the operator's watch takes whole seconds (autoscaler/operator/settings.py MIN_WATCH_TIMEOUT):
+       under 1 s it was sent as 0, the API server's own default; the operator refuses it at start */ -}}
+{{- if lt (include "sa.durationSeconds" .Values.operator.watchTimeout | float64) 1.0 -}}
+{{- fail (printf "operator.watchTimeout: must be at least 1s (the watch takes whole seconds), got %q" .Values.operator.watchTimeout) -}}
+{{- end -}}
+{{- /* both ServiceMonitors (templates/monitoring/servicemonitors.yaml) take these two, and
+       Prometheus refuses a scrape_timeout greater than the scrape_interval: none is scraped */ -}}
+{{- $sm := .Values.metrics.serviceMonitor -}}
+{{- if and $sm.enabled (gt (include "sa.durationSeconds" $sm.scrapeTimeout | float64) (include "sa.durationSeconds" $sm.interval | float64)) -}}
+{{- fail (printf "metrics.serviceMonitor.scrapeTimeout (%q) must not exceed metrics.serviceMonitor.interval (%q): Prometheus refuses a scrape timeout longer than the scrape interval" $sm.scrapeTimeout $sm.interval) -}}
+{{- end -}}
 {{- $le := .Values.operator.leaderElection -}}
 {{- if and $le.enabled (le (int $le.leaseDuration) (int $le.renewDeadline)) -}}
 {{- fail (printf "operator.leaderElection: leaseDuration (%v) must exceed renewDeadline (%v)" $le.leaseDuration $le.renewDeadline) -}}

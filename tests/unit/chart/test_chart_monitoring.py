@@ -86,3 +86,43 @@ def test_monitoring_objects_are_off_by_default_and_need_no_capabilities(kind):
 def test_the_monitoring_files_are_in_the_repository_once():
     copies = [p for p in ROOT.rglob("alerts.yaml") if ".git" not in p.parts and not p.is_symlink() and "site-packages" not in p.parts]
     assert [p.relative_to(ROOT) for p in copies if p.resolve() == p] == [assets.RULES.relative_to(ROOT) / "alerts.yaml"]
+
+
+def monitor_values(interval: str, timeout: str, enabled: bool = True) -> dict:
+    return {"metrics": {"serviceMonitor": {"enabled": enabled, "interval": interval, "scrapeTimeout": timeout}}}
+
+
+@pytest.mark.parametrize(
+    "interval, timeout",
+    [
+        pytest.param("30s", "31s", id="a-second-longer"),
+        pytest.param("5s", "10s", id="short-interval-with-the-default-timeout"),
+        pytest.param("1m", "61s", id="other-units"),
+        pytest.param("1m", "1m0s1ms", id="a-millisecond-longer"),
+    ],
+)
+def test_a_scrape_timeout_longer_than_the_interval_fails_the_render_naming_both(interval, timeout):
+    # Prometheus refuses a scrape_timeout greater than the scrape_interval: the ServiceMonitors rendered, and no target was scraped
+    with pytest.raises(helm_python.HelmRenderError) as info:
+        render(monitor_values(interval, timeout))
+    assert (f'metrics.serviceMonitor.scrapeTimeout ("{timeout}") must not exceed metrics.serviceMonitor.interval ("{interval}")'
+            in str(info.value))
+
+
+@pytest.mark.parametrize(
+    "interval, timeout",
+    [
+        pytest.param("30s", "10s", id="defaults"),
+        pytest.param("1m", "60s", id="equal-in-other-units"),  # Prometheus takes equal; a text comparison would not
+        pytest.param("1h", "59m59s999ms", id="just-under"),
+        pytest.param("2m", "90s", id="seconds-past-a-minute"),
+    ],
+)
+def test_a_scrape_timeout_within_the_interval_renders_on_every_service_monitor(interval, timeout):
+    monitors = of_kind(render(monitor_values(interval, timeout)), "ServiceMonitor")
+    assert len(monitors) == 2
+    assert all((e["interval"], e["scrapeTimeout"]) == (interval, timeout) for m in monitors for e in m["spec"]["endpoints"])
+
+
+def test_scrape_timings_are_checked_only_when_the_service_monitors_are_rendered():
+    assert of_kind(render(monitor_values("5s", "10s", enabled=False)), "ServiceMonitor") == []

@@ -8,6 +8,7 @@ import yaml
 from autoscaler.operator.changes import restart_hash
 from autoscaler.operator.children import RESTART_HASH, desired_children, memory_request
 from autoscaler.operator.config import MASTER, check_daemon_settings, daemon_settings
+from autoscaler.operator.model import parse_spec
 from autoscaler.operator.settings import AppDefaults, OperatorSettings
 from autoscaler.runtime.config import validate_settings
 from tests.kube import validate
@@ -136,8 +137,12 @@ def test_settings_the_daemon_would_refuse_are_named_by_their_spec_field(settings
 
 
 def test_a_request_timeout_the_daemon_would_refuse_is_named_by_its_spec_field():
-    app = sample(scaling={"requestTimeout": "0s"})
-    _, problems = check_daemon_settings(ref_of(app), spec_of(app), SETTINGS)
+    # the model refuses it first, with the same words; the daemon's verdict stays the second line
+    assert parse_spec({**sample()["spec"], "scaling": {"requestTimeout": "0s"}})[1] == ["spec.scaling.requestTimeout: must be more than 0, got 0s"]
+    app = sample()
+    spec = spec_of(app)
+    spec = spec.model_copy(update={"scaling": spec.scaling.model_copy(update={"request_timeout": "0s"})})  # past the model
+    _, problems = check_daemon_settings(ref_of(app), spec, SETTINGS)
     assert problems == ["spec.scaling.requestTimeout: must be more than 0, got 0s"]
 
 
@@ -160,3 +165,23 @@ def test_a_control_change_updates_the_config_but_not_the_pod():
 @pytest.mark.parametrize("spark, pod", [("1g", "1408Mi"), ("2g", "2432Mi"), ("8g", "9011Mi"), ("512m", "896Mi")])
 def test_a_pod_holds_the_jvm_and_sparks_overhead(spark, pod):
     assert memory_request(spark) == pod
+
+
+@pytest.mark.parametrize("root", ["s3a://analytics-checkpoints/clicks", "hdfs://namenode:8020/checkpoints/logs", "gs://bucket/ck/"])
+def test_the_daemon_reads_back_the_checkpoint_root_uri_the_operator_writes(tmp_path, root):
+    # the daemon typed it Path: s3a://... became a directory on the driver pod's disk, lost with the pod
+    from autoscaler.runtime.config import read_config_file
+
+    app = sample(checkpointRoot=root)
+    settings, problems = check_daemon_settings(ref_of(app), spec_of(app), SETTINGS)
+    assert problems == [] and settings is not None and settings.pipelines.checkpoint_root == root
+    config = tmp_path / "autoscaler.yaml"
+    config.write_text(children(app)["ConfigMap/clicks-config"]["data"]["autoscaler.yaml"])  # what `run --config` reads in the pod
+    assert validate_settings(read_config_file(config), check_files=False).pipelines.checkpoint_root == root
+
+
+def test_a_blank_checkpoint_root_is_named_by_its_spec_field():
+    app = sample(checkpointRoot="  ")
+    assert check_daemon_settings(ref_of(app), spec_of(app), SETTINGS)[1] == [
+        "spec.checkpointRoot: must name a directory or a URI (s3a://bucket/checkpoints), got an empty value"
+    ]

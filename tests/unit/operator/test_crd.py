@@ -136,7 +136,7 @@ values = {
         "manualExecutors": st.sampled_from([0, 7, -2]),
         "paused": st.sampled_from([True, False, "yes"]),
         "dryRun": st.sampled_from([True, "no"]),
-        "requestTimeout": st.sampled_from(["5m", "1h30m", "30m1h", "5", "", "250ms", "3651d"]),
+        "requestTimeout": st.sampled_from(["5m", "1h30m", "30m1h", "5", "", "250ms", "3651d", "0s", "0m0.0s"]),
         "policy": st.sampled_from([{}, {"name": "default"}, {"params": {"horizon": "1h"}}, {"name": ""}, {"weights": 1}]),
         "maxExecutor": st.just(3),
     }),
@@ -200,6 +200,14 @@ def test_a_request_timeout_of_zero_is_refused_by_the_crd_as_the_daemon_refuses_i
     obj = {"apiVersion": "x", "kind": "SparkStreamingApp", "metadata": {}, "spec": {**BASE, "scaling": {"requestTimeout": text}}}
     assert problems(obj) == [f"spec.scaling.requestTimeout -> {text!r} does not match '[1-9]'"]
     assert parse_duration(text).total_seconds() == 0
+
+
+@pytest.mark.parametrize("text", ["0s", "0m0s", "0.0s", "00ms", "0d0h0m0s0ms"])
+def test_a_request_timeout_of_zero_is_refused_by_the_model_named_by_its_field(text):
+    # the model took it (only the daemon's settings, checked later, refused it); now refused as the CRD refuses it,
+    # with the daemon's PositiveDuration message
+    spec, errors = parse_spec({**BASE, "scaling": {"requestTimeout": text}})
+    assert spec is None and errors == ["spec.scaling.requestTimeout: must be more than 0, got 0s"]
 
 
 def test_the_crds_rules_each_have_their_counterpart_in_the_model():

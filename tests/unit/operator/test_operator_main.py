@@ -43,6 +43,9 @@ def test_operator_help_lists_its_flags():
         pytest.param("resyncInterval: 0s\n", "resyncInterval: must be more than 0, got 0s", id="spinning-resync"),
         pytest.param("daemon: {timeout: 0s}\n", "daemon.timeout: must be more than 0, got 0s", id="no-daemon-timeout"),
         pytest.param("appDefaults: {requestTimeout: 0s}\n", "appDefaults.requestTimeout: must be more than 0, got 0s", id="no-request-timeout"),
+        # the watch takes whole seconds: under 1 s it was sent as 0, the API server's own default
+        pytest.param("watchTimeout: 500ms\n", "watchTimeout: must be at least 1s", id="watch-under-a-second"),
+        pytest.param("watchTimeout: 0s\n", "watchTimeout: must be at least 1s", id="no-watch-timeout"),
     ],
 )
 def test_a_bad_configuration_is_named(tmp_path, text, problem):
