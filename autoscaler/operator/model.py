@@ -22,7 +22,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, 
 from pydantic.alias_generators import to_camel
 
 from autoscaler.core.model import JAVA_LONG_MAX, Mode
-from autoscaler.core.settings import MAX_EXECUTORS, Duration, PositiveDuration, parse_duration
+from autoscaler.core.settings import MAX_EXECUTORS, CheckpointRoot, Duration, PositiveDuration, parse_duration
 
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 CONFIG_KEY = r"^[-._a-zA-Z0-9]+$"
@@ -183,7 +183,7 @@ class SparkStreamingAppSpec(_Spec):
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
     image_pull_secrets: Annotated[list[Name], Field(max_length=16)] = Field(default_factory=list)
     pipelines: PipelinesSpec
-    checkpoint_root: Annotated[str, Field(min_length=1)]
+    checkpoint_root: Annotated[str, Field(min_length=1), _read_as(CheckpointRoot)]  # not blank (the CRD's pattern \S)
     spark_conf: dict[str, str] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
     driver: DriverSpec = Field(default_factory=DriverSpec)

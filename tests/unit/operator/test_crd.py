@@ -122,7 +122,7 @@ values = {
     "pipelines": st.sampled_from([{"module": "m"}, {"configMapRef": {"name": "cm"}}, {"configMapRef": {"name": "cm", "key": "p.py"}},
                                   {"module": ""}, {"configMapRef": {"name": "Bad_Name"}}, {"configMapRef": {}}, {}, {"module": "m", "configMapRef": {"name": "c"}},
                                   {"module": "m", "extra": 1}]),
-    "checkpointRoot": st.sampled_from(["s3a://b/c", "", None]),
+    "checkpointRoot": st.sampled_from(["s3a://b/c", "", "  ", None]),
     "sparkConf": st.sampled_from([{}, {"spark.sql.shuffle.partitions": "8"}, {"spark.master": "local"}, {"spark.x": 1}]),
     "settings": st.sampled_from([{}, {"reconcile_interval": "10s"}, {"executors": {"max": 3}}]),
     "driver": st.sampled_from([{}, {"cores": 2, "memory": "2g"}, {"cores": 0}, {"memory": "2 GB"}, {"env": [{"name": "A", "value": "1"}]},
