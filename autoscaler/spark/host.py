@@ -481,11 +481,23 @@ class QueryHost:
         return True
 
     def _rescale(self, run: _Run, change: QueryChange, decided_at: datetime) -> None:
-        old = run.params
+        old, new = run.params, change.to_params
+        repartition = new.shuffle_partitions is not None and new.shuffle_partitions != old.shuffle_partitions and run.stateful
+        try:
+            if repartition:
+                self._check_repartitionable(run)
+        except Exception as exc:  # refused before the query stops: it runs on as it was
+            log.error("rescale_refused", query=run.name, error=f"{type(exc).__name__}: {exc}")
+            self._record(ActionOutcome(run.name, OutcomeKind.RESCALE, False, decided_at, self.clock.now(), str(exc), None, old, new))
+            with self._lock:
+                run.pending = None
+                if run.status == QueryStatus.RESCALING:
+                    run.status = QueryStatus.RUNNING
+            return
         try:
             stopped_at = self._stop_at_boundary(run)
-            new = change.to_params
-            if new.shuffle_partitions is not None and new.shuffle_partitions != old.shuffle_partitions and run.stateful:
+            if repartition:
+                assert new.shuffle_partitions is not None
                 self._repartition_state(run, old, new.shuffle_partitions)
             with self._lock:
                 if self._stopping:  # shutting down: stay stopped at this batch boundary
@@ -521,7 +533,9 @@ class QueryHost:
         q.stop()
         return self.clock.now()
 
-    def _repartition_state(self, run: _Run, params: QueryParams, partitions: int) -> None:
+    def _check_repartitionable(self, run: _Run) -> None:
+        """Raise :class:`RescaleError` unless ``run``'s state can be repartitioned (the RocksDB
+        store), before anything stops: a refused change costs the query no restart."""
         if run.state_store is None:  # its checkpoint could not be read so far: an unreadable one refuses with the reason
             run.state_store = self._read_checkpoint(run).state_store
         if run.state_store != "rocksdb":
@@ -529,6 +543,8 @@ class QueryHost:
                 f"refusing to change shuffle partitions of stateful query {run.name!r}: "
                 f"its {run.state_store or 'unknown'} state store cannot be repartitioned"
             )
+
+    def _repartition_state(self, run: _Run, params: QueryParams, partitions: int) -> None:
         drain = self._start(run, params, available_now=True, track=False)
         drain.awaitTermination(self.stop_timeout.total_seconds())
         info = self._read_checkpoint(run)

@@ -451,3 +451,32 @@ def test_a_failed_repartition_on_remote_storage_leaves_no_dangling_offsets_or_sa
     else:
         assert outcome.message == "STATE_REPARTITION_FAILED"
         assert remote.names("offsets") == [".0.crc", ".1.crc", "0", "1"]
+
+
+def test_a_stateful_shuffle_change_the_state_store_refuses_is_refused_before_the_query_stops(tmp_path):
+    # the store was checked after the stop: a refused change stopped the query and restarted it
+    # on its old settings (a pause for nothing); now it runs on, untouched
+    from tests.unit.test_checkpoint import make_checkpoint
+
+    make_checkpoint(tmp_path / "q", range(2), range(2), {"spark.sql.shuffle.partitions": "4"}, state=True)  # the default (hdfs) store
+    starts: list[FakeQuery] = []
+
+    def start() -> FakeQuery:
+        starts.append(FakeQuery(f"run-{len(starts)}"))
+        return starts[-1]
+
+    spec = PipelineSpec("q", lambda s, ctx: FakeWriter(start), trigger=timedelta(seconds=1), initial_parallelism=2)
+    host = QueryHost(FakeSpark(), [spec], checkpoint_root=tmp_path, clock=SystemClock(), registered_cores=lambda: 2)
+    host.prepare(2)
+    host.start_all()
+    host._stop_supervisor.set()
+    old = host.views()[0].params
+    assert host.rescale(QueryChange("q", old, replace(old, shuffle_partitions=8), Reason.OPERATOR_REQUEST, "4 -> 8"), SystemClock().now())
+    for t in list(threading.enumerate()):
+        if t.name.startswith("rescale-"):
+            t.join(5)
+    [outcome] = host.take_outcomes()
+    assert not outcome.ok
+    assert outcome.message == "refusing to change shuffle partitions of stateful query 'q': its hdfs state store cannot be repartitioned"
+    assert len(starts) == 1 and starts[0].isActive, "the query was stopped (and started again) for a refused change"
+    assert host.views()[0].status == QueryStatus.RUNNING and host.views()[0].params == old
