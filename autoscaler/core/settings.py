@@ -99,16 +99,26 @@ def _more_than_zero(value: timedelta) -> timedelta:
 PositiveDuration = Annotated[Duration, AfterValidator(_more_than_zero)]
 
 
-# a scheme (RFC 3986) and "://": storage Spark reaches through a Hadoop file system
-_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+# a scheme (RFC 3986) and ":" before any "/": storage Spark reaches through a Hadoop file system.
+# Hadoop's Path reads a scheme the same way, so "hdfs:/ck" (the default name node) is one too.
+_URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*:)(//)?")
 
 
 def is_uri(location: str | os.PathLike[str]) -> bool:
-    """Whether a checkpoint location is a URI (``s3a://``, ``gs://``, ``hdfs://``, ``abfss://``...)
-    to hand to Spark as written: never a local path (``Path`` makes ``s3a://b/ck`` the relative
-    ``s3a:/b/ck``). A ``file:`` URI is no such URI: it names a local directory (:func:`local_path`)."""
+    """Whether a checkpoint location is a URI (``s3a://``, ``gs://``, ``hdfs://``, ``hdfs:/``,
+    ``abfss://``...) to hand to Spark as written: never a local path (``Path`` makes ``s3a://b/ck``
+    the relative ``s3a:/b/ck``). A ``file:`` URI is no such URI: it names a local directory
+    (:func:`local_path`)."""
     text = os.fspath(location)
     return _URI.match(text) is not None and not text.lower().startswith("file:")
+
+
+def uri_key(uri: str) -> str:
+    """A URI without its trailing slashes, never those of its scheme (``hdfs:///`` stays
+    ``hdfs://``, ``hdfs:/ck/`` is ``hdfs:/ck``): one spelling per place, to compare and to join."""
+    match = _URI.match(uri)
+    assert match is not None, uri
+    return match.group(0) + uri[match.end():].rstrip("/")
 
 
 def local_path(location: str | os.PathLike[str]) -> Path:

@@ -26,7 +26,7 @@ from types import ModuleType
 from typing import Any, Callable, Iterator, Sequence
 
 from autoscaler.core.model import JAVA_INT_MAX, JAVA_LONG_MAX, QueryParams
-from autoscaler.core.settings import is_uri, local_path, parse_duration
+from autoscaler.core.settings import is_uri, local_path, parse_duration, uri_key
 from autoscaler.runtime.config import file_problem
 
 
@@ -195,7 +195,7 @@ def default_checkpoint(checkpoint_root: Path | str, name: str) -> str:
     """``<checkpoint_root>/<name>``: under a URI root (``s3a://bucket/ck``) the URI, joined with
     one ``/``; under a local root (a ``file:`` URI is one) the absolute path."""
     if is_uri(checkpoint_root):
-        return f"{_uri_key(str(checkpoint_root))}/{name}"
+        return f"{uri_key(str(checkpoint_root))}/{name}"
     return str(local_path(checkpoint_root).resolve() / name)
 
 
@@ -221,13 +221,7 @@ def _shared_checkpoints(specs: Sequence[PipelineSpec], root: Path | str | None) 
 def _checkpoint_key(checkpoint: str) -> str:
     # a URI (s3a://, hdfs://) as text without trailing slashes, a local directory as an absolute
     # path ("ck", "./ck/", "file:///w/ck" and "/w/ck" are one)
-    return _uri_key(checkpoint) if is_uri(checkpoint) else str(local_path(checkpoint).resolve())
-
-
-def _uri_key(uri: str) -> str:
-    # trailing slashes dropped, never those of the scheme ("hdfs:///" stays "hdfs://")
-    scheme, rest = uri.split("://", 1)
-    return f"{scheme}://{rest.rstrip('/')}"
+    return uri_key(checkpoint) if is_uri(checkpoint) else str(local_path(checkpoint).resolve())
 
 
 def _pickle_by_value(module: ModuleType) -> None:

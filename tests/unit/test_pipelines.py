@@ -143,6 +143,8 @@ def test_each_pipeline_has_its_own_checkpoint_and_a_default_one_is_absolute(tmp_
         pytest.param("gs://bucket", "gs://bucket/b", id="bucket-only"),
         pytest.param("hdfs://namenode:8020/checkpoints", "hdfs://namenode:8020/checkpoints/b", id="hdfs"),
         pytest.param("hdfs:///checkpoints", "hdfs:///checkpoints/b", id="default-namenode"),
+        pytest.param("hdfs:/checkpoints/", "hdfs:/checkpoints/b", id="default-namenode-one-slash"),
+        pytest.param("hdfs:///", "hdfs:///b", id="namenode-root"),
         pytest.param("abfss://ck@account.dfs.core.windows.net/apps/", "abfss://ck@account.dfs.core.windows.net/apps/b", id="abfss"),
     ],
 )

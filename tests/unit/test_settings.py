@@ -264,7 +264,8 @@ def test_a_config_that_is_a_directory_or_not_text_names_the_problem(tmp_path):
         load_settings(binary, environ={})
 
 
-URI_ROOTS = ["s3a://bucket/ck", "gs://bucket/ck/", "hdfs://namenode:8020/checkpoints", "abfss://ck@account.dfs.core.windows.net/apps"]
+URI_ROOTS = ["s3a://bucket/ck", "gs://bucket/ck/", "hdfs://namenode:8020/checkpoints", "abfss://ck@account.dfs.core.windows.net/apps",
+             "hdfs:/checkpoints"]  # the default name node, one slash: Hadoop reads the scheme
 
 
 @pytest.mark.parametrize("root", URI_ROOTS)
