@@ -215,6 +215,12 @@ def _shared_checkpoints(specs: Sequence[PipelineSpec], root: Path | str | None) 
             default = "".join(f" ({s.name}'s by default: pipelines.checkpoint_root/{s.name})"
                               for s in specs if s.name in names and s.checkpoint is None)
             shared.append(f"{', '.join(names)} share the checkpoint {where!r}{default}")
+    # one checkpoint inside another: the outer query's checkpoint holds the inner one's files
+    # among its own (offsets/, commits/, state/: a pipeline named "offsets" would write its log)
+    for outer in owners:
+        for inner in owners:
+            if inner.startswith(outer.rstrip("/") + "/"):
+                shared.append(f"{owners[inner][0]}'s checkpoint {inner!r} is inside {owners[outer][0]}'s {outer!r}")
     return "; ".join(shared) or None
 
 

@@ -195,3 +195,29 @@ def test_missing_module_file(tmp_path):
 def test_initial_parallelism_is_aligned_and_bounded():
     spec = PipelineSpec("x", lambda s, c: None, min_parallelism=2, max_parallelism=8)
     assert [spec.initial_params(c).parallelism for c in (1, 3, 20)] == [2, 3, 8]
+
+
+@pytest.mark.parametrize(
+    "checkpoints, message",
+    [
+        pytest.param({"a": "{tmp}/ck", "b": None}, "b's checkpoint '{tmp}/ck/b' is inside a's '{tmp}/ck'", id="the-root-itself"),
+        pytest.param({"a": "{tmp}/x", "b": "{tmp}/x/state/b"}, "b's checkpoint '{tmp}/x/state/b' is inside a's '{tmp}/x'", id="explicit"),
+        # "/ck/a-b" sorts between "/ck/a" and "/ck/a/x": nesting is not only between neighbours
+        pytest.param({"a": "{tmp}/ck/a", "b": "{tmp}/ck/a-b", "c": "{tmp}/ck/a/x"}, "c's checkpoint '{tmp}/ck/a/x' is inside a's '{tmp}/ck/a'",
+                     id="not-neighbours-when-sorted"),
+        pytest.param({"a": "s3a://bucket/ck", "b": "s3a://bucket/ck/b/x/"}, "b's checkpoint 's3a://bucket/ck/b/x' is inside a's 's3a://bucket/ck'", id="uri"),
+    ],
+)
+def test_a_checkpoint_inside_another_is_refused_naming_both(tmp_path, checkpoints, message):
+    # the outer query's checkpoint directory held the inner one's files among its own offsets/,
+    # commits/ and state/ (a pipeline named "offsets" under a root another pipeline used)
+    specs = [PipelineSpec(name, lambda s, c: None, checkpoint=None if ck is None else ck.format(tmp=tmp_path)) for name, ck in checkpoints.items()]
+    with pytest.raises(PipelineError, match=re.escape(message.format(tmp=tmp_path))):
+        checkpoint_locations(specs, tmp_path / "ck")
+
+
+def test_checkpoints_side_by_side_with_a_common_prefix_are_not_nested(tmp_path):
+    specs = [PipelineSpec("a", lambda s, c: None, checkpoint=str(tmp_path / "ck" / "a")),
+             PipelineSpec("b", lambda s, c: None, checkpoint=str(tmp_path / "ck" / "ab")),
+             PipelineSpec("c", lambda s, c: None, checkpoint="s3a://bucket/ck-2"), PipelineSpec("d", lambda s, c: None, checkpoint="s3a://bucket/ck")]
+    assert checkpoint_locations(specs, tmp_path / "ck")["b"] == str(tmp_path / "ck" / "ab")
