@@ -121,10 +121,15 @@ def uri_key(uri: str) -> str:
     return match.group(0) + uri[match.end():].rstrip("/")
 
 
+def _local_text(location: str | os.PathLike[str]) -> str:
+    """A local location's path as text: a ``file:`` URI (``file:///w/ck``, ``file:/w/ck``) its path."""
+    text = os.fspath(location)
+    return urlsplit(text).path if text.lower().startswith("file:") else text
+
+
 def local_path(location: str | os.PathLike[str]) -> Path:
     """A local checkpoint location as a path; a ``file:`` URI (``file:///w/ck``, ``file:/w/ck``) as its path."""
-    text = os.fspath(location)
-    return Path(urlsplit(text).path if text.lower().startswith("file:") else text)
+    return Path(_local_text(location))
 
 
 def _checkpoint_root(value: Any) -> Any:
@@ -134,7 +139,7 @@ def _checkpoint_root(value: Any) -> Any:
         return value  # the type check names it
     if is_uri(value):
         return value
-    path = urlsplit(value).path if value.lower().startswith("file:") else value
+    path = _local_text(value)
     if not path.strip():
         # Path("") is Path("."): every query would checkpoint straight into the working directory
         raise ValueError("must name a directory or a URI (s3a://bucket/checkpoints), got an empty value")
