@@ -37,7 +37,6 @@ from autoscaler.core.model import (
     RunningRead,
 )
 from autoscaler.core.plan import QueryResume, resumed_params
-from autoscaler.core.settings import is_uri, local_path
 from autoscaler.runtime.clock import Clock
 from autoscaler.spark.checkpoint import (
     CheckpointInfo,
@@ -160,8 +159,7 @@ class QueryHost:
         # a running batch's input read from the driver's REST API each tick (window.running_batch_rows)
         self._stage_input = StageInput(spark) if running_batch_rows else None
         self.clock = clock
-        # a URI (s3a://bucket/ck) as written: Path() made it the local s3a:/bucket/ck
-        self.checkpoint_root: Path | str = checkpoint_root if is_uri(checkpoint_root) else local_path(checkpoint_root).resolve()
+        self.checkpoint_root = checkpoint_root  # a URI as written, a local directory resolved: by checkpoint_locations
         self.registered_cores = registered_cores
         self.max_samples = max_samples
         self.stop_timeout = stop_timeout

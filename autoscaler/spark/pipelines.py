@@ -193,10 +193,10 @@ def checkpoint_locations(specs: Sequence[PipelineSpec], checkpoint_root: Path | 
 
 def default_checkpoint(checkpoint_root: Path | str, name: str) -> str:
     """``<checkpoint_root>/<name>``: under a URI root (``s3a://bucket/ck``) the URI, joined with
-    one ``/``; under a local root (a ``file:`` URI is one) the absolute path."""
-    if is_uri(checkpoint_root):
-        return f"{uri_key(str(checkpoint_root))}/{name}"
-    return str(local_path(checkpoint_root).resolve() / name)
+    one ``/``; under a local root (a ``file:`` URI is one) the absolute path. In the form
+    :func:`_checkpoint_key` gives, as the root is."""
+    root = _checkpoint_key(str(checkpoint_root))
+    return f"{root}/{name}" if is_uri(root) else str(Path(root) / name)
 
 
 def _shared_checkpoints(specs: Sequence[PipelineSpec], root: Path | str | None) -> str | None:
@@ -207,7 +207,7 @@ def _shared_checkpoints(specs: Sequence[PipelineSpec], root: Path | str | None) 
         if spec.checkpoint is not None:
             owners.setdefault(_checkpoint_key(spec.checkpoint), []).append(spec.name)
         elif root is not None:
-            owners.setdefault(_checkpoint_key(default_checkpoint(root, spec.name)), []).append(spec.name)
+            owners.setdefault(default_checkpoint(root, spec.name), []).append(spec.name)
     shared = []
     for where, names in owners.items():
         if len(names) > 1:
