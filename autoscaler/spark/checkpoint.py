@@ -193,7 +193,7 @@ class HadoopFiles:
             return False
         try:
             return bool(self.spark._jvm.java.lang.Class.forName("java.io.FileNotFoundException").isInstance(java))
-        except Exception:
+        except Exception:  # the JVM cannot tell (gone meanwhile): not "missing", so the caller raises it as unreadable
             return False
 
     def _unreadable(self, exc: Exception) -> CheckpointUnreadable:
@@ -202,7 +202,7 @@ class HadoopFiles:
         if java is not None:
             try:
                 reason = str(java.toString())  # "java.nio.file.AccessDeniedException: s3a://...: ..."
-            except Exception:
+            except Exception:  # the JVM cannot describe it (gone meanwhile): the Python exception below is the reason
                 pass
         return CheckpointUnreadable(self.location, (reason or f"{type(exc).__name__}: {exc}")[:1000])
 
