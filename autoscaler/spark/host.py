@@ -128,6 +128,8 @@ class _Run:
     last_error: str | None = None
     stateful: bool = False
     state_store: str | None = None
+    # the reason its checkpoint could not be read at the latest batch (warned once, not every batch)
+    checkpoint_unreadable: str | None = None
     pending: _PendingOutcome | None = None
     # the latest trigger that found no new rows (Spark's QueryIdleEvent), kept across runs
     idle_at: datetime | None = None
@@ -271,6 +273,9 @@ class QueryHost:
         except CheckpointUnreadable as exc:  # never "no batch committed yet": that is not known
             report = StopReport(run.name, None, finished=finished, unreadable=str(exc))
         reports[run.name] = report
+        if report.unreadable is not None:  # which batch is committed is unknown: said as such, not as None
+            log.warning("query_stopped", query=run.name, checkpoint_unreadable=report.unreadable, detail=report.describe())
+            return
         log.info("query_stopped", query=run.name, last_committed_batch=report.last_committed,
                  replayed_batch=report.replayed, detail=report.describe())
 
@@ -591,10 +596,7 @@ class QueryHost:
         if partitions is not None and run.state_store is None and run.checkpoint:
             # the provider is pinned in the checkpoint's offset log from the first batch on (read
             # outside the lock: remote storage can take a while)
-            try:
-                state_store = self._read_checkpoint(run).state_store or "hdfs"
-            except CheckpointUnreadable as exc:  # unknown: a shuffle change is refused; read again next batch
-                log.warning("checkpoint_unreadable", query=run.name, error=str(exc))
+            state_store = self._read_state_store(run)
         with self._lock:
             run.window.add(sample)
             if partitions is not None:
@@ -614,6 +616,22 @@ class QueryHost:
                 ActionOutcome(c.name, OutcomeKind.RESCALE, True, pending.decided_at, now, c.message, pause, c.from_params, c.to_params)
             )
             log.info("rescale_done", query=c.name, parallelism=c.to_params.parallelism, pause_seconds=round(pause.total_seconds(), 3))
+
+    def _read_state_store(self, run: _Run) -> str | None:
+        """The state store ``run``'s checkpoint pins, or None while it cannot be read (a shuffle
+        change is then refused; read again at the next batch). An outage of the remote storage
+        is warned once, with its reason, and its end once: not at every batch it lasts."""
+        try:
+            state_store = self._read_checkpoint(run).state_store or "hdfs"
+        except CheckpointUnreadable as exc:
+            if run.checkpoint_unreadable is None:
+                log.warning("checkpoint_unreadable", query=run.name, error=str(exc), retry="at each batch, warned once")
+            run.checkpoint_unreadable = str(exc)
+            return None
+        if run.checkpoint_unreadable is not None:
+            log.info("checkpoint_readable_again", query=run.name, state_store=state_store)
+            run.checkpoint_unreadable = None
+        return state_store
 
     def on_idle(self, run_id: str, timestamp: str) -> None:
         """A trigger of ``run_id`` found no new rows (Spark 3.5+ posts ``QueryIdleEvent`` instead of

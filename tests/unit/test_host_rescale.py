@@ -18,6 +18,7 @@ from datetime import timedelta
 from typing import Any, Callable
 
 import pytest
+import structlog
 
 from autoscaler.core.model import QueryChange, QueryStatus, Reason
 from autoscaler.runtime.clock import SystemClock
@@ -395,9 +396,45 @@ def test_a_remote_checkpoint_that_cannot_be_read_is_reported_with_the_reason_nev
     assert (view.stateful, view.state_store, view.params.shuffle_partitions) == (True, None, 4)
     refusal = refusal_for(view, replace(view.params, shuffle_partitions=8))
     assert refusal is not None and refusal[0] == Reason.STATE_PINS_SHUFFLE_PARTITIONS and "(unknown state store)" in refusal[1]
-    [stopped] = host.stop_all()
+    with structlog.testing.capture_logs() as logs:
+        [stopped] = host.stop_all()
+    # logged as a warning naming why, not as "last_committed_batch=None" at info
+    [logged] = [e for e in logs if e["event"] == "query_stopped"]
+    assert logged["log_level"] == "warning" and denied in logged["checkpoint_unreadable"] and "last_committed_batch" not in logged
     assert stopped.last_committed is None
     assert stopped.describe() == f"query q stopped (which batch is committed is unknown: checkpoint s3a://bucket/ck/q could not be read: {denied})"
+
+
+def test_a_remote_checkpoint_unreadable_for_many_batches_is_warned_once_and_its_return_once(tmp_path):
+    # it was read again and warned at every batch: an hour's outage of the storage, at a batch
+    # every few seconds, filled the log with the same warning
+    remote = remote_checkpoint(tmp_path, planned=1, committed=1, conf={"spark.sql.shuffle.partitions": "4", "spark.sql.streaming.stateStore.providerClass": ROCKSDB})
+    spec = PipelineSpec("q", lambda s, ctx: FakeWriter(lambda: FakeQuery("run-0")), trigger=timedelta(seconds=1), initial_parallelism=2)
+    host = QueryHost(FakeSpark(), [spec], checkpoint_root="s3a://bucket/ck", clock=SystemClock(), registered_cores=lambda: 2,
+                     remote_checkpoints=lambda location: remote)
+    host.prepare(2)
+    host.start_all()
+    host._stop_supervisor.set()
+    host._runs["q"].state_store = None  # as after a start that could not read it
+
+    def batch(batch_id: int) -> None:
+        data = json.loads(progress(batch_id, "run-0", f"2026-11-23T10:00:{10 + batch_id:02d}.000Z"))
+        data["stateOperators"] = [{"operatorName": "stateStoreSave", "numRowsTotal": 5, "numShufflePartitions": 4}]
+        host.on_progress(json.dumps(data), "q", "run-0")
+
+    remote.failure = "java.net.SocketTimeoutException: connect timed out"
+    with structlog.testing.capture_logs() as logs:
+        for batch_id in range(2, 7):
+            batch(batch_id)
+        assert host.views()[0].state_store is None  # still unknown: a shuffle change is refused
+        remote.failure = None
+        batch(7)
+        batch(8)
+    events = [(e["event"], e["log_level"]) for e in logs if e["event"].startswith("checkpoint_")]
+    assert events == [("checkpoint_unreadable", "warning"), ("checkpoint_readable_again", "info")]
+    assert "connect timed out" in next(e["error"] for e in logs if e["event"] == "checkpoint_unreadable")
+    assert host.views()[0].state_store == "rocksdb"
+    host.stop_all(finish_cut_batches=False)
 
 
 @pytest.mark.parametrize("delete_fails", [False, True], ids=["removed", "cannot-be-removed"])
