@@ -11,10 +11,65 @@ import threading
 import time
 from typing import Any
 
+import h11
 import structlog
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 log = structlog.get_logger("autoscaler.server")
+
+# seconds a request's headers may take to arrive, from the connection's first byte (or from its
+# opening) to the end of the headers: uvicorn (h11) bounds the wait between requests
+# (keep-alive) and our app a control request's body (api.MAX_BODY_SECONDS), but not headers that
+# trickle in, nor a connection that sends nothing (a slowloris held such sockets open for good)
+MAX_HEADER_SECONDS = 10.0
+_HEADER_TIMEOUT = (
+    b"HTTP/1.1 408 Request Timeout\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n"
+    b"Content-Length: %d\r\n\r\n%s"
+)
+
+
+class HeaderBoundH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a bound on the time a request's headers take to arrive
+    (``MAX_HEADER_SECONDS``): past it the connection is answered 408 and closed."""
+
+    _header_timer: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        self._arm_header_timer()  # a connection that sends nothing is bounded too
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self._arm_header_timer()  # bytes of a request's headers: the clock runs from the first
+        else:
+            self._disarm_header_timer()  # the headers are in (the body has the app's own bound)
+
+    def on_response_complete(self) -> None:
+        self._disarm_header_timer()  # the wait for the next request is uvicorn's keep-alive timeout
+        super().on_response_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_header_timer()
+        super().connection_lost(exc)
+
+    def _arm_header_timer(self) -> None:
+        if self._header_timer is None:
+            self._header_timer = self.loop.call_later(MAX_HEADER_SECONDS, self._headers_too_slow)
+
+    def _disarm_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_too_slow(self) -> None:
+        self._header_timer = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            return
+        message = f"the request's headers did not all arrive within {MAX_HEADER_SECONDS:g} seconds".encode()
+        self.transport.write(_HEADER_TIMEOUT % (len(message), message))
+        self.transport.close()
 
 
 class HttpServerError(RuntimeError):
@@ -33,6 +88,7 @@ class HttpServer:
             access_log=False,
             lifespan="off",
             timeout_graceful_shutdown=2,
+            http=HeaderBoundH11Protocol,
         )
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None

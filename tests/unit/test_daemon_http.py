@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from fastapi import FastAPI, Request
 
 from autoscaler.app.driver import DriverDaemon
 from autoscaler.cli import build_parser, main
@@ -33,8 +34,6 @@ def test_the_daemon_serves_health_and_metrics_before_spark_is_up(tmp_path, monke
 
 
 def test_a_port_in_use_is_a_clear_error():
-    from fastapi import FastAPI
-
     with HttpServer(FastAPI(), "127.0.0.1", 0) as first:
         with pytest.raises(HttpServerError, match=f"cannot listen on 127.0.0.1:{first.port}"):
             HttpServer(FastAPI(), "127.0.0.1", first.port).start()
@@ -103,3 +102,98 @@ def test_the_daemon_refuses_given_pipelines_on_one_checkpoint_before_spark_start
     specs = [PipelineSpec("a", lambda s, c: None, checkpoint=str(tmp_path / "ck" / "b")), PipelineSpec("b", lambda s, c: None)]
     with pytest.raises(PipelineError, match="a, b share the checkpoint"):
         DriverDaemon(settings, specs=specs)
+
+
+# --- request headers bounded in time (a slowloris held a socket open for good) ------------------
+
+
+@pytest.fixture
+def slow_server(monkeypatch):
+    """A server whose headers bound is 0.5 s, with a route that reads its body as it comes."""
+    import asyncio
+
+    from autoscaler.ops import server as server_module
+
+    monkeypatch.setattr(server_module, "MAX_HEADER_SECONDS", 0.5)
+    app = FastAPI()
+
+    @app.get("/ping")
+    def ping() -> dict:
+        return {"pong": True}
+
+    @app.post("/echo")
+    async def echo(request: Request) -> dict:
+        try:  # the body's own bound, as the control API has (api.MAX_BODY_SECONDS), here 2 s
+            return {"got": len(await asyncio.wait_for(request.body(), 2.0))}
+        except asyncio.TimeoutError:
+            return {"got": "late"}
+
+    with HttpServer(app, "127.0.0.1", 0) as server:
+        yield server
+
+
+def _connect(server):
+    import socket
+
+    return socket.create_connection(("127.0.0.1", server.port), timeout=5)
+
+
+def _read_all(sock) -> bytes:
+    """Everything the server sends until it closes the connection (or 5 s pass)."""
+    data = b""
+    while chunk := sock.recv(4096):
+        data += chunk
+    return data
+
+
+def test_a_connection_that_sends_nothing_is_answered_408_and_closed_after_the_header_bound(slow_server):
+    import time
+
+    started = time.monotonic()
+    with _connect(slow_server) as sock:
+        data = _read_all(sock)
+    assert data.startswith(b"HTTP/1.1 408 ") and b"did not all arrive within 0.5 seconds" in data
+    assert 0.4 <= time.monotonic() - started < 3
+
+
+def test_headers_trickled_in_are_cut_off_when_the_whole_of_them_is_late_not_each_piece(slow_server):
+    import select
+    import time
+
+    head = b"GET /ping HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 60 + b"\r\n\r\n"
+    started, sent = time.monotonic(), 0
+    with _connect(slow_server) as sock:
+        # one byte every 0.05 s: each well within 0.5 s, the whole would take 4 s
+        while sent < len(head) and not select.select([sock], [], [], 0.05)[0]:
+            sock.sendall(head[sent:sent + 1])
+            sent += 1
+        data = _read_all(sock)
+    assert data.startswith(b"HTTP/1.1 408 ") and sent < len(head)
+    assert time.monotonic() - started < 3
+
+
+def test_the_header_bound_leaves_keep_alive_bodies_and_the_next_request_alone(slow_server):
+    import http.client
+    import time
+
+    with _connect(slow_server) as sock:
+        # two requests on one connection, the second after longer than the header bound (the
+        # wait between requests is uvicorn's keep-alive timeout, 5 s)
+        for _ in range(2):
+            sock.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+            response = http.client.HTTPResponse(sock)
+            response.begin()
+            assert (response.status, response.read()) == (200, b'{"pong":true}')
+            time.sleep(0.8)
+        # a body slower than the header bound is the route's to bound (2 s here), not the headers'
+        sock.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4\r\n\r\n{}")
+        time.sleep(1.0)
+        sock.sendall(b"  ")
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        assert (response.status, response.read()) == (200, b'{"got":4}')
+        # the next request's headers, trickled after a response, are bounded again
+        started = time.monotonic()
+        sock.sendall(b"GET /pi")
+        data = _read_all(sock)
+    assert data.startswith(b"HTTP/1.1 408 ") and 0.4 <= time.monotonic() - started < 3
