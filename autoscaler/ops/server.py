@@ -41,10 +41,17 @@ class HeaderBoundH11Protocol(H11Protocol):
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+        if self._waiting_on_client() and not self.transport.is_closing():
             self._arm_header_timer()  # bytes of a request's headers: the clock runs from the first
         else:
             self._disarm_header_timer()  # the headers are in (the body has the app's own bound)
+
+    def _waiting_on_client(self) -> bool:
+        """Bytes are arriving that no request being served reads: a request's headers, or the rest
+        of a body after the answer was sent without reading it (uvicorn cancels its keep-alive
+        timer on any data, so a body trickled after the answer held the connection open)."""
+        their = self.conn.their_state
+        return their is h11.IDLE or (their is h11.SEND_BODY and self.conn.our_state is h11.DONE)
 
     def on_response_complete(self) -> None:
         self._disarm_header_timer()  # the wait for the next request is uvicorn's keep-alive timeout
@@ -65,10 +72,11 @@ class HeaderBoundH11Protocol(H11Protocol):
 
     def _headers_too_slow(self) -> None:
         self._header_timer = None
-        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+        if self.transport.is_closing() or not self._waiting_on_client():
             return
-        message = f"the request's headers did not all arrive within {MAX_HEADER_SECONDS:g} seconds".encode()
-        self.transport.write(_HEADER_TIMEOUT % (len(message), message))
+        if self.conn.their_state is h11.IDLE:  # else the request was answered: nothing more to say
+            message = f"the request's headers did not all arrive within {MAX_HEADER_SECONDS:g} seconds".encode()
+            self.transport.write(_HEADER_TIMEOUT % (len(message), message))
         self.transport.close()
 
 

@@ -121,6 +121,10 @@ def slow_server(monkeypatch):
     def ping() -> dict:
         return {"pong": True}
 
+    @app.delete("/ping")
+    def forget() -> dict:  # answers without reading the body it was sent
+        return {"forgot": True}
+
     @app.post("/echo")
     async def echo(request: Request) -> dict:
         try:  # the body's own bound, as the control API has (api.MAX_BODY_SECONDS), here 2 s
@@ -197,3 +201,27 @@ def test_the_header_bound_leaves_keep_alive_bodies_and_the_next_request_alone(sl
         sock.sendall(b"GET /pi")
         data = _read_all(sock)
     assert data.startswith(b"HTTP/1.1 408 ") and 0.4 <= time.monotonic() - started < 3
+
+
+def test_a_body_trickled_after_an_answer_that_did_not_read_it_does_not_hold_the_connection(slow_server):
+    import select
+    import time
+
+    with _connect(slow_server) as sock:
+        sock.sendall(b"DELETE /ping HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+        started, sent, data = time.monotonic(), 0, b""
+        # a byte every 0.05 s: uvicorn's keep-alive timer, cancelled by each, never fired
+        while sent < 100 and time.monotonic() - started < 4:
+            if select.select([sock], [], [], 0.05)[0]:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+                continue
+            try:
+                sock.sendall(b" ")
+            except OSError:
+                break
+            sent += 1
+    assert data.startswith(b"HTTP/1.1 200 ") and b'{"forgot":true}' in data
+    assert time.monotonic() - started < 3 and sent < 100
