@@ -18,8 +18,9 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 log = structlog.get_logger("autoscaler.server")
 
-# seconds a request's headers may take to arrive, from the connection's first byte (or from its
-# opening) to the end of the headers: uvicorn (h11) bounds the wait between requests
+# seconds a request's headers may take to arrive, from the connection's opening (its first
+# request) or the request's first byte (a later one on a kept-alive connection) to the end of the
+# headers: uvicorn (h11) bounds the wait between requests
 # (keep-alive) and our app a control request's body (api.MAX_BODY_SECONDS), but not headers that
 # trickle in, nor a connection that sends nothing (a slowloris held such sockets open for good)
 MAX_HEADER_SECONDS = 10.0
