@@ -369,7 +369,7 @@ def test_a_query_on_remote_storage_runs_and_stops_as_its_checkpoint_pins(tmp_pat
     assert set(opened) == {"s3a://bucket/ck/q"} and list(tmp_path.iterdir()) == [tmp_path / "remote"]  # nothing on the local disk
 
 
-def test_a_remote_checkpoint_that_cannot_be_read_is_reported_with_the_reason_never_as_missing(tmp_path):
+def test_a_remote_checkpoint_that_cannot_be_read_is_reported_with_the_reason_never_as_missing(tmp_path, restore_logging):
     # an unreadable checkpoint read as missing: the query started with the spec's shuffle partitions,
     # the stop reported "no batch committed yet"
     from autoscaler.core.plan import refusal_for
@@ -396,6 +396,7 @@ def test_a_remote_checkpoint_that_cannot_be_read_is_reported_with_the_reason_nev
     assert (view.stateful, view.state_store, view.params.shuffle_partitions) == (True, None, 4)
     refusal = refusal_for(view, replace(view.params, shuffle_partitions=8))
     assert refusal is not None and refusal[0] == Reason.STATE_PINS_SHUFFLE_PARTITIONS and "(unknown state store)" in refusal[1]
+    structlog.reset_defaults()  # every level reaches the capture, whatever an earlier test configured
     with structlog.testing.capture_logs() as logs:
         [stopped] = host.stop_all()
     # logged as a warning naming why, not as "last_committed_batch=None" at info
@@ -405,9 +406,10 @@ def test_a_remote_checkpoint_that_cannot_be_read_is_reported_with_the_reason_nev
     assert stopped.describe() == f"query q stopped (which batch is committed is unknown: checkpoint s3a://bucket/ck/q could not be read: {denied})"
 
 
-def test_a_remote_checkpoint_unreadable_for_many_batches_is_warned_once_and_its_return_once(tmp_path):
+def test_a_remote_checkpoint_unreadable_for_many_batches_is_warned_once_and_its_return_once(tmp_path, restore_logging):
     # it was read again and warned at every batch: an hour's outage of the storage, at a batch
     # every few seconds, filled the log with the same warning
+    structlog.reset_defaults()  # every level reaches the capture, whatever an earlier test configured
     remote = remote_checkpoint(tmp_path, planned=1, committed=1, conf={"spark.sql.shuffle.partitions": "4", "spark.sql.streaming.stateStore.providerClass": ROCKSDB})
     spec = PipelineSpec("q", lambda s, ctx: FakeWriter(lambda: FakeQuery("run-0")), trigger=timedelta(seconds=1), initial_parallelism=2)
     host = QueryHost(FakeSpark(), [spec], checkpoint_root="s3a://bucket/ck", clock=SystemClock(), registered_cores=lambda: 2,
