@@ -54,10 +54,6 @@ class HeaderBoundH11Protocol(H11Protocol):
         their = self.conn.their_state
         return their is h11.IDLE or (their is h11.SEND_BODY and self.conn.our_state is h11.DONE)
 
-    def on_response_complete(self) -> None:
-        self._disarm_header_timer()  # the wait for the next request is uvicorn's keep-alive timeout
-        super().on_response_complete()
-
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_header_timer()
         super().connection_lost(exc)

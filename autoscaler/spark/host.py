@@ -128,8 +128,8 @@ class _Run:
     last_error: str | None = None
     stateful: bool = False
     state_store: str | None = None
-    # the reason its checkpoint could not be read at the latest batch (warned once, not every batch)
-    checkpoint_unreadable: str | None = None
+    # its checkpoint could not be read at the latest batch (warned once, not at every batch)
+    checkpoint_unreadable: bool = False
     pending: _PendingOutcome | None = None
     # the latest trigger that found no new rows (Spark's QueryIdleEvent), kept across runs
     idle_at: datetime | None = None
@@ -624,13 +624,13 @@ class QueryHost:
         try:
             state_store = self._read_checkpoint(run).state_store or "hdfs"
         except CheckpointUnreadable as exc:
-            if run.checkpoint_unreadable is None:
+            if not run.checkpoint_unreadable:
                 log.warning("checkpoint_unreadable", query=run.name, error=str(exc), retry="at each batch, warned once")
-            run.checkpoint_unreadable = str(exc)
+            run.checkpoint_unreadable = True
             return None
-        if run.checkpoint_unreadable is not None:
+        if run.checkpoint_unreadable:
             log.info("checkpoint_readable_again", query=run.name, state_store=state_store)
-            run.checkpoint_unreadable = None
+            run.checkpoint_unreadable = False
         return state_store
 
     def on_idle(self, run_id: str, timestamp: str) -> None:

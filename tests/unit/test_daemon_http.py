@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import http.client
+import socket
+import time
+
 import httpx
 import pytest
 from fastapi import FastAPI, Request
@@ -10,6 +15,7 @@ from autoscaler.app.driver import DriverDaemon
 from autoscaler.cli import build_parser, main
 from autoscaler.ops.server import HttpServer, HttpServerError
 from autoscaler.runtime.config import load_settings
+from tests.unit.test_api import answered
 
 
 def test_the_daemon_serves_health_and_metrics_before_spark_is_up(tmp_path, monkeypatch):
@@ -110,8 +116,6 @@ def test_the_daemon_refuses_given_pipelines_on_one_checkpoint_before_spark_start
 @pytest.fixture
 def slow_server(monkeypatch):
     """A server whose headers bound is 0.5 s, with a route that reads its body as it comes."""
-    import asyncio
-
     from autoscaler.ops import server as server_module
 
     monkeypatch.setattr(server_module, "MAX_HEADER_SECONDS", 0.5)
@@ -137,8 +141,6 @@ def slow_server(monkeypatch):
 
 
 def _connect(server):
-    import socket
-
     return socket.create_connection(("127.0.0.1", server.port), timeout=5)
 
 
@@ -151,8 +153,6 @@ def _read_all(sock) -> bytes:
 
 
 def test_a_connection_that_sends_nothing_is_answered_408_and_closed_after_the_header_bound(slow_server):
-    import time
-
     started = time.monotonic()
     with _connect(slow_server) as sock:
         data = _read_all(sock)
@@ -161,14 +161,11 @@ def test_a_connection_that_sends_nothing_is_answered_408_and_closed_after_the_he
 
 
 def test_headers_trickled_in_are_cut_off_when_the_whole_of_them_is_late_not_each_piece(slow_server):
-    import select
-    import time
-
     head = b"GET /ping HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 60 + b"\r\n\r\n"
     started, sent = time.monotonic(), 0
     with _connect(slow_server) as sock:
         # one byte every 0.05 s: each well within 0.5 s, the whole would take 4 s
-        while sent < len(head) and not select.select([sock], [], [], 0.05)[0]:
+        while sent < len(head) and not answered(sock, 0.05):
             sock.sendall(head[sent:sent + 1])
             sent += 1
         data = _read_all(sock)
@@ -177,9 +174,6 @@ def test_headers_trickled_in_are_cut_off_when_the_whole_of_them_is_late_not_each
 
 
 def test_the_header_bound_leaves_keep_alive_bodies_and_the_next_request_alone(slow_server):
-    import http.client
-    import time
-
     with _connect(slow_server) as sock:
         # two requests on one connection, the second after longer than the header bound (the
         # wait between requests is uvicorn's keep-alive timeout, 5 s)
@@ -204,15 +198,12 @@ def test_the_header_bound_leaves_keep_alive_bodies_and_the_next_request_alone(sl
 
 
 def test_a_body_trickled_after_an_answer_that_did_not_read_it_does_not_hold_the_connection(slow_server):
-    import select
-    import time
-
     with _connect(slow_server) as sock:
         sock.sendall(b"DELETE /ping HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
         started, sent, data = time.monotonic(), 0, b""
         # a byte every 0.05 s: uvicorn's keep-alive timer, cancelled by each, never fired
         while sent < 100 and time.monotonic() - started < 4:
-            if select.select([sock], [], [], 0.05)[0]:
+            if answered(sock, 0.05):
                 chunk = sock.recv(4096)
                 if not chunk:
                     break
