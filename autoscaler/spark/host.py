@@ -128,8 +128,10 @@ class _Run:
     last_error: str | None = None
     stateful: bool = False
     state_store: str | None = None
-    # its checkpoint could not be read at the latest batch (warned once, not at every batch)
+    # its checkpoint could not be read at the latest attempt (warned once, not at every batch)
     checkpoint_unreadable: bool = False
+    # the read of its checkpoint for the state store it pins, while one runs (one at a time)
+    state_store_read: threading.Thread | None = None
     pending: _PendingOutcome | None = None
     # the latest trigger that found no new rows (Spark's QueryIdleEvent), kept across runs
     idle_at: datetime | None = None
@@ -592,17 +594,14 @@ class QueryHost:
         sample = parse_progress(data, cores=cores or None, parallelism=params.parallelism, cold=cold)
         partitions = state_partitions(data)
         now = self.clock.now()
-        state_store = None
-        if partitions is not None and run.state_store is None and run.checkpoint:
-            # the provider is pinned in the checkpoint's offset log from the first batch on (read
-            # outside the lock: remote storage can take a while)
-            state_store = self._read_state_store(run)
+        if partitions is not None and run.checkpoint:
+            # the provider is pinned in the checkpoint's offset log from the first batch on
+            self._look_up_state_store(run)
         with self._lock:
             run.window.add(sample)
             if partitions is not None:
                 run.stateful = True
                 run.params = replace(run.params, shuffle_partitions=partitions)
-                run.state_store = run.state_store or state_store
             if sample.input_rows > 0:
                 run.failures = 0
             pending, run.pending = run.pending, None
@@ -617,21 +616,37 @@ class QueryHost:
             )
             log.info("rescale_done", query=c.name, parallelism=c.to_params.parallelism, pause_seconds=round(pause.total_seconds(), 3))
 
-    def _read_state_store(self, run: _Run) -> str | None:
-        """The state store ``run``'s checkpoint pins, or None while it cannot be read (a shuffle
-        change is then refused; read again at the next batch). An outage of the remote storage
-        is warned once, with its reason, and its end once: not at every batch it lasts."""
+    def _look_up_state_store(self, run: _Run) -> None:
+        """Read which state store ``run``'s checkpoint pins, on a thread of its own, unless it is
+        known or a read is running. Progress events come on Spark's listener thread, one for
+        every query, and a read of remote storage can take minutes (S3A retries each call with
+        back-off through an outage): read there, it delayed every query's progress while it ran."""
+        with self._lock:
+            if run.state_store is not None or (run.state_store_read is not None and run.state_store_read.is_alive()):
+                return
+            run.state_store_read = threading.Thread(target=self._read_state_store, args=(run,), name=f"checkpoint-{run.name}", daemon=True)
+            run.state_store_read.start()
+
+    def _read_state_store(self, run: _Run) -> None:
+        """Keep the state store ``run``'s checkpoint pins; while it cannot be read the store stays
+        unknown (a shuffle change is then refused; read again at a later batch). An outage of the
+        remote storage is warned once, with its reason, and its end once: not at every batch."""
         try:
             state_store = self._read_checkpoint(run).state_store or "hdfs"
         except CheckpointUnreadable as exc:
-            if not run.checkpoint_unreadable:
-                log.warning("checkpoint_unreadable", query=run.name, error=str(exc), retry="at each batch, warned once")
-            run.checkpoint_unreadable = True
-            return None
-        if run.checkpoint_unreadable:
+            with self._lock:
+                warn, run.checkpoint_unreadable = not run.checkpoint_unreadable, True
+            if warn:
+                log.warning("checkpoint_unreadable", query=run.name, error=str(exc), retry="at a later batch, warned once")
+            return
+        except Exception as exc:  # a bug must not die unseen on this thread (read again at a later batch)
+            log.warning("checkpoint_read_failed", query=run.name, error=f"{type(exc).__name__}: {exc}")
+            return
+        with self._lock:
+            recovered, run.checkpoint_unreadable = run.checkpoint_unreadable, False
+            run.state_store = run.state_store or state_store
+        if recovered:
             log.info("checkpoint_readable_again", query=run.name, state_store=state_store)
-            run.checkpoint_unreadable = False
-        return state_store
 
     def on_idle(self, run_id: str, timestamp: str) -> None:
         """A trigger of ``run_id`` found no new rows (Spark 3.5+ posts ``QueryIdleEvent`` instead of
