@@ -410,19 +410,10 @@ def test_a_remote_checkpoint_unreadable_for_many_batches_is_warned_once_and_its_
     # it was read again and warned at every batch: an hour's outage of the storage, at a batch
     # every few seconds, filled the log with the same warning
     structlog.reset_defaults()  # every level reaches the capture, whatever an earlier test configured
-    remote = remote_checkpoint(tmp_path, planned=1, committed=1, conf={"spark.sql.shuffle.partitions": "4", "spark.sql.streaming.stateStore.providerClass": ROCKSDB})
-    spec = PipelineSpec("q", lambda s, ctx: FakeWriter(lambda: FakeQuery("run-0")), trigger=timedelta(seconds=1), initial_parallelism=2)
-    host = QueryHost(FakeSpark(), [spec], checkpoint_root="s3a://bucket/ck", clock=SystemClock(), registered_cores=lambda: 2,
-                     remote_checkpoints=lambda location: remote)
-    host.prepare(2)
-    host.start_all()
-    host._stop_supervisor.set()
-    host._runs["q"].state_store = None  # as after a start that could not read it
+    host, remote = running_without_its_state_store(tmp_path)
 
     def batch(batch_id: int) -> None:
-        data = json.loads(progress(batch_id, "run-0", f"2026-11-23T10:00:{10 + batch_id:02d}.000Z"))
-        data["stateOperators"] = [{"operatorName": "stateStoreSave", "numRowsTotal": 5, "numShufflePartitions": 4}]
-        host.on_progress(json.dumps(data), "q", "run-0")
+        stateful_batch(host, batch_id)
         read = host._runs["q"].state_store_read
         assert read is not None
         read.join(timeout=10)  # each batch's read ends before the next: one read after each
@@ -445,7 +436,7 @@ def test_a_remote_checkpoint_unreadable_for_many_batches_is_warned_once_and_its_
 def test_a_checkpoint_read_that_hangs_delays_no_progress_event_and_runs_once_at_a_time(tmp_path):
     # the read ran on the listener thread, which delivers every query's progress: an S3 outage,
     # each call retried with back-off for minutes, held every query's next progress that long
-    remote = remote_checkpoint(tmp_path, planned=1, committed=1, conf={"spark.sql.shuffle.partitions": "4", "spark.sql.streaming.stateStore.providerClass": ROCKSDB})
+    host, remote = running_without_its_state_store(tmp_path)
     storage_back, reads = threading.Event(), []
 
     def hanging(location: str) -> Any:
@@ -453,23 +444,11 @@ def test_a_checkpoint_read_that_hangs_delays_no_progress_event_and_runs_once_at_
         storage_back.wait(timeout=30)
         return remote
 
-    spec = PipelineSpec("q", lambda s, ctx: FakeWriter(lambda: FakeQuery("run-0")), trigger=timedelta(seconds=1), initial_parallelism=2)
-    host = QueryHost(FakeSpark(), [spec], checkpoint_root="s3a://bucket/ck", clock=SystemClock(), registered_cores=lambda: 2,
-                     remote_checkpoints=lambda location: remote)
-    host.prepare(2)
-    host.start_all()
-    host._stop_supervisor.set()
-    host._runs["q"].state_store = None  # as after a start that could not read it
     host._remote_checkpoints = hanging  # the storage hangs from now on
-
-    def batch(batch_id: int) -> None:
-        data = json.loads(progress(batch_id, "run-0", f"2026-11-23T10:00:{10 + batch_id:02d}.000Z"))
-        data["stateOperators"] = [{"operatorName": "stateStoreSave", "numRowsTotal": 5, "numShufflePartitions": 4}]
-        host.on_progress(json.dumps(data), "q", "run-0")
 
     try:
         for batch_id in range(2, 6):
-            batch(batch_id)  # each returns while the read hangs
+            stateful_batch(host, batch_id)  # each returns while the read hangs
         assert host._runs["q"].progress_count == 4 and not storage_back.is_set()
         wait_for(lambda: reads, "the read to start")
         assert reads == ["s3a://bucket/ck/q"]  # one read at a time, not one more per batch
@@ -479,6 +458,27 @@ def test_a_checkpoint_read_that_hangs_delays_no_progress_event_and_runs_once_at_
         storage_back.set()
     wait_for(lambda: host.views()[0].state_store == "rocksdb", "the read to end")
     host.stop_all(finish_cut_batches=False)
+
+
+def running_without_its_state_store(tmp_path) -> tuple[QueryHost, Any]:
+    """A host running the stateful query q on a RocksDB checkpoint on remote storage, as after a
+    start that could not read which state store it pins; and that storage."""
+    remote = remote_checkpoint(tmp_path, planned=1, committed=1, conf={"spark.sql.shuffle.partitions": "4", "spark.sql.streaming.stateStore.providerClass": ROCKSDB})
+    spec = PipelineSpec("q", lambda s, ctx: FakeWriter(lambda: FakeQuery("run-0")), trigger=timedelta(seconds=1), initial_parallelism=2)
+    host = QueryHost(FakeSpark(), [spec], checkpoint_root="s3a://bucket/ck", clock=SystemClock(), registered_cores=lambda: 2,
+                     remote_checkpoints=lambda location: remote)
+    host.prepare(2)
+    host.start_all()
+    host._stop_supervisor.set()
+    host._runs["q"].state_store = None
+    return host, remote
+
+
+def stateful_batch(host: QueryHost, batch_id: int) -> None:
+    """The progress event of batch ``batch_id`` of run-0 of the stateful query q."""
+    data = json.loads(progress(batch_id, "run-0", f"2026-11-23T10:00:{10 + batch_id:02d}.000Z"))
+    data["stateOperators"] = [{"operatorName": "stateStoreSave", "numRowsTotal": 5, "numShufflePartitions": 4}]
+    host.on_progress(json.dumps(data), "q", "run-0")
 
 
 def wait_for(check: Callable[[], Any], what: str) -> None:
