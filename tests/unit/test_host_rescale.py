@@ -460,6 +460,27 @@ def test_a_checkpoint_read_that_hangs_delays_no_progress_event_and_runs_once_at_
     host.stop_all(finish_cut_batches=False)
 
 
+def test_an_unexpected_error_of_the_checkpoint_read_is_logged_with_its_type_and_read_again(tmp_path, restore_logging):
+    # on its own thread, an error other than the storage's would end the thread unseen
+    structlog.reset_defaults()  # every level reaches the capture, whatever an earlier test configured
+    host, remote = running_without_its_state_store(tmp_path)
+
+    def broken(location: str) -> Any:
+        raise KeyError("offsets/1")
+
+    host._remote_checkpoints = broken
+    with structlog.testing.capture_logs() as logs:
+        stateful_batch(host, 2)
+        wait_for(lambda: any(e["event"] == "checkpoint_read_failed" for e in logs), "the error logged")
+    [failed] = [e for e in logs if e["event"] == "checkpoint_read_failed"]
+    assert (failed["log_level"], failed["query"], failed["error"]) == ("warning", "q", "KeyError: 'offsets/1'")
+    assert host.views()[0].state_store is None
+    host._remote_checkpoints = lambda location: remote
+    stateful_batch(host, 3)  # read again after a later batch
+    wait_for(lambda: host.views()[0].state_store == "rocksdb", "the read after the next batch")
+    host.stop_all(finish_cut_batches=False)
+
+
 def running_without_its_state_store(tmp_path) -> tuple[QueryHost, Any]:
     """A host running the stateful query q on a RocksDB checkpoint on remote storage, as after a
     start that could not read which state store it pins; and that storage."""
