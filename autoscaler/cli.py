@@ -458,7 +458,8 @@ def _benchmark_parser(sub: Any) -> None:
         "examples:\n  spark-autoscaler benchmark traces --results docs/results/traces --jobs 2\n"
         "  spark-autoscaler benchmark traces --results docs/results/traces --policies default --scales p99\n"
         "  spark-autoscaler benchmark traces --results docs/results/traces --report-only --json\n"
-        "  spark-autoscaler benchmark traces --results /tmp/change --policies default --jobs 2 --compare-to docs/results/traces",
+        "  spark-autoscaler benchmark traces --results /tmp/change --policies default --jobs 2 --compare-to docs/results/traces\n"
+        "  spark-autoscaler benchmark traces --results /tmp/week --policies default --days 7 --jobs 2   # a screening",
     )
     traces.add_argument("--traces", type=Path, nargs="+", metavar="CSV|DIR",
                         help="trace files, or directories of *.csv traces (default: ../shared/traces)")
@@ -472,6 +473,9 @@ def _benchmark_parser(sub: Any) -> None:
     traces.add_argument("--setting", type=_key_yaml, action="append", default=[], metavar="KEY=VALUE",
                         help="a daemon setting for every run (dotted key, as in docs/settings.md), e.g. "
                         "normalize.scale_down_delay=0s; repeatable; kept and checked on resume like --param")
+    traces.add_argument("--days", type=_positive_float, metavar="D",
+                        help="simulate only the first D days of each trace (a screening in minutes; each result keeps its days, "
+                        "and results of other days are refused); default: the whole traces")
     traces.add_argument("--report-only", action="store_true", help="run nothing; report the results there are")
     traces.add_argument("--compare-to", type=Path, metavar="DIR",
                         help="also print each policy's results beside those in DIR (another --results directory): before -> "
@@ -997,11 +1001,11 @@ def _cmd_traces(args: argparse.Namespace) -> int:
     try:
         if not args.report_only:
             _exit_on_sigterm()
-            run_all(plan_runs(traces, scales, policies, params, settings), args.results, jobs=args.jobs, log=log)
+            run_all(plan_runs(traces, scales, policies, params, settings, args.days), args.results, jobs=args.jobs, log=log)
         # the default policy is judged from its results, run now or before
-        rep = report(plan_runs(traces, scales, ["default", *(p for p in policies if p != "default")]), args.results)
+        rep = report(plan_runs(traces, scales, ["default", *(p for p in policies if p != "default")], days=args.days), args.results)
         if args.compare_to:
-            rep["compared"] = compare(plan_runs(traces, scales, policies), args.compare_to, args.results)
+            rep["compared"] = compare(plan_runs(traces, scales, policies, days=args.days), args.compare_to, args.results)
     except (SimulationError, ValueError) as exc:
         return _fail(str(exc))
     if args.json:

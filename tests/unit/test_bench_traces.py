@@ -184,6 +184,36 @@ def test_a_daemon_setting_is_run_kept_and_checked_on_resume(traces, tmp_path, ca
     assert "settings" not in plain and held["executor_seconds"] > 1.5 * plain["executor_seconds"]
 
 
+def test_a_screening_simulates_the_first_days_keeps_them_and_never_passes_for_the_whole(tmp_path, capsys):
+    d = tmp_path / "traces"
+    d.mkdir()
+    write_trace(d / "day.csv", [10] * 144 + [10, 40, 45, 40] * 36)  # quiet for 12 hours, then bursts
+    week = tmp_path / "screening"
+    args = ["benchmark", "traces", "--traces", str(d), "--results", str(week), "--policies", "default", "--scales", "peak"]
+    assert main([*args, "--days", "0.5"]) == 0
+    assert "**The first 0.5 days of each trace only**: a screening" in capsys.readouterr().out
+    kept = json.loads((week / "peak" / "default-day.json").read_text())
+    assert kept["first_days"] == 0.5 and kept["simulated_seconds"] <= 43200
+    # whole, the bursts of the second half are run too
+    whole = tmp_path / "whole"
+    assert main([*args[:5], str(whole), *args[6:]]) == 0
+    complete = json.loads((whole / "peak" / "default-day.json").read_text())
+    assert "first_days" not in complete and complete["simulated_seconds"] > 80000
+    capsys.readouterr()
+    # the screening's results are never run on, reported or compared as other days' or the whole trace's
+    refused = [
+        ([*args], "a run of the first 0.5 days, not the whole trace"),
+        ([*args, "--days", "1"], "a run of the first 0.5 days, not the first 1 day"),
+        ([*args, "--report-only"], "a run of the first 0.5 days, not the whole trace"),
+        ([*args[:5], str(whole), *args[6:], "--compare-to", str(week)], "a run of the first 0.5 days, not the whole trace"),
+        ([*args, "--days", "0.5", "--compare-to", str(whole)], "a run of the whole trace, not the first 0.5 days"),
+    ]
+    for given, named in refused:
+        assert main(given) == 2, given
+        assert f"default-day.json: {named}" in capsys.readouterr().err, given
+    assert main([*args, "--days", "0.5", "--report-only"]) == 0
+
+
 def test_a_list_valued_policy_parameter_does_not_break_the_bookkeeping(traces, tmp_path):
     # a plugin policy may take a list (--param windows=[1,2]); results are kept by run
     [run] = plan_runs([traces / "step.csv"], ["peak"], ["static"], {"windows": [1, 2]})

@@ -16,6 +16,11 @@ and with fewer SLO violations.
 With ``--compare-to BEFORE`` it also prints each policy's results beside the ones in ``BEFORE`` (a
 change judged whole: before -> after on every trace and scale, and on how many runs each figure
 went down, stayed, went up, at the precision shown).
+
+With ``--days D`` each run simulates the first ``D`` days of its trace only (each trace scaled on
+those days, as ``simulate --days``): a screening of a change in minutes where the whole traces
+take an hour, never to be read as the whole judgement. Each result keeps its days, and results
+of other days (or whole runs) are refused by name, on resume, in the report and in a comparison.
 """
 
 from __future__ import annotations
@@ -70,6 +75,8 @@ class Run:
     # daemon settings (``--setting``, dotted keys such as normalize.scale_down_delay), applied
     # after the simulator's own; kept in the result and compared the same way
     settings: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    # the first days of the trace simulated (``--days``); None: the whole trace
+    days: float | None = None
 
     def result_file(self, results: Path) -> Path:
         return results / self.scale.name / f"{self.policy}-{self.trace.stem}.json"
@@ -81,13 +88,14 @@ def plan_runs(
     policies: Sequence[str],
     params: Mapping[str, Any] | None = None,
     settings: Mapping[str, Any] | None = None,
+    days: float | None = None,
 ) -> list[Run]:
     """Every (trace, scale, policy), the shortest traces first (the first answers come soonest);
     ``params``, the policies' parameters (each policy run must take them); ``settings``, daemon
-    settings for every run."""
+    settings for every run; ``days``, the first days of each trace simulated (None: all)."""
     by_size = sorted(traces, key=lambda p: (p.stat().st_size, p.name))
     given, changed = dict(params or {}), dict(settings or {})
-    return [Run(t, SCALES[s], p, given, changed) for t in by_size for s in scales for p in policies]
+    return [Run(t, SCALES[s], p, given, changed, days) for t in by_size for s in scales for p in policies]
 
 
 def _simulate(run: Run) -> dict[str, Any]:
@@ -98,9 +106,15 @@ def _simulate(run: Run) -> dict[str, Any]:
         settings=run.settings,
         peak_executors=run.scale.peak_executors,
         scale_quantile=run.scale.quantile,
+        days=run.days,
     )
-    # settings only when given: results from before the option read as run without any
-    return {**result.to_json(), "policy_params": dict(run.params), **({"settings": dict(run.settings)} if run.settings else {})}
+    # settings and days only when given: results from before the options read as run without them
+    return {
+        **result.to_json(),
+        "policy_params": dict(run.params),
+        **({"settings": dict(run.settings)} if run.settings else {}),
+        **({"first_days": run.days} if run.days is not None else {}),
+    }
 
 
 def _check_params(run: Run, path: Path) -> None:
@@ -117,6 +131,26 @@ def _check_params(run: Run, path: Path) -> None:
                 f"{path}: run with {what} {found[what] or 'none'}, not {wanted or 'none'}; "
                 "give another --results directory, or remove it to run it again"
             )
+    _check_days(run, path, kept)
+
+
+def _check_days(run: Run, path: Path, kept: Mapping[str, Any]) -> None:
+    """A result simulated the days ``run`` asks for: a screening's first days are never read as a
+    whole trace, nor the other way round."""
+    found = kept.get("first_days")
+    if found != run.days:
+        raise ValueError(
+            f"{path}: a run of {_span(found)}, not {_span(run.days)}; "
+            "give another --results directory (or the same --days), or remove it to run it again"
+        )
+
+
+def _span(days: float | None) -> str:
+    return "the whole trace" if days is None else f"the first {_days(days)}"
+
+
+def _days(days: float) -> str:
+    return f"{days:g} day" if days == 1 else f"{days:g} days"
 
 
 def _write(path: Path, result: Mapping[str, Any]) -> None:
@@ -161,6 +195,7 @@ def read_results(runs: Iterable[Run], results: Path) -> dict[Run, dict[str, Any]
             missing = [k for k in KPIS if not isinstance(result, dict) or not isinstance(result.get(k), (int, float))]
             if missing:
                 raise ValueError(f"{path}: not a simulate --json result (no number for {', '.join(missing)}); remove it to run it again")
+            _check_days(run, path, result)
             found[run] = result
     return found
 
@@ -219,7 +254,8 @@ def report(runs: Sequence[Run], results: Path) -> dict[str, Any]:
     result; per policy, how many of its results each code made (a set of results from several
     commits says so)."""
     found = read_results(runs, results)
-    out: dict[str, Any] = {"scales": {}, "code": _codes(found)}
+    days = next((r.days for r in runs), None)
+    out: dict[str, Any] = {"days": days, "scales": {}, "code": _codes(found)}
     for scale in dict.fromkeys(r.scale for r in runs):
         traces: dict[str, Any] = {}
         for trace in dict.fromkeys(r.trace for r in runs if r.scale == scale):
@@ -249,6 +285,8 @@ def format_report(rep: Mapping[str, Any]) -> str:
     """Markdown tables, one per scale: the default policy's figures with a mark on each target
     missed (``!``) and the baselines that beat it on both cost and SLO violations."""
     out = []
+    if rep.get("days") is not None:
+        out += [f"**The first {_days(rep['days'])} of each trace only**: a screening, not the whole traces the targets are judged on.", ""]
     for scale in rep["scales"].values():
         out += [f"**{scale['title']}** (`!`: target missed)", ""]
         out.append(
