@@ -188,6 +188,8 @@ def test_token_files_are_not_read_when_the_http_server_is_off(tmp_path):
         pytest.param(["--policies", "nosuch"], "unknown policy 'nosuch'", id="unknown-policy"),
         pytest.param(["--policies", "default", "--param", "target_utilization=2"], "target_utilization", id="bad-param"),
         pytest.param(["--compare-to", "/nonexistent"], "--compare-to: '/nonexistent' is not a directory of results", id="no-comparison"),
+        pytest.param(["--days", "0"], "argument --days: '0' must be > 0", id="zero-days"),
+        pytest.param(["--days", "a week"], "argument --days: 'a week' is not a number", id="days-not-a-number"),
     ],
 )
 def test_benchmark_traces_refused_leaves_no_results_directory(tmp_path, capsys, args, problem):
