@@ -10,6 +10,7 @@ import pytest
 
 from autoscaler.app.driver import DriverDaemon
 from autoscaler.core.model import Mode, QueryStatus
+from autoscaler.runtime.clock import SystemClock
 from autoscaler.runtime.config import load_settings
 from autoscaler.spark.executors import SparkExecutors
 from autoscaler.spark.pipelines import PipelineSpec
@@ -37,8 +38,8 @@ def test_reactive_mode_uses_workers_that_join_and_survives_a_worker_killed_mid_b
         # the one worker's executor registered first: the daemon's wait below is then for the
         # second one only (on a loaded 2-core box the first took over 6 s to come, and the daemon
         # started with none after its 4 s; seen with two test processes side by side)
-        executors = SparkExecutors(spark)
-        wait_until(lambda: executors.registered_cores() >= 1, 60, "the worker's executor")
+        registered = SparkExecutors(spark).wait_for(1, timedelta(seconds=60), SystemClock())
+        assert registered == 1, "the worker's executor did not register in 60 s"
         profile = RateProfile.steps([(600, 500)])
         start = time.time() + 6
         build = trace_pipeline(profile=profile, start=start, cost_seconds=0.001, out_dir=tmp_path / "out")

@@ -24,6 +24,7 @@ from autoscaler.core.model import QueryChange, QueryStatus, Reason
 from autoscaler.runtime.clock import SystemClock
 from autoscaler.spark.host import QueryHost
 from autoscaler.spark.pipelines import PipelineError, PipelineSpec
+from tests.integration.conftest import wait_until
 
 
 def progress(batch_id: int, run_id: str, timestamp: str) -> str:
@@ -450,13 +451,13 @@ def test_a_checkpoint_read_that_hangs_delays_no_progress_event_and_runs_once_at_
         for batch_id in range(2, 6):
             stateful_batch(host, batch_id)  # each returns while the read hangs
         assert host._runs["q"].progress_count == 4 and not storage_back.is_set()
-        wait_for(lambda: reads, "the read to start")
+        wait_until(lambda: reads, 10, "the read to start", interval=0.01)
         assert reads == ["s3a://bucket/ck/q"]  # one read at a time, not one more per batch
         view = host.views()[0]
         assert (view.stateful, view.state_store) == (True, None)  # unknown meanwhile: a shuffle change is refused
     finally:
         storage_back.set()
-    wait_for(lambda: host.views()[0].state_store == "rocksdb", "the read to end")
+    wait_until(lambda: host.views()[0].state_store == "rocksdb", 10, "the read to end", interval=0.01)
     host.stop_all(finish_cut_batches=False)
 
 
@@ -471,13 +472,13 @@ def test_an_unexpected_error_of_the_checkpoint_read_is_logged_with_its_type_and_
     host._remote_checkpoints = broken
     with structlog.testing.capture_logs() as logs:
         stateful_batch(host, 2)
-        wait_for(lambda: any(e["event"] == "checkpoint_read_failed" for e in logs), "the error logged")
+        wait_until(lambda: any(e["event"] == "checkpoint_read_failed" for e in logs), 10, "the error logged", interval=0.01)
     [failed] = [e for e in logs if e["event"] == "checkpoint_read_failed"]
     assert (failed["log_level"], failed["query"], failed["error"]) == ("warning", "q", "KeyError: 'offsets/1'")
     assert host.views()[0].state_store is None
     host._remote_checkpoints = lambda location: remote
     stateful_batch(host, 3)  # read again after a later batch
-    wait_for(lambda: host.views()[0].state_store == "rocksdb", "the read after the next batch")
+    wait_until(lambda: host.views()[0].state_store == "rocksdb", 10, "the read after the next batch", interval=0.01)
     host.stop_all(finish_cut_batches=False)
 
 
@@ -500,13 +501,6 @@ def stateful_batch(host: QueryHost, batch_id: int) -> None:
     data = json.loads(progress(batch_id, "run-0", f"2026-11-23T10:00:{10 + batch_id:02d}.000Z"))
     data["stateOperators"] = [{"operatorName": "stateStoreSave", "numRowsTotal": 5, "numShufflePartitions": 4}]
     host.on_progress(json.dumps(data), "q", "run-0")
-
-
-def wait_for(check: Callable[[], Any], what: str) -> None:
-    deadline = time.monotonic() + 10
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 @pytest.mark.parametrize("delete_fails", [False, True], ids=["removed", "cannot-be-removed"])
