@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Callable
@@ -112,10 +111,7 @@ def test_a_late_event_of_the_stopped_run_does_not_end_the_rescale(tmp_path):
         old = host.views()[0].params
         change = QueryChange("q", old, replace(old, parallelism=4), Reason.OPERATOR_REQUEST, "2 -> 4")
         assert host.rescale(change, SystemClock().now())
-        deadline = time.monotonic() + 10
-        while not (len(starts) == 2 and host.views()[0].status == QueryStatus.RUNNING) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert len(starts) == 2 and host.views()[0].status == QueryStatus.RUNNING
+        wait_until(lambda: len(starts) == 2 and host.views()[0].status == QueryStatus.RUNNING, 10, "the new run", interval=0.01)
         assert host.take_outcomes() == ()  # the old run's batch did not end the rescale
         host.on_progress(progress(8, "run-1", "2026-11-23T10:00:12.000Z"), "q", "run-1")
         [outcome] = host.take_outcomes()
@@ -149,9 +145,7 @@ def test_idle_events_reach_the_view_and_outlive_a_restart(tmp_path):
         # trigger reports nothing)
         old = view.params
         assert host.rescale(QueryChange("q", old, replace(old, parallelism=4), Reason.OPERATOR_REQUEST, "2 -> 4"), SystemClock().now())
-        deadline = time.monotonic() + 10
-        while len(starts) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: len(starts) == 2, 10, "the new run", interval=0.01)
         assert host.views()[0].idle_at == view.idle_at
         host.on_progress(progress(8, "run-1", "2026-11-23T10:00:40.000Z"), "q", "run-1")
         assert not host.views()[0].idle  # a batch after the idle report
@@ -534,11 +528,8 @@ def test_a_failed_repartition_on_remote_storage_leaves_no_dangling_offsets_or_sa
     host._stop_supervisor.set()
     old = host.views()[0].params
     assert host.rescale(QueryChange("q", old, replace(old, shuffle_partitions=8), Reason.OPERATOR_REQUEST, "4 -> 8"), SystemClock().now())
-    deadline = time.monotonic() + 10
     outcomes: list[Any] = []
-    while not outcomes and time.monotonic() < deadline:
-        outcomes.extend(host.take_outcomes())
-        time.sleep(0.01)
+    wait_until(lambda: outcomes.extend(host.take_outcomes()) or outcomes, 10, "the rescale's outcome", interval=0.01)
     for t in list(threading.enumerate()):
         if t.name.startswith("rescale-"):
             t.join(5)
