@@ -33,6 +33,22 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def executor_pids(app_id: str) -> list[int]:
+    """The executor JVMs of one application on this machine (``CoarseGrainedExecutorBackend ...
+    --app-id <id>``): what a fault test or the soak kills to lose an executor."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmdline and app_id.encode() in cmdline:
+            pids.append(int(proc.name))
+    return sorted(pids)
+
+
 @dataclass
 class Worker:
     index: int

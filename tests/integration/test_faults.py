@@ -22,7 +22,7 @@ from autoscaler.app.driver import DriverDaemon
 from autoscaler.core.model import QueryStatus, Reason
 from autoscaler.runtime.config import load_settings
 from autoscaler.spark.pipelines import PipelineSpec
-from autoscaler.spark.standalone import LocalStandaloneCluster, free_port
+from autoscaler.spark.standalone import LocalStandaloneCluster, executor_pids, free_port
 from autoscaler.tools.demo.workload import drain, trace_pipeline
 from autoscaler.tools.traces import RateProfile
 from tests.integration.conftest import assert_every_row_once, wait_until
@@ -71,21 +71,6 @@ def run_loop(daemon: DriverDaemon) -> threading.Thread:
     thread = threading.Thread(target=daemon.loop.run, daemon=True)  # type: ignore[union-attr]  # set by start()
     thread.start()
     return thread
-
-
-def executor_pids(app_id: str) -> list[int]:
-    """The executor JVMs of one application (``CoarseGrainedExecutorBackend ... --app-id <id>``)."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmdline and app_id.encode() in cmdline:
-            pids.append(int(proc.name))
-    return sorted(pids)
 
 
 # --- an executor dies mid-batch ----------------------------------------------------------------------

@@ -43,6 +43,7 @@ from autoscaler.spark.executors import SparkExecutors
 from autoscaler.spark.host import QueryHost
 from autoscaler.spark.pipelines import PipelineContext, PipelineSpec
 from autoscaler.spark.session import build_session, stop_session
+from autoscaler.spark.standalone import executor_pids
 from autoscaler.tools.demo.source import NAME, register
 from autoscaler.tools.demo.workload import drain, trace_pipeline, verify_output
 from autoscaler.tools.traces import RateProfile
@@ -126,19 +127,6 @@ def _wait(check: Callable[[], Any], timeout: float, what: str, interval: float =
     raise SoakError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
-def _executor_pids(app_id: str) -> list[int]:
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmdline and app_id.encode() in cmdline:
-                pids.append(int(proc.name))
-    return sorted(pids)
-
-
 class _Soak:
     def __init__(self, workdir: Path, master: str, log: Callable[[str], None], fault_every: int) -> None:
         self.workdir, self.log, self.fault_every = workdir, log, fault_every
@@ -201,7 +189,7 @@ class _Soak:
         if not self.host.rescale(change, SystemClock().now()):
             raise SoakError(f"the host refused the rescale of {name}")
         if fault == "executor_killed":
-            pids = _executor_pids(self.spark.sparkContext.applicationId)
+            pids = executor_pids(self.spark.sparkContext.applicationId)
             if pids:
                 os.kill(pids[0], signal.SIGKILL)
         outcome = self.outcome_for(name)
