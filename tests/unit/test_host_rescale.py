@@ -92,6 +92,13 @@ class FakeSpark:
         self.streams = self._Streams()
 
 
+def join_rescales() -> None:
+    """Wait for the host's rescale threads to end (each stops and starts a query of the test's)."""
+    for t in list(threading.enumerate()):
+        if t.name.startswith("rescale-"):
+            t.join(5)
+
+
 def test_a_late_event_of_the_stopped_run_does_not_end_the_rescale(tmp_path):
     starts: list[FakeQuery] = []
     host: QueryHost
@@ -119,9 +126,7 @@ def test_a_late_event_of_the_stopped_run_does_not_end_the_rescale(tmp_path):
         view = host.views()[0]
         assert [(s.batch_id, s.parallelism) for s in view.samples] == [(7, 2), (8, 4)]
     finally:
-        for t in list(threading.enumerate()):
-            if t.name.startswith("rescale-"):
-                t.join(5)
+        join_rescales()
         host._stop_supervisor.set()
 
 
@@ -150,9 +155,7 @@ def test_idle_events_reach_the_view_and_outlive_a_restart(tmp_path):
         host.on_progress(progress(8, "run-1", "2026-11-23T10:00:40.000Z"), "q", "run-1")
         assert not host.views()[0].idle  # a batch after the idle report
     finally:
-        for t in list(threading.enumerate()):
-            if t.name.startswith("rescale-"):
-                t.join(5)
+        join_rescales()
         host._stop_supervisor.set()
 
 
@@ -530,9 +533,7 @@ def test_a_failed_repartition_on_remote_storage_leaves_no_dangling_offsets_or_sa
     assert host.rescale(QueryChange("q", old, replace(old, shuffle_partitions=8), Reason.OPERATOR_REQUEST, "4 -> 8"), SystemClock().now())
     outcomes: list[Any] = []
     wait_until(lambda: outcomes.extend(host.take_outcomes()) or outcomes, 10, "the rescale's outcome", interval=0.01)
-    for t in list(threading.enumerate()):
-        if t.name.startswith("rescale-"):
-            t.join(5)
+    join_rescales()
     [outcome] = outcomes
     assert not outcome.ok
     if delete_fails:
@@ -566,9 +567,7 @@ def test_a_stateful_shuffle_change_the_state_store_refuses_is_refused_before_the
     host._stop_supervisor.set()
     old = host.views()[0].params
     assert host.rescale(QueryChange("q", old, replace(old, shuffle_partitions=8), Reason.OPERATOR_REQUEST, "4 -> 8"), SystemClock().now())
-    for t in list(threading.enumerate()):
-        if t.name.startswith("rescale-"):
-            t.join(5)
+    join_rescales()
     [outcome] = host.take_outcomes()
     assert not outcome.ok
     assert outcome.message == "refusing to change shuffle partitions of stateful query 'q': its hdfs state store cannot be repartitioned"
