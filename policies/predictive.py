@@ -30,7 +30,7 @@ import bisect
 import itertools
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -60,8 +60,6 @@ RETURN_RATE = 0.95  # a size the load outgrew stays too small while the rate is 
 # the release search looks back at most this far: no record is older (the rate history keeps
 # hours), and a longer look-back (a huge rescale price) would overflow the date arithmetic
 MAX_LOOKBACK = timedelta(days=365)
-# how many rate steps after a remembered rise the burst's shape looks for its next step (15 minutes)
-SHAPE_STEPS = 3
 
 
 class Hindsight:
@@ -183,12 +181,6 @@ class PredictivePolicy(Policy):
             description="A new size also covers the highest 5-minute rate of this recent past (bursts recur); 0 turns it off.",
         )
         forecast: bool = Field(True, description="Use the seasonal forecast when it beats the current rate.")
-        burst_shape: bool = Field(
-            False,
-            description="Size a scale-up at once for the step that remembered rises to about the rate now went on to "
-            "within 15 minutes, when holding it early costs less than the change it saves (screened, not judged whole: "
-            "docs/benchmarks.md).",
-        )
         rescale_budget: float = Field(
             10.0, gt=0, description="Executor changes per day that price a rescale: it is priced at what the cheapest "
             "clairvoyant schedule within this budget paid per change over the remembered load. The price's aim, not a cap: "
@@ -383,15 +375,6 @@ class PredictivePolicy(Policy):
                 # (1 -> 2 -> 3 -> 32 cores on a burst after quiet): the batch's first finished task
                 # tells its rows (within a task's time); the lag nearing the SLO does not wait
                 return hold(f"at least {cores} core(s) once the running batch's rows are known")
-            if p.burst_shape:
-                # a rise the remembered bursts went on from: size for their next step now
-                ahead = self._burst_ahead(view, model, inp, demand, memo)
-                if ahead is not None:
-                    # the step ahead or the backlog of the step now, whichever needs more: the
-                    # extra capacity for the step drains the backlog meanwhile
-                    demand = replace(demand, peak=max(ahead, demand.peak + demand.backlog), backlog=0.0, method="burst shape")
-                    cores, new_partitions = self._target_size(view, load, inp, demand, memo)
-                    text = f"{text}, {ahead:.0f} ahead (burst shape)"
             last_change = inp.history.last_change_at(EXECUTORS)
             settling = inp.resizing or (last_change is not None and inp.now - last_change < p.catch_up_duration)
             if settling and cores <= have * (1 + p.follow_up_margin) and not busy_soon > 1.0:
@@ -425,47 +408,6 @@ class PredictivePolicy(Policy):
             return hold(f"{cores} core(s) once idle cores cost a rescale ({price / 60:.0f} core-min, hindsight {hindsight / 60:.0f})")
         size, size_partitions = release
         return Sizing(view.name, size, _changed(size_partitions, partitions), busy_now, Reason.SCALE_DOWN_FOR_LOAD, f"{text} -> {size} core(s)")
-
-    def _burst_ahead(self, view: QueryView, model: BatchCostModel, inp: PolicyInput, demand: Demand, memo: PredictiveMemo) -> float | None:
-        """The rate of the step the remembered bursts went on to after rising to about the rate
-        now, when sizing a scale-up for it at once costs less than the change it saves; else None.
-
-        A remembered rise is a rate step at least twice the one before, within 1.5 times of the
-        rate now either way; what followed it is the highest of the next ``SHAPE_STEPS`` steps.
-        With at least three rises, the step ahead is the rate now times the lower quartile of
-        (what followed / the rise), if that is at least 1.25. Its extra cores, held for the median
-        wait until it came, must cost at most one change at the rescale budget's hindsight price,
-        and the cost model must find a size for it within the bounds (fitted on the quiet
-        rate's batches, it may find none for a step hundreds of times larger: it cannot tell)."""
-        a = demand.arrival
-        if a <= 0:
-            return None
-        rates = [r for _, r in inp.history.rate_series(view.name, since=inp.now - self.p.hindsight)]
-        ratios: list[float] = []
-        waits: list[int] = []
-        for i in range(1, len(rates) - SHAPE_STEPS):
-            rise = rates[i]
-            if not a / 1.5 <= rise <= a * 1.5 or rates[i - 1] > rise / 2:
-                continue
-            after = rates[i + 1 : i + 1 + SHAPE_STEPS]
-            j = int(np.argmax(after))
-            ratios.append(after[j] / rise)
-            waits.append(j + 1)
-        if len(ratios) < 3:
-            return None
-        ratio = float(np.quantile(ratios, 0.25))
-        if ratio < 1.25:
-            return None
-        ahead = a * ratio
-        max_cores = inp.max_executors * max(1, inp.cores_per_executor)
-        sized_now = self._fewest_cores(model, view, demand.peak + demand.backlog, max_cores, memo)
-        sized_ahead = self._fewest_cores(model, view, max(ahead, demand.peak + demand.backlog), max_cores, memo)
-        if sized_now is None or sized_ahead is None:
-            return None
-        extra = sized_ahead[0] - sized_now[0]
-        wait = float(np.median(waits)) * inp.rate_step.total_seconds()
-        change = self._hindsight(view, model, inp, memo).price * max(1, inp.cores_per_executor)
-        return ahead if 0 < extra and extra * wait <= change else None
 
     def _hindsight(self, view: QueryView, model: BatchCostModel, inp: PolicyInput, memo: PredictiveMemo) -> Hindsight:
         """The remembered load's verdict on a release (:class:`Hindsight`): its price is the

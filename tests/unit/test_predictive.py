@@ -759,51 +759,6 @@ def test_the_capacity_above_a_rare_burst_goes_as_the_burst_ends():
     assert (proposal.executors, proposal.reason) == (14, Reason.WITHIN_TARGET), proposal.message
 
 
-def shaped_bursts(steps: list[float], every_minutes: int = 120, quiet: float = 50.0) -> tuple[RatePoint, ...]:
-    """A remembered day of 5-minute steps: a burst of ``steps`` every ``every_minutes``, ``quiet``
-    between, the last step ending 5 minutes before now."""
-    count = 24 * 12
-    per_burst = every_minutes // 5
-    return tuple(
-        RatePoint(NOW - timedelta(minutes=5 * (count - i) + 5), "q", steps[i % per_burst] if i % per_burst < len(steps) else quiet)
-        for i in range(count)
-    )
-
-
-def test_burst_shape_sizes_a_rise_for_the_step_remembered_bursts_went_on_to():
-    # every 2 hours a burst rose from 50 rows/s to 1000, 3000, then 9000: a rise to 1000 now is
-    # sized for 9000 at once (one change where following the steps makes three): the fewest cores
-    # that carry 9000 rows/s at the target. The 11 extra cores held for the 10 minutes the 9000
-    # came after cost less than a change at the budget's price (a day of 48 changes of the need
-    # against a budget of 10)
-    def bursts(every: int = 120) -> ScalingHistory:
-        return ScalingHistory(rates=shaped_bursts([1000.0, 3000.0, 9000.0], every_minutes=every))
-
-    history = bursts()
-    rise = inp(cores=1, rate=1000.0, history=history)
-    assert policy().propose(rise).executors == 2  # off by default: the step now
-    ahead = policy(burst_shape=True).propose(rise)
-    sized = fewest_cores(MODEL, rise.snapshot.queries[0], 9000.0, 0.85, 64, True, 12)
-    assert sized is not None and ahead.executors == sized[0] == 13, ahead.message
-    assert ahead.reason == Reason.SCALE_UP_FOR_LOAD and "9000 ahead (burst shape)" in ahead.message
-    # no anticipation where the past does not tell or it cannot pay (each case seen passing
-    # without its own check): a burst's next step within a quarter of the rise (1600 after 1300,
-    # 3 cores after 2), changes priced at nothing (a budget far above the changes made), two
-    # rises remembered where three are wanted (at a budget of 1 a change is dear enough for
-    # three: a burst every 6 hours is anticipated, every 8 hours not), or a step ahead the cost
-    # model finds no size for within the bounds (9000 rows/s on at most 8 executors, at a budget
-    # of 0.1 a day, where any extra cores would pay)
-    assert policy(burst_shape=True, rescale_budget=1).propose(inp(cores=1, rate=1000.0, history=bursts(every=360))).executors == 13
-    for case, params in [
-        (inp(cores=1, rate=1300.0, history=ScalingHistory(rates=shaped_bursts([1300.0, 1600.0, 1300.0]))), {}),
-        (rise, {"rescale_budget": 1000.0}),
-        (inp(cores=1, rate=1000.0, history=bursts(every=480)), {"rescale_budget": 1}),
-        (inp(cores=1, rate=1000.0, history=history, max_executors=8), {"rescale_budget": 0.1}),
-    ]:
-        proposal = policy(burst_shape=True, **params).propose(case)
-        assert proposal.executors == 2 and "burst shape" not in proposal.message, (params, proposal.message)
-
-
 @given(
     gaps=st.lists(st.floats(1.0, 20_000.0), max_size=30),
     idle=st.floats(0.0, 600.0),
