@@ -9,26 +9,16 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from typing import Any, Callable, Iterator
 
 import pytest
 
 from autoscaler.core.evaluate import batches_since  # noqa: F401 - the tests' names
 from autoscaler.core.evaluate import newest_start as newest  # noqa: F401 - the tests' names
+from tests.waiting import wait_until  # noqa: F401 - the tests' name
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-
-def wait_until(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-
 
 def rows_consumed(checkpoint: Any) -> int:
     """Rows Spark consumed from the demo's trace source, from the checkpoint's last end offset:

@@ -23,7 +23,7 @@ from autoscaler.core.model import QueryChange, QueryStatus, Reason
 from autoscaler.runtime.clock import SystemClock
 from autoscaler.spark.host import QueryHost
 from autoscaler.spark.pipelines import PipelineError, PipelineSpec
-from tests.integration.conftest import wait_until
+from tests.waiting import wait_until
 
 
 def progress(batch_id: int, run_id: str, timestamp: str) -> str:
@@ -532,7 +532,12 @@ def test_a_failed_repartition_on_remote_storage_leaves_no_dangling_offsets_or_sa
     old = host.views()[0].params
     assert host.rescale(QueryChange("q", old, replace(old, shuffle_partitions=8), Reason.OPERATOR_REQUEST, "4 -> 8"), SystemClock().now())
     outcomes: list[Any] = []
-    wait_until(lambda: outcomes.extend(host.take_outcomes()) or outcomes, 10, "the rescale's outcome", interval=0.01)
+
+    def outcome_taken() -> bool:
+        outcomes.extend(host.take_outcomes())
+        return bool(outcomes)
+
+    wait_until(outcome_taken, 10, "the rescale's outcome", interval=0.01)
     join_rescales()
     [outcome] = outcomes
     assert not outcome.ok
