@@ -334,6 +334,12 @@ class HttpSettings(_Model):
         description="Address the HTTP server binds to; `0.0.0.0` only behind a network policy.",
     )
     port: int = Field(8090, ge=0, le=65535, description="HTTP port (0: any free port, for tests).")
+    max_connections: int = Field(
+        100,
+        ge=1,
+        description="Open connections served at once; a request on one more is answered 503 (Prometheus, "
+        "the operator and health probes need a few).",
+    )
     token_file: Path | None = Field(
         None,
         description="File with the bearer token(s) of the control API: one `TOKEN` or `NAME TOKEN` per line "

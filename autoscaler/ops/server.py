@@ -16,6 +16,8 @@ import structlog
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from autoscaler.core.settings import HttpSettings
+
 log = structlog.get_logger("autoscaler.server")
 
 # seconds a request's headers may take to arrive, from the connection's opening (its first
@@ -81,8 +83,17 @@ class HttpServerError(RuntimeError):
     pass
 
 
+# connections served at once unless told (`http.max_connections`): the daemon's own clients are
+# a few scrapers, the operator, health probes and people; a flood of connections beyond it is
+# answered 503 instead of each one taking a share of the driver's CPU and memory
+MAX_CONNECTIONS: int = HttpSettings.model_fields["max_connections"].default
+
+
 class HttpServer:
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 8090) -> None:
+    """uvicorn serving ``app`` on ``host:port`` from a thread; at most ``max_connections`` open
+    connections are served at once, a request on one more is answered 503 (``None``: no limit)."""
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 8090, max_connections: int | None = MAX_CONNECTIONS) -> None:
         self.host = host
         self.requested_port = port
         config = uvicorn.Config(
@@ -94,6 +105,9 @@ class HttpServer:
             lifespan="off",
             timeout_graceful_shutdown=2,
             http=HeaderBoundH11Protocol,
+            # uvicorn answers 503 once the open connections, the one asking included, reach
+            # limit_concurrency: one more than the connections to serve
+            limit_concurrency=None if max_connections is None else max_connections + 1,
         )
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
@@ -197,7 +211,7 @@ def serve_daemon(
         stopping=stopping,
         live_status=live_status,
     )
-    server = HttpServer(app, h.host, h.port).start()
+    server = HttpServer(app, h.host, h.port, h.max_connections).start()
     if not auth.enabled:
         log.info("control_api_disabled", detail=f"no token configured (http.token_file or ${h.token_env}); read-only API")
     return server

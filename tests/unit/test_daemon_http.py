@@ -14,8 +14,9 @@ from fastapi import FastAPI, Request
 from autoscaler.app.driver import DriverDaemon
 from autoscaler.cli import build_parser, main
 from autoscaler.ops.server import HttpServer, HttpServerError
-from autoscaler.runtime.config import load_settings
+from autoscaler.runtime.config import SettingsError, load_settings
 from tests.unit.test_api import answered
+from tests.waiting import wait_until
 
 
 def test_the_daemon_serves_health_and_metrics_before_spark_is_up(tmp_path, monkeypatch):
@@ -216,3 +217,60 @@ def test_a_body_trickled_after_an_answer_that_did_not_read_it_does_not_hold_the_
             sent += 1
     assert data.startswith(b"HTTP/1.1 200 ") and b'{"forgot":true}' in data
     assert time.monotonic() - started < 3 and sent < 100
+
+
+# --- connections bounded in number (uvicorn's limit_concurrency) ---------------------------------
+
+
+def test_a_request_on_one_connection_more_than_the_bound_is_answered_503_and_served_once_one_closes():
+    app = FastAPI()
+
+    @app.get("/ping")
+    def ping() -> dict:
+        return {"pong": True}
+
+    def get(sock) -> tuple[int, bytes]:
+        sock.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        return response.status, response.read()
+
+    with HttpServer(app, "127.0.0.1", 0, max_connections=2) as server:
+        first, second = _connect(server), _connect(server)
+        try:
+            # two connections held open, their headers half sent: the bound's two
+            for sock in (first, second):
+                sock.sendall(b"GET /ping HTTP/1.1\r\n")
+            with _connect(server) as third:
+                status, body = get(third)
+                assert status == 503 and b"Service Unavailable" in body
+            # the two being served are answered
+            for sock in (first, second):
+                sock.sendall(b"Host: x\r\n\r\n")
+                response = http.client.HTTPResponse(sock)
+                response.begin()
+                assert (response.status, response.read()) == (200, b'{"pong":true}')
+        finally:
+            first.close()
+        # one closed: a new connection is served (once the server has seen the close)
+        def served() -> bool:
+            with _connect(server) as sock:
+                return get(sock)[0] == 200
+
+        wait_until(served, 5, "a new connection to be served after one of the two closed", interval=0.1)
+        second.close()
+
+
+def test_the_daemon_serves_at_most_http_max_connections_and_refuses_a_bound_under_one():
+    settings = load_settings(None, {"http.port": 0, "http.max_connections": 1}, environ={})
+    daemon = DriverDaemon(settings, specs=[])
+    server = daemon.start_http()
+    try:
+        with _connect(server) as held:
+            held.sendall(b"GET /healthz HTTP/1.1\r\n")
+            with httpx.Client(base_url=server.url) as client:
+                assert client.get("/healthz").status_code == 503
+    finally:
+        daemon.stop_http()
+    with pytest.raises(SettingsError, match="http.max_connections: Input should be greater than or equal to 1"):
+        load_settings(None, {"http.max_connections": 0}, environ={})
