@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 import structlog
 
@@ -15,6 +15,14 @@ _SHARED: list[structlog.types.Processor] = [
     structlog.stdlib.add_logger_name,
     structlog.processors.TimeStamper(fmt="iso", utc=True),
 ]
+
+
+def get_logger(name: str) -> Any:
+    """The structlog logger ``name``, its stdlib logger made now rather than at its first line:
+    ``PUT /api/v1/log-level`` sets the level of a logger that exists, and a quiet module's (the
+    one someone wants DEBUG from) did not exist until it had logged."""
+    logging.getLogger(name)
+    return structlog.get_logger(name)
 
 
 def configure_logging(fmt: str = "json", level: str | int = "INFO", stream: TextIO | None = None) -> None:

@@ -25,8 +25,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-import structlog
-
 from autoscaler.core.model import (
     ActionOutcome,
     OutcomeKind,
@@ -38,6 +36,7 @@ from autoscaler.core.model import (
 )
 from autoscaler.core.plan import QueryResume, resumed_params
 from autoscaler.runtime.clock import Clock
+from autoscaler.runtime.logs import get_logger
 from autoscaler.spark.checkpoint import (
     CheckpointInfo,
     CheckpointUnreadable,
@@ -50,7 +49,7 @@ from autoscaler.spark.pipelines import PipelineContext, PipelineError, PipelineS
 from autoscaler.spark.progress import SampleWindow, parse_progress, parse_timestamp, state_partitions
 from autoscaler.spark.stages import StageInput
 
-log = structlog.get_logger("autoscaler.spark.host")
+log = get_logger("autoscaler.spark.host")
 
 SHUFFLE = "spark.sql.shuffle.partitions"
 WARMUP_BATCHES = 2  # batches of a new run not used to fit the cost model
@@ -79,6 +78,24 @@ class StopReport:
         if self.finished is not None:
             return f"query {self.name} stopped at a batch boundary ({committed}: the stop cut it short and it was run to its end)"
         return f"query {self.name} stopped at a batch boundary ({committed})"
+
+
+def _last_progress(query: Any) -> object:
+    """Which progress the JVM reported last for ``query`` (its batch and time, ``None`` before the
+    first); a value equal to no other when it cannot be read (the query is stopping)."""
+    try:
+        last = query.lastProgress
+    except Exception:
+        return object()
+    return None if last is None else (last["batchId"], last["timestamp"])
+
+
+def _reported_progress(query: Any) -> bool:
+    """Whether the JVM reported a progress of this run of ``query`` (False when it cannot tell)."""
+    try:
+        return query is not None and query.lastProgress is not None
+    except Exception:
+        return False
 
 
 def trigger_interval(query: Any) -> timedelta | None:
@@ -258,11 +275,14 @@ class QueryHost:
             return  # attached queries belong to the user
         with self._lock:
             was_running = run.status in (QueryStatus.RUNNING, QueryStatus.RESCALING, QueryStatus.RESTARTING)
-            progressing = run.status == QueryStatus.RUNNING and run.batches_in_run > 0
+            running = run.status == QueryStatus.RUNNING
         try:
             self._stop_at_boundary(run)
         except Exception as exc:
             log.warning("stop_failed", query=run.name, error=str(exc))
+        # a batch of this run ended, by the listener's events or, as they may come late (the
+        # demo's first ones, seconds after their batches), by the JVM's own record
+        progressing = running and (run.batches_in_run > 0 or _reported_progress(run.query))
         with self._lock:
             if run.status not in (QueryStatus.FINISHED, QueryStatus.FAILED):
                 run.status = QueryStatus.STOPPED
@@ -530,10 +550,15 @@ class QueryHost:
         if q is None or not q.isActive:
             return self.clock.now()
         if q.status.get("isTriggerActive"):
-            seen = run.progress_count
+            # the trigger running now ends when the JVM's last progress changes (Spark commits the
+            # batch before it reports it). Read after the trigger was seen active, so a batch that
+            # ended in between costs one more batch, never a cut one. Not the listener's events:
+            # they arrive late, and the previous batch's late event ended this wait and cut the
+            # running batch (seen: the demo's first batches, a Ctrl-C just after batch 0 committed)
+            before = _last_progress(q)
             deadline = time.monotonic() + self.stop_timeout.total_seconds()
             with run.cv:
-                while run.progress_count == seen and q.isActive and time.monotonic() < deadline:
+                while _last_progress(q) == before and q.isActive and time.monotonic() < deadline:
                     run.cv.wait(0.2)
         q.stop()
         return self.clock.now()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Callable
@@ -243,20 +244,23 @@ def checkpoint(root, planned: int, committed: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "batches_done, report",
+    "batches_done, jvm_reported, report",
     [
-        pytest.param(3, "query q stopped at a batch boundary (batch 5 committed: the stop cut it short and it was run to its end)",
+        pytest.param(3, False, "query q stopped at a batch boundary (batch 5 committed: the stop cut it short and it was run to its end)",
                      id="progressing: the cut batch is run to its end"),
-        pytest.param(0, "query q stopped (batch 4 committed; batch 5 is not, and is replayed at the next start)",
+        pytest.param(0, True, "query q stopped at a batch boundary (batch 5 committed: the stop cut it short and it was run to its end)",
+                     id="progressing by the JVM's record, its events not come yet: the same"),
+        pytest.param(0, False, "query q stopped (batch 4 committed; batch 5 is not, and is replayed at the next start)",
                      id="no batch done in this run (failing): left to replay"),
     ],
 )
-def test_a_stop_that_cuts_a_batch_short_runs_it_to_its_end_before_exiting(tmp_path, batches_done, report):
+def test_a_stop_that_cuts_a_batch_short_runs_it_to_its_end_before_exiting(tmp_path, batches_done, jvm_reported, report):
     ckpt = tmp_path / "q"
     writers: list[FakeWriter] = []
 
     def start() -> FakeQuery:
         query = FakeQuery(f"run-{len(writers) - 1}")
+        query.lastProgress = {"batchId": 4, "timestamp": "2026-11-23T10:00:04.000Z"} if jvm_reported else None  # type: ignore[attr-defined]
         if {"once": True} in writers[-1].triggers:  # the one-batch replay commits the planned batch
             (ckpt / "commits" / "5").write_text("v1\n{}\n")
             query.isActive = False
@@ -275,6 +279,60 @@ def test_a_stop_that_cuts_a_batch_short_runs_it_to_its_end_before_exiting(tmp_pa
     checkpoint(ckpt, planned=5, committed=4)  # batches back to back: the next one planned before the stop
     [stopped] = host.stop_all()
     assert stopped.describe() == report
+
+
+class RunningBatch(FakeQuery):
+    """A query whose batch 1 runs at the stop: the JVM's last progress is batch 0's until it ends."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(run_id)
+        self.status = {"isTriggerActive": True}
+        self.lastProgress: dict | None = {"batchId": 0, "timestamp": "2026-11-23T10:00:00.000Z"}
+        self.stopped_at: float | None = None
+
+    def end_batch(self) -> None:
+        self.lastProgress = {"batchId": 1, "timestamp": "2026-11-23T10:00:02.000Z"}
+        self.status = {"isTriggerActive": False}
+
+    def stop(self) -> None:
+        self.stopped_at = time.monotonic()
+        super().stop()
+
+
+def test_a_stop_waits_for_the_running_batch_not_for_a_late_event_of_the_one_before(tmp_path):
+    # the listener's events arrive late: batch 0's came after the stop began, and the stop took
+    # it for the end of the running batch 1 and cut it (the demo stopped by Ctrl-C just after
+    # batch 0 committed: "batch 1 is not, and is replayed at the next start")
+    query = RunningBatch("run-0")
+    spec = PipelineSpec("q", lambda spark, ctx: FakeWriter(lambda: query), trigger=timedelta(seconds=1), initial_parallelism=2)
+    host = QueryHost(FakeSpark(), [spec], checkpoint_root=tmp_path, clock=SystemClock(), registered_cores=lambda: 2)
+    host.start_all()
+    started = time.monotonic()
+    late_event = threading.Timer(0.2, lambda: host.on_progress(progress(0, "run-0", "2026-11-23T10:00:00.000Z"), "q", "run-0"))
+    batch_ends = threading.Timer(1.0, query.end_batch)
+    late_event.start()
+    batch_ends.start()
+    try:
+        host.stop_all(finish_cut_batches=False)
+    finally:
+        late_event.join()
+        batch_ends.join()
+    assert query.stopped_at is not None and query.stopped_at - started >= 1.0, "stopped before the running batch ended"
+
+
+def test_only_a_pipeline_that_lets_the_daemon_manage_its_rate_limit_gets_one(tmp_path):
+    # the daemon cannot know whether a builder passes ctx.max_rows_per_batch to its source: the
+    # pipeline says so (manage_rate_limit), and a limit of its own is left alone
+    def spec(name: str, **kw: Any) -> PipelineSpec:
+        return PipelineSpec(name, lambda spark, ctx: FakeWriter(lambda: FakeQuery(f"run-{name}")), trigger=timedelta(seconds=1), **kw)
+
+    specs = [spec("managed", manage_rate_limit=True), spec("own-limit", manage_rate_limit=True, max_rows_per_batch=500), spec("plain")]
+    host = QueryHost(FakeSpark(), specs, checkpoint_root=tmp_path, clock=SystemClock(), registered_cores=lambda: 2)
+    host.start_all()
+    try:
+        assert {v.name: v.managed_rate_limit for v in host.views()} == {"managed": True, "own-limit": False, "plain": False}
+    finally:
+        host._stop_supervisor.set()
 
 
 def test_the_host_refuses_two_pipelines_on_one_checkpoint_before_it_listens(tmp_path):

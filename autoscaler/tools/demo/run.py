@@ -268,7 +268,10 @@ def _run(
     daemon.loop.stop()
     loop.join(30)
     sampler.stop()
-    for report in daemon.host.stop_all(finish_cut_batches=False):  # the drain below replays the checkpoint
+    # batches back to back (a backlog) leave no gap to stop in: the next one is planned as one
+    # ends. A whole run's drain below replays it; a run stopped early runs it to its end, so the
+    # checkpoint is left at a batch boundary, as `run` leaves it
+    for report in daemon.host.stop_all(finish_cut_batches=signals.requested.is_set()):
         print(f"{time.time() - start:5.0f}s   {report.describe()}", file=out, flush=True)
     signals.install(graceful=False)  # nothing left to drain gracefully: a signal now interrupts
     if recorder is not None:
