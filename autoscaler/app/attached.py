@@ -30,7 +30,6 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-import structlog
 from prometheus_client import CollectorRegistry
 
 from autoscaler.app.compose import assemble, configure, new_metrics, open_store
@@ -38,6 +37,7 @@ from autoscaler.app.driver import saved_queries
 from autoscaler.core.settings import Settings
 from autoscaler.ops.server import HttpServer, serve_daemon
 from autoscaler.runtime.clock import Clock, SystemClock
+from autoscaler.runtime.logs import get_logger
 from autoscaler.runtime.loop import ReconcileLoop
 from autoscaler.runtime.reconciler import Reconciler
 from autoscaler.spark.executors import SparkExecutors
@@ -46,7 +46,7 @@ from autoscaler.spark.observer import SparkObserver
 from autoscaler.spark.pipelines import PipelineSpec
 from autoscaler.spark.session import untimely_session_conf
 
-log = structlog.get_logger("autoscaler.attach")
+log = get_logger("autoscaler.attach")
 
 
 @dataclass

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Callable, Mapping, Sequence
 
-import structlog
 from prometheus_client import CollectorRegistry
 
 from autoscaler.app.compose import assemble, new_metrics, open_store
@@ -36,6 +35,7 @@ from autoscaler.ops.metrics import Metrics
 from autoscaler.ops.server import HttpServer, serve_daemon
 from autoscaler.runtime.audit import AuditTrail
 from autoscaler.runtime.clock import Clock, SystemClock
+from autoscaler.runtime.logs import get_logger
 from autoscaler.runtime.loop import ReconcileLoop
 from autoscaler.runtime.observe import WithExecutorPods
 from autoscaler.runtime.ports import ClusterObserver, StateStore
@@ -48,7 +48,7 @@ from autoscaler.spark.observer import SparkObserver
 from autoscaler.spark.pipelines import PipelineError, PipelineSpec, checkpoint_locations, load_pipelines
 from autoscaler.spark.session import build_session, stop_session
 
-log = structlog.get_logger("autoscaler.driver")
+log = get_logger("autoscaler.driver")
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ import signal
 import threading
 from typing import Any, Callable
 
-import structlog
+from autoscaler.runtime.logs import get_logger
 
-log = structlog.get_logger("autoscaler.signals")
+log = get_logger("autoscaler.signals")
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 

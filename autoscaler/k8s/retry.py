@@ -13,13 +13,13 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-import structlog
 import tenacity
 from tenacity import RetryCallState
 
 from autoscaler.k8s.errors import KubeError
+from autoscaler.runtime.logs import get_logger
 
-log = structlog.get_logger("autoscaler.k8s")
+log = get_logger("autoscaler.k8s")
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 MAX_RETRY_AFTER = 60.0  # a server asking for longer is not waited for inside one call

@@ -26,13 +26,12 @@ import gzip
 import threading
 from typing import Any
 
-import structlog
-
 from autoscaler.k8s.errors import Conflict, KubeError, NotFound
 from autoscaler.k8s.gateway import ConfigMapApi
+from autoscaler.runtime.logs import get_logger
 from autoscaler.runtime.state.base import StateStoreError, decode_state, encode_state
 
-log = structlog.get_logger("autoscaler.k8s.state")
+log = get_logger("autoscaler.k8s.state")
 
 KEY = "state.json.gz"
 # below the API server's 1 MiB (1,048,576 bytes) for data plus binaryData, as Flink's

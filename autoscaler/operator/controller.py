@@ -19,15 +19,14 @@ import threading
 import time
 from typing import Any, Callable
 
-import structlog
-
 from autoscaler.k8s.gateway import KubeGateway, WatchEvent
 from autoscaler.operator.config import AppRef
 from autoscaler.operator.reconcile import AppReconciler
 from autoscaler.operator.settings import OperatorSettings
 from autoscaler.operator.watch import AppWatch
+from autoscaler.runtime.logs import get_logger
 
-log = structlog.get_logger("autoscaler.operator")
+log = get_logger("autoscaler.operator")
 
 
 class WorkQueue:

@@ -15,7 +15,6 @@ import threading
 import uuid
 from typing import Any, Mapping
 
-import structlog
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CollectorRegistry, generate_latest
@@ -32,9 +31,10 @@ from autoscaler.operator.reconcile import AppReconciler, EventRecorder
 from autoscaler.operator.settings import OperatorSettings
 from autoscaler.ops.server import HttpServer
 from autoscaler.runtime.clock import SystemClock
+from autoscaler.runtime.logs import get_logger
 from policies.registry import load_policies
 
-log = structlog.get_logger("autoscaler.operator")
+log = get_logger("autoscaler.operator")
 
 
 def identity() -> str:

@@ -25,8 +25,6 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, Callable, Mapping
 
-import structlog
-
 from autoscaler.k8s.errors import Conflict
 from autoscaler.k8s.gateway import KubeGateway
 from autoscaler.operator import events as ev
@@ -47,8 +45,9 @@ from autoscaler.operator.model import SparkStreamingAppSpec, parse_spec
 from autoscaler.operator.settings import OperatorSettings
 from autoscaler.operator.status import ControlOutcome, Observed, iso, status_from
 from autoscaler.runtime.clock import Clock
+from autoscaler.runtime.logs import get_logger
 
-log = structlog.get_logger("autoscaler.operator")
+log = get_logger("autoscaler.operator")
 
 DaemonFactory = Callable[[AppRef, Mapping[str, Any]], DaemonClient]  # (app, its pod) -> client
 

@@ -17,12 +17,11 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
-import structlog
-
 from autoscaler.k8s.errors import Gone, KubeError
 from autoscaler.k8s.gateway import KubeGateway, WatchEvent
+from autoscaler.runtime.logs import get_logger
 
-log = structlog.get_logger("autoscaler.operator.watch")
+log = get_logger("autoscaler.operator.watch")
 MAX_BACKOFF = 60.0
 
 

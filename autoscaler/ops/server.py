@@ -12,13 +12,13 @@ import time
 from typing import Any
 
 import h11
-import structlog
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from autoscaler.core.settings import HttpSettings
+from autoscaler.runtime.logs import get_logger
 
-log = structlog.get_logger("autoscaler.server")
+log = get_logger("autoscaler.server")
 
 # seconds a request's headers may take to arrive, from the connection's opening (its first
 # request) or the request's first byte (a later one on a kept-alive connection) to the end of the

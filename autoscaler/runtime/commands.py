@@ -15,16 +15,15 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Mapping, Sequence
 
-import structlog
-
 from autoscaler.core.control import ControlState
 from autoscaler.core.model import Mode, QueryParams, Reason
 from autoscaler.core.plan import refusal_for
 from autoscaler.runtime.audit import OPERATOR, AuditEntry
 from autoscaler.runtime.clock import Clock
+from autoscaler.runtime.logs import get_logger
 from autoscaler.runtime.reconciler import Reconciler
 
-log = structlog.get_logger("autoscaler.commands")
+log = get_logger("autoscaler.commands")
 
 CONTROL_FIELDS = ("paused", "mode", "dry_run", "min_executors", "max_executors", "manual_executors", "policy_params")
 QUERY_FIELDS = ("parallelism", "max_rows_per_batch", "trigger_interval_seconds", "shuffle_partitions")

@@ -12,13 +12,12 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import Callable
 
-import structlog
-
 from autoscaler.runtime.clock import Clock
+from autoscaler.runtime.logs import get_logger
 from autoscaler.runtime.ports import NotReady
 from autoscaler.runtime.reconciler import Reconciler, TickError
 
-log = structlog.get_logger("autoscaler.loop")
+log = get_logger("autoscaler.loop")
 
 
 class ReconcileLoop:

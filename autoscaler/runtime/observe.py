@@ -12,12 +12,11 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-import structlog
-
 from autoscaler.core.model import Snapshot
+from autoscaler.runtime.logs import get_logger
 from autoscaler.runtime.ports import ClusterObserver, ExecutorPodSource
 
-log = structlog.get_logger("autoscaler.observe")
+log = get_logger("autoscaler.observe")
 
 
 class WithExecutorPods:

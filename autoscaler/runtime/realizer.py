@@ -13,13 +13,12 @@ from datetime import datetime
 from functools import partial
 from typing import Callable
 
-import structlog
-
 from autoscaler.core.history import EXECUTORS
 from autoscaler.core.model import ActionKind, ActionResult, Plan
+from autoscaler.runtime.logs import get_logger
 from autoscaler.runtime.ports import ExecutorActuator, QueryActuator
 
-log = structlog.get_logger("autoscaler.realizer")
+log = get_logger("autoscaler.realizer")
 
 
 class Realizer:

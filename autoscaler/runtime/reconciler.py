@@ -13,8 +13,6 @@ import threading
 from datetime import datetime, timedelta
 from typing import Callable
 
-import structlog
-
 from autoscaler.core.control import (
     ControlState,
     cleared,
@@ -37,6 +35,7 @@ from autoscaler.core.policy import Policy, PolicyError, PolicyFailed
 from autoscaler.core.settings import Settings
 from autoscaler.runtime.audit import EVENT, AuditEntry, AuditTrail
 from autoscaler.runtime.clock import Clock
+from autoscaler.runtime.logs import get_logger
 from autoscaler.runtime.ports import (
     ClusterObserver,
     ExecutorActuator,
@@ -48,7 +47,7 @@ from autoscaler.runtime.state.base import StateStoreError
 from autoscaler.runtime.state.schema import queries_json, restore_state
 from policies.registry import create_policy
 
-log = structlog.get_logger("autoscaler.reconciler")
+log = get_logger("autoscaler.reconciler")
 
 
 class TickError(Exception):

@@ -14,14 +14,13 @@ import threading
 from datetime import datetime, timedelta
 from typing import Any, Sequence
 
-import structlog
-
 from autoscaler.core.model import Executor, ExecutorView, Reason
 from autoscaler.core.plan import request_waiting_since
+from autoscaler.runtime.logs import get_logger
 from autoscaler.runtime.ports import NotReady
 from autoscaler.spark.rest import driver_api, get_json
 
-log = structlog.get_logger("autoscaler.spark.executors")
+log = get_logger("autoscaler.spark.executors")
 
 _LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]")
 REMOVAL_TIMEOUT = timedelta(seconds=120)

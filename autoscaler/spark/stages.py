@@ -14,12 +14,11 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-import structlog
-
 from autoscaler.core.model import RunningRead
+from autoscaler.runtime.logs import get_logger
 from autoscaler.spark.rest import driver_api, get_json
 
-log = structlog.get_logger("autoscaler.spark.stages")
+log = get_logger("autoscaler.spark.stages")
 
 # the driver's own REST server: a slower answer is a stalled driver. The bound is on one query's
 # whole read, all its stages, so a stalled driver delays a tick by at most this per query
