@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from autoscaler.core.evaluate import judged_lag
 from autoscaler.core.history import ScalingHistory
@@ -31,10 +31,12 @@ from autoscaler.core.model import (
     Reason,
     Snapshot,
 )
+from autoscaler.core.settings import NumbersNotBooleans
 
 
-class PolicyParams(BaseModel):
-    """A policy's parameters: declared with their defaults and descriptions, unknown keys refused."""
+class PolicyParams(NumbersNotBooleans):
+    """A policy's parameters: declared with their defaults and descriptions, unknown keys refused,
+    a boolean where a number is declared refused."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -14,7 +14,8 @@ import re
 from datetime import timedelta
 from itertools import pairwise
 from pathlib import Path
-from typing import Annotated, Any
+from types import NoneType, UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -24,6 +25,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -150,7 +152,30 @@ def _checkpoint_root(value: Any) -> Any:
 CheckpointRoot = Annotated[Path | str, BeforeValidator(_checkpoint_root)]
 
 
-class _Model(BaseModel):
+def _takes_only_numbers(annotation: Any) -> bool:
+    """``int``, ``float``, or either or none of them (``int | None``)."""
+    if annotation in (int, float):
+        return True
+    if get_origin(annotation) in (Union, UnionType):
+        args = [a for a in get_args(annotation) if a is not NoneType]
+        return bool(args) and all(a in (int, float) for a in args)
+    return False
+
+
+class NumbersNotBooleans(BaseModel):
+    """A model whose number fields refuse a boolean. pydantic takes ``True`` for 1, and YAML reads
+    ``yes``, ``no``, ``on`` and ``off`` as booleans: ``dead_band: on`` was 1.0 (every change under
+    100 % ignored), ``http.port: yes`` port 1."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, bool) and info.field_name and _takes_only_numbers(cls.model_fields[info.field_name].annotation):
+            raise ValueError(f"expected a number, got the boolean {str(value).lower()} (YAML reads yes, no, on and off as booleans)")
+        return value
+
+
+class _Model(NumbersNotBooleans):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
 
@@ -218,9 +243,9 @@ class NormalizeSettings(_Model):
         1000.0,
         gt=0,
         le=MAX_SCALE_UP_FACTOR,
-        description="One step adds at most `current x factor` executors (at least one). No limit in effect by default, as "
-        "in Flink's autoscaler (`scale-up.max-factor` 100000): a scale-up split into steps costs a rescale a step while the "
-        "load waits. At most 100000.",
+        description="One step adds at most `current x factor` executors (at least one). The default 1000 limits nothing "
+        "below 1000 times the current count (Flink's autoscaler: `scale-up.max-factor` 100000): a scale-up split into steps "
+        "costs a rescale a step while the load waits. At most 100000.",
     )
     max_scale_down_factor: float = Field(
         1.0,
@@ -317,8 +342,30 @@ class PipelineSettings(_Model):
     )
 
 
+# the master URLs Spark's SparkContext accepts (its createTaskScheduler's patterns; Mesos is gone
+# since Spark 4): anything else fails only once the session starts, after `run --check` said valid
+_SPARK_MASTER = re.compile(
+    r"local"
+    r"|local\[([0-9]+|\*)\]"
+    r"|local\[([0-9]+|\*)\s*,\s*[0-9]+\]"
+    r"|local-cluster\[\s*[0-9]+\s*,\s*[0-9]+\s*,\s*[0-9]+\s*\]"
+    r"|spark://\S+"
+    r"|k8s://\S+"
+    r"|yarn"
+)
+
+
+def _spark_master(url: str) -> str:
+    if not _SPARK_MASTER.fullmatch(url):
+        raise ValueError(
+            f"{url!r} is not a Spark master URL (local, local[N], local[*], local[N,F], local-cluster[N,C,M], "
+            "spark://HOST:PORT, k8s://URL, yarn)"
+        )
+    return url
+
+
 class SparkSettings(_Model):
-    master: str = Field("local-cluster[4,1,512]", description="Spark master URL for driver mode.")
+    master: Annotated[str, AfterValidator(_spark_master)] = Field("local-cluster[4,1,512]", description="Spark master URL for driver mode.")
     app_name: str = Field("spark-autoscaler", description="Spark application name.")
     conf: dict[str, str | int | float | bool] = Field(
         default_factory=dict, description="Extra Spark configuration for the session."

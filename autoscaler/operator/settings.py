@@ -10,10 +10,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from autoscaler.core.settings import Duration, PositiveDuration, format_duration
+from autoscaler.core.settings import Duration, NumbersNotBooleans, PositiveDuration, format_duration
 from autoscaler.k8s.leader import LeaseTimings
 from autoscaler.runtime.config import ConfigFileError, read_yaml_mapping
 
@@ -30,7 +30,7 @@ class OperatorSettingsError(ValueError):
         super().__init__("invalid operator configuration:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
-class _Model(BaseModel):
+class _Model(NumbersNotBooleans):
     model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True, validate_default=True)
 
 

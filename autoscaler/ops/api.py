@@ -20,6 +20,7 @@ whole and applied atomically (:mod:`autoscaler.runtime.commands`); it takes effe
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from datetime import timedelta
 from typing import Annotated, Any, Awaitable, Callable, Iterable, Literal, Mapping, TypeAlias, TypeVar
@@ -473,7 +474,31 @@ async def _read_json_body(scope: Scope, receive: Receive) -> bytes:
         given = repr(content_type) if content_type else "no Content-Type"
         raise _Refused(_error(415, ["header", "content-type"], f"the body must be JSON sent as Content-Type: application/json, "
                               f"not {given}", "unsupported_media_type"))
+    if body and (twice := _key_given_twice(body)) is not None:
+        # JSON parsers keep the last of two equal keys: `{"max_executors": 3, "max_executors": 4}`
+        # applied 4 without a word (the configuration file refuses the same)
+        raise _Refused(_error(422, ["body", twice], f"{twice!r} is given twice in one object", "duplicate_key"))
     return body
+
+
+def _key_given_twice(body: bytes) -> str | None:
+    """The first key an object of the JSON ``body`` holds twice; None also when it is no JSON
+    (FastAPI then says why)."""
+    twice: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for key, _ in items:
+            if key in seen:
+                twice.append(key)
+            seen.add(key)
+        return dict(items)
+
+    try:
+        json.loads(body, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return None
+    return twice[0] if twice else None
 
 
 def _is_json(content_type: str | None) -> bool:

@@ -150,6 +150,8 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
         loaded = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)  # a SafeLoader: no Python objects
     except yaml.YAMLError as exc:
         raise ConfigFileError(f"config file {str(path)!r} is not valid YAML: {exc}") from None
+    except RecursionError:
+        raise ConfigFileError(f"config file {str(path)!r} is nested too deeply to be a configuration") from None
     except UnicodeDecodeError as exc:
         raise ConfigFileError(f"config file {str(path)!r} is not UTF-8 text ({exc.reason})") from None
     except OSError as exc:
@@ -158,6 +160,8 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(loaded, dict):
         raise ConfigFileError(f"config file {str(path)!r} must hold a mapping of settings")
+    if odd := [key for key in loaded if not isinstance(key, str)]:  # `1:`, `true:`, a date: no setting's name
+        raise ConfigFileError(f"config file {str(path)!r}: key {odd[0]!r} is not a setting's name (a key must be text)")
     return loaded
 
 
@@ -167,6 +171,11 @@ def read_config_file(path: Path) -> dict[str, Any]:
         loaded = read_yaml_mapping(path)
     except ConfigFileError as exc:
         raise SettingsError([str(exc)]) from None
+    # keys are matched as written, as the nested ones are: the settings' case-blind reading (for
+    # the environment's upper case) took `Executors:` beside `executors:` and dropped one of them
+    known = Settings.model_fields
+    if miscased := [f"{key}: unknown key (did you mean {key.lower()}?)" for key in loaded if key not in known and key.lower() in known]:
+        raise SettingsError(miscased)
     for section, key in _FILE_RELATIVE:
         node = loaded.get(section)
         if isinstance(node, dict) and isinstance(node.get(key), str):
@@ -220,6 +229,8 @@ def json_problems(environ: Mapping[str, str]) -> list[str]:
             json.loads(environ[name])
         except ValueError as exc:
             problems.append(f"environment: {name} ({key}) is not JSON ({exc}); it takes {_JSON_KINDS[kind]}")
+        except RecursionError:
+            problems.append(f"environment: {name} ({key}) is nested too deeply; it takes {_JSON_KINDS[kind]}")
     return problems
 
 

@@ -33,7 +33,7 @@ from datetime import datetime
 from functools import cached_property
 from itertools import pairwise
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from autoscaler.core.settings import MAX_DURATION
 from autoscaler.runtime.config import file_problem
@@ -81,7 +81,12 @@ def load_trace(path: str | Path) -> Trace:
     try:
         # utf-8-sig: a byte-order mark (spreadsheet exports) is not part of the header
         with path.open(newline="", encoding="utf-8-sig") as fh:
-            stamps, values = _read_rows(str(path), csv.reader(fh))
+            record_line = [1]  # the line the record being read starts on
+            stamps, values = _read_rows(str(path), _records(csv.reader(fh), record_line))
+    except csv.Error as exc:
+        # a quote never closed swallows the lines after it into one field, until the csv module's
+        # field limit (128 KiB) stops it: named by the line the record began on
+        raise TraceError(f"trace {str(path)!r}: line {record_line[0]}: {exc} (a quote never closed?)") from None
     except UnicodeDecodeError as exc:
         raise TraceError(f"trace {str(path)!r} is not UTF-8 text ({exc.reason})") from None
     except OSError as exc:
@@ -91,6 +96,17 @@ def load_trace(path: str | Path) -> Trace:
     if max(values) <= 0:
         raise TraceError(f"trace {str(path)!r}: every value is zero")
     return Trace(path.stem, tuple(stamps), tuple(values))
+
+
+def _records(reader: Any, start: list[int]) -> Iterator[list[str]]:
+    """The rows of ``reader``, keeping in ``start[0]`` the line each one begins on."""
+    while True:
+        start[0] = reader.line_num + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        yield row
 
 
 def _read_rows(name: str, reader: Iterator[list[str]]) -> tuple[list[datetime], list[float]]:

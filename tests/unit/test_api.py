@@ -7,6 +7,8 @@ import json
 import logging
 import select
 import socket
+import subprocess
+import sys
 import time
 import urllib.parse
 from pathlib import Path
@@ -257,7 +259,7 @@ def test_a_token_file_rotated_into_garbage_fails_closed_and_says_so(tmp_path: Pa
         assert auth.problem is None and told[-1] is None
 
 
-def test_a_bad_token_file_is_logged_and_counted_where_the_daemon_serves_it(tmp_path: Path):
+def test_a_bad_token_file_is_logged_and_counted_where_the_daemon_serves_it(tmp_path: Path, restore_logging):
     from prometheus_client import CollectorRegistry
 
     from autoscaler.core.settings import Settings
@@ -275,9 +277,13 @@ def test_a_bad_token_file_is_logged_and_counted_where_the_daemon_serves_it(tmp_p
         assert value("spark_autoscaler_token_file_valid", {"application": "x"}) == 1
         tokens.write_text("one two three four\n")
         import httpx
+        import structlog
 
-        r = httpx.post(f"{server.url}/api/v1/control/pause", headers={"Authorization": "Bearer carol-token-0987654321"})
+        with structlog.testing.capture_logs() as logs:
+            r = httpx.post(f"{server.url}/api/v1/control/pause", headers={"Authorization": "Bearer carol-token-0987654321"})
         assert r.status_code == 503 and r.json()["detail"][0]["type"] == "token_file_invalid"
+        [logged] = [e for e in logs if e["event"] == "token_file_invalid"]
+        assert logged["log_level"] == "error" and str(tokens) in logged["error"], logged
         assert value("spark_autoscaler_token_file_valid", {"application": "x"}) == 0
         assert value("spark_autoscaler_token_file_errors_total", {"application": "x"}) == 1
     finally:
@@ -358,6 +364,8 @@ def test_policy_parameters_change_without_a_restart(d):
         pytest.param({"paused": True, "mode": "turbo"}, ("body", "mode"), id="bad-mode"),
         pytest.param({"paused": True, "manual_executors": 50}, ("body", "manual_executors"), id="manual-outside-bounds"),
         pytest.param({"paused": True, "policy_params": {"target_utilization": 7}}, ("body", "policy_params"), id="bad-policy-param"),
+        # a boolean where a number is declared was taken for 1.0 (and the raw true kept)
+        pytest.param({"paused": True, "policy_params": {"target_utilization": True}}, ("body", "policy_params"), id="boolean-policy-param"),
         pytest.param({"note": "only a note"}, ("body",), id="nothing-to-change"),
         pytest.param([1, 2], ("body",), id="not-an-object"),
     ],
@@ -367,6 +375,21 @@ def test_an_invalid_control_change_is_a_422_naming_the_field_and_nothing_is_appl
     assert r.status_code == 422, r.text
     assert where in loc(r)
     assert d.reconciler.control.paused is False
+    assert d.client.get("/api/v1/decisions", params={"kind": "operator"}).json()["entries"] == []
+
+
+@pytest.mark.parametrize(
+    "body, where",
+    [
+        pytest.param(b'{"max_executors": 3, "max_executors": 4}', ["body", "max_executors"], id="top-level"),
+        pytest.param(b'{"policy_params": {"target_utilization": 0.5, "target_utilization": 0.9}}', ["body", "target_utilization"], id="nested"),
+    ],
+)
+def test_a_key_given_twice_is_a_422_naming_it_and_nothing_is_applied(d, body, where):
+    # JSON parsers keep the last of two equal keys: the first was dropped without a word
+    r = d.client.patch("/api/v1/control", content=body, headers={**d.auth_header, "Content-Type": "application/json"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == where, r.text
+    assert "is given twice in one object" in r.json()["detail"][0]["msg"]
     assert d.client.get("/api/v1/decisions", params={"kind": "operator"}).json()["entries"] == []
 
 
@@ -648,6 +671,18 @@ def test_the_log_level_changes_at_once(d):
         assert r.status_code == 422 and loc(r) == [("body", "logger")]
     finally:
         logger.setLevel(before)
+
+
+def test_the_daemons_loggers_can_be_set_before_they_have_logged():
+    # stdlib loggers were made at a module's first line: on a quiet daemon the log-level route
+    # refused the very logger someone wanted DEBUG from ("no logger named 'autoscaler.reconciler'")
+    code = (
+        "import logging, autoscaler.app.driver; from autoscaler.runtime.commands import LOG_LEVELS; "
+        "names = ('autoscaler', 'autoscaler.reconciler', 'autoscaler.loop', 'autoscaler.spark.host', 'autoscaler.server'); "
+        "print([n for n in names if n not in logging.root.manager.loggerDict])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
 
 
 def test_the_schema_is_served_and_documents_auth():

@@ -221,6 +221,20 @@ def test_the_token_variable_is_not_taken_for_a_setting():
         pytest.param("normalize: {max_scale_up_factor: 1e308}\n", "normalize.max_scale_up_factor: Input should be less than or equal to 100000", id="astronomic-scale-up-factor"),
         pytest.param("normalize: {max_batch_triggers: .inf}\n", "normalize.max_batch_triggers: Input should be less than or equal to 1000", id="infinite-batch-triggers"),
         pytest.param("normalize: {max_batch_triggers: .nan}\n", "normalize.max_batch_triggers: Input should be", id="nan-batch-triggers"),
+        # the settings read keys case-blind (for the environment): `Executors:` beside `executors:` was dropped
+        pytest.param("executors:\n  max: 3\nExecutors:\n  max: 50\n", "Executors: unknown key (did you mean executors?)", id="miscased-section"),
+        pytest.param("Dry_Run: true\n", "Dry_Run: unknown key (did you mean dry_run?)", id="miscased-key"),
+        pytest.param("executors: {max: 3}\n1: 2\n", "key 1 is not a setting's name (a key must be text)", id="number-as-a-key"),
+        pytest.param("executors: {max: 3}\n2020-01-01: 2\n", "key datetime.date(2020, 1, 1) is not a setting's name", id="date-as-a-key"),
+        pytest.param("policy:\n  params:\n    x: " + "[" * 3000 + "]" * 3000 + "\n", "is nested too deeply to be a configuration", id="nested-too-deeply"),
+        # YAML reads yes/no/on/off as booleans, and pydantic took true for 1: `dead_band: on` ignored every change
+        pytest.param("normalize: {dead_band: on}\n", "normalize.dead_band: expected a number, got the boolean true (YAML reads yes, no, on and off as booleans)", id="on-for-a-number"),
+        pytest.param("http: {port: yes}\n", "http.port: expected a number, got the boolean true", id="yes-for-a-port"),
+        pytest.param("executors: {max: no}\n", "executors.max: expected a number, got the boolean false", id="no-for-a-count"),
+        # a master Spark does not know failed only once the session started, after `run --check` said valid
+        pytest.param("spark: {master: 'locall[4]'}\n", "spark.master: 'locall[4]' is not a Spark master URL (local, local[N]", id="misspelt-master"),
+        pytest.param("spark: {master: 'local-cluster[4,1,512'}\n", "spark.master: 'local-cluster[4,1,512' is not a Spark master URL", id="unclosed-master"),
+        pytest.param("spark: {master: ''}\n", "spark.master: '' is not a Spark master URL", id="empty-master"),
     ],
 )
 def test_invalid_configuration_names_key_and_problem(tmp_path, yaml_text, problem):
@@ -301,3 +315,9 @@ def test_an_empty_checkpoint_root_is_refused_by_name(root):
     assert info.value.problems == [
         "pipelines.checkpoint_root: must name a directory or a URI (s3a://bucket/checkpoints), got an empty value"
     ]
+
+
+@pytest.mark.parametrize("master", ["local", "local[2]", "local[*]", "local[2,3]", "local-cluster[3, 1, 1024]", "spark://a:7077,b:7077",
+                                    "k8s://https://10.0.0.1:443", "yarn"])
+def test_every_master_url_spark_takes_is_taken(master):
+    assert load_settings(None, {"spark.master": master}, environ={}).spark.master == master

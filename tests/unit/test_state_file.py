@@ -42,6 +42,8 @@ class TestMemoryStateStore(StateStoreContract):
         pytest.param('{"version": 99, "state": {}}', "unsupported state format version 99", id="future-version"),
         # saved as UTF-16 (a byte-order mark 0xff 0xfe): was a bare UnicodeDecodeError
         pytest.param(b"\xff\xfe{}", "is not UTF-8 text (invalid start byte at byte 0)", id="not-utf-8"),
+        # was a RecursionError traceback
+        pytest.param("[" * 100_000 + "]" * 100_000, "not valid state (nested too deeply)", id="nested-too-deeply"),
     ],
 )
 def test_an_unreadable_state_file_stops_start_up_naming_the_file(tmp_path: Path, content: str | bytes, problem: str) -> None:

@@ -26,6 +26,8 @@ def decode_state(text: str, where: str) -> dict[str, Any]:
         data = json.loads(text)
     except ValueError as exc:
         raise StateStoreError(f"{where}: not valid JSON ({exc}); fix or remove it to start afresh") from None
+    except RecursionError:  # no state the daemon writes nests more than a few levels
+        raise StateStoreError(f"{where}: not valid state (nested too deeply); fix or remove it to start afresh") from None
     if not isinstance(data, dict) or not isinstance(data.get("state"), dict):
         raise StateStoreError(f"{where}: expected an object with a 'state' object; fix or remove it to start afresh")
     if data.get("version") != FORMAT_VERSION:

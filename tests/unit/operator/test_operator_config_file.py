@@ -39,3 +39,11 @@ def test_a_flag_under_a_section_the_file_sets_to_no_mapping_names_the_section(tm
     path.write_text(f"leaderElection: {section}\n")
     with pytest.raises(OperatorSettingsError, match="leaderElection: Input should be a valid dictionary"):
         load_operator_settings(path, {"leaderElection.leaseName": "foo"})
+
+
+def test_a_boolean_where_a_number_is_declared_is_named(tmp_path):
+    # YAML reads yes as true, and pydantic took true for 1: `workers: yes` ran one worker
+    path = tmp_path / "operator.yaml"
+    path.write_text("workers: yes\n")
+    with pytest.raises(OperatorSettingsError, match=re.escape("workers: expected a number, got the boolean true")):
+        load_operator_settings(path)
