@@ -315,15 +315,17 @@ def _children(pid):
     return found
 
 
-def test_sigterm_stops_the_runs_at_once_and_leaves_no_partial_result(tmp_path):
-    """kill (or Ctrl-C) ends the command and its worker processes, and writes no result: before,
-    the pool it ran in waited for every run still queued (hours on the shared traces)."""
+@pytest.mark.parametrize("ctrl_c", [False, True], ids=["sigterm-to-the-command", "ctrl-c-to-the-process-group"])
+def test_a_signal_stops_the_runs_at_once_and_leaves_no_partial_result(tmp_path, ctrl_c):
+    """kill, or Ctrl-C in a terminal (SIGINT to the whole process group, the workers included),
+    ends the command and its worker processes, and writes no result: before, the pool it ran in
+    waited for every run still queued (hours on the shared traces)."""
     # 60 days of a daily cycle: the default policy takes minutes on it
     trace = write_trace(tmp_path / "long.csv", [1000 + 900 * math.sin(i * math.pi / 144) for i in range(288 * 60)])
     results = tmp_path / "results"
     proc = subprocess.Popen(
         [sys.executable, "-m", "autoscaler", "benchmark", "traces", "--traces", str(trace), "--results", str(results), "--policies", "default", "--jobs", "2"],
-        stderr=subprocess.PIPE, text=True,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,  # a process group of its own, as in a terminal
     )
     try:
         assert "2 to run" in proc.stderr.readline()
@@ -332,7 +334,10 @@ def test_sigterm_stops_the_runs_at_once_and_leaves_no_partial_result(tmp_path):
             time.sleep(0.2)
         assert len(workers) == 2
         time.sleep(1.0)  # both simulating
-        proc.send_signal(signal.SIGTERM)
+        if ctrl_c:
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 130
         assert "interrupted" in proc.stderr.read()
     finally:

@@ -4,6 +4,7 @@ explained with its default, examples and exit codes."""
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 
@@ -40,9 +41,12 @@ def test_every_option_says_what_it_does_and_its_default(action):
 
 
 @pytest.mark.parametrize("path, parser", [pytest.param(p, parser, id=" ".join(p) or "spark-autoscaler") for p, parser in ALL])
-def test_every_command_has_a_description(path, parser):
+def test_every_command_has_a_description_examples_and_the_exit_codes(path, parser):
     assert parser.description and len(parser.description) > 40, path
     assert isinstance(parser.formatter_class, type) and issubclass(parser.formatter_class, _HelpFormatter), path
+    text = parser.format_help()
+    assert re.search(r"\nexamples?:\n  spark-autoscaler ", text), path
+    assert text.count("\nexit codes:\n  0    ") == 1 and "  130  interrupted" in text, path
 
 
 def test_the_help_shows_defaults_examples_and_exit_codes_as_written():

@@ -274,3 +274,13 @@ def test_the_daemon_serves_at_most_http_max_connections_and_refuses_a_bound_unde
         daemon.stop_http()
     with pytest.raises(SettingsError, match="http.max_connections: Input should be greater than or equal to 1"):
         load_settings(None, {"http.max_connections": 0}, environ={})
+
+
+def test_the_bounds_the_docs_give_are_the_ones_in_force():
+    # README and docs/operations.md: a body of at most 1 MiB within 10 s of its headers, headers
+    # within 10 s, 100 connections (the tests above set them smaller to run fast)
+    from autoscaler.core.settings import HttpSettings
+    from autoscaler.ops import api, server
+
+    assert (api.MAX_BODY_BYTES, api.MAX_BODY_SECONDS, server.MAX_HEADER_SECONDS) == (1024 * 1024, 10.0, 10.0)
+    assert HttpSettings().max_connections == server.MAX_CONNECTIONS == 100

@@ -57,6 +57,9 @@ def tree(tmp_path):
         pytest.param("autoscaler/spark/leak.py", "import autoscaler.k8s.gateway\n", "Layers:", id="spark-imports-its-sibling-k8s"),
         pytest.param("autoscaler/app/leak.py", "import autoscaler.operator.reconcile\n", "Layers:", id="app-imports-its-sibling-operator"),
         pytest.param("autoscaler/k8s/leak.py", "import pyspark\n", "Only the Spark adapter talks to Spark", id="k8s-imports-spark"),
+        pytest.param("autoscaler/ops/leak.py", "import matplotlib\n", "Nothing the daemon runs imports the tools", id="ops-imports-matplotlib"),
+        pytest.param("autoscaler/app/leak.py", "import pyarrow\n", "Nothing the daemon runs imports the tools", id="app-imports-pyarrow"),
+        pytest.param("autoscaler/operator/leak.py", "import autoscaler.tools.sim.runner\n", "Nothing the daemon runs imports the tools", id="operator-imports-the-simulator"),
         pytest.param("autoscaler/core/fine.py", "import math\n", None, id="nothing-crossed"),
     ],
 )

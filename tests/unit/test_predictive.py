@@ -23,7 +23,7 @@ from autoscaler.core.model import (
 )
 from autoscaler.tools.sim import SimConfig, Workload, simulate
 from policies import PolicyError, PolicyInput, create_policy, resolve_name
-from policies.predictive import demand_records, fewest_cores, plan_partitions
+from policies.predictive import PredictivePolicy, demand_records, fewest_cores, plan_partitions
 from policies.target_utilization import utilization
 from tests.fakes import query_view, steady_batches
 
@@ -284,6 +284,7 @@ def test_quiet_days_lend_their_rescale_budget_to_a_spiky_one():
     assert hindsight_price(quiet_days_before(day, 6, 500.0), rescale_budget=budget) == 0.0
     assert hindsight_price(quiet_days_before(day, 6, 500.0), hindsight=timedelta(days=1), rescale_budget=budget) > 0
     # at the default budget (10 a day) the week's 70 do not hold the 96: still priced
+    assert PredictivePolicy.Params().rescale_budget == 10.0
     assert hindsight_price(quiet_days_before(day, 6, 500.0)) > 0
 
 
