@@ -123,10 +123,16 @@ parse_duration reads it: each number times its unit, summed. */}}
 {{- if and (gt (int .Values.operator.replicas) 1) (not $le.enabled) -}}
 {{- fail (printf "operator.replicas is %v but operator.leaderElection.enabled is false: two operators would act at once" .Values.operator.replicas) -}}
 {{- end -}}
+{{- $seen := dict -}}
 {{- range $i, $app := .Values.apps -}}
 {{- if not (has $app.namespace $.Values.namespaces) -}}
 {{- fail (printf "apps[%d].namespace %q is not in namespaces (%s): the operator would not see it" $i $app.namespace (join ", " $.Values.namespaces)) -}}
 {{- end -}}
+{{- $key := printf "%s/%s" $app.namespace $app.name -}}
+{{- if hasKey $seen $key -}}
+{{- fail (printf "apps[%d]: %s is apps[%v] already: one SparkStreamingApp would overwrite the other" $i $key (get $seen $key)) -}}
+{{- end -}}
+{{- $_ := set $seen $key $i -}}
 {{- end -}}
 {{- end -}}
 

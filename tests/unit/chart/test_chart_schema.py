@@ -18,6 +18,17 @@ from autoscaler.operator.settings import load_operator_settings
 from tests.unit.chart.render import CHART, render, values_of
 
 
+APP_SPEC = {"image": "registry.example.com/clicks:1.0", "pipelines": {"module": "clicks.pipelines"}, "checkpointRoot": "s3a://ck/clicks"}
+
+
+def test_the_schema_of_an_apps_spec_is_the_crds():
+    from tests.unit.operator.crdcheck import values_spec_schema
+
+    assert chart_schema()["properties"]["apps"]["items"]["properties"]["spec"] == values_spec_schema(), (
+        "the CRD changed: python -m tests.unit.operator.crdcheck --write-values-schema"
+    )
+
+
 @pytest.mark.parametrize(
     "values, message",
     [
@@ -73,6 +84,15 @@ from tests.unit.chart.render import CHART, render, values_of
                      id="no-resync-interval"),
         pytest.param({"appDefaults": {"requestTimeout": "0.0s"}}, "at '/appDefaults/requestTimeout': '0.0s' does not match pattern '[1-9]'",
                      id="no-request-timeout"),
+        # an app's spec, checked by the CRD's own schema: Helm applies the custom resources after
+        # the chart's other objects, so one the API server refused left the release half applied,
+        # and a misspelt field was pruned (the app ran on the default)
+        pytest.param({"apps": [{"name": "a", "namespace": "default", "spec": {**APP_SPEC, "scaling": {"maxExecutor": 3}}}]},
+                     "- at '/apps/0/spec/scaling': additional properties 'maxExecutor' not allowed", id="app-spec-typo"),
+        pytest.param({"apps": [{"name": "a", "namespace": "default", "spec": {**APP_SPEC, "executor": {"cores": "two"}}}]},
+                     "- at '/apps/0/spec/executor/cores': got string, want integer", id="app-spec-wrong-type"),
+        pytest.param({"apps": [{"name": "a", "namespace": "default", "spec": {"image": "x:1"}}]},
+                     "- at '/apps/0/spec': missing properties 'pipelines', 'checkpointRoot'", id="app-spec-incomplete"),
     ],
 )
 def test_bad_values_are_refused_naming_them(values, message):
@@ -103,8 +123,11 @@ def test_values_for_a_parent_chart_are_accepted():
                      "operator.leaderElection: renewDeadline (2) must exceed 1.2 x retryPeriod (2)", id="deadline-too-short"),
         pytest.param({"operator": {"replicas": 2, "leaderElection": {"enabled": False}}},
                      "operator.replicas is 2 but operator.leaderElection.enabled is false", id="two-operators-without-election"),
-        pytest.param({"apps": [{"name": "a", "namespace": "other", "spec": {}}]},
+        pytest.param({"apps": [{"name": "a", "namespace": "other", "spec": APP_SPEC}]},
                      'apps[0].namespace "other" is not in namespaces (default): the operator would not see it', id="app-outside"),
+        # one name twice: one SparkStreamingApp silently won, or the install failed half-applied
+        pytest.param({"apps": [{"name": "a", "namespace": "default", "spec": APP_SPEC}, {"name": "a", "namespace": "default", "spec": APP_SPEC}]},
+                     "apps[1]: default/a is apps[0] already: one SparkStreamingApp would overwrite the other", id="app-twice"),
         pytest.param({"operator": {"resyncInterval": "99999999h"}},
                      'operator.resyncInterval: duration must be at most 3650d (about ten years), got "99999999h"', id="duration-too-long"),
         pytest.param({"appDefaults": {"requestTimeout": "87600h1ms"}},  # 3650d and a millisecond

@@ -1,5 +1,8 @@
 """The SparkStreamingApp CRD as a validator of custom resources, and a tiny CLI.
 
+``python -m tests.unit.operator.crdcheck --write-values-schema`` puts the same schema of an app's
+spec into the chart's values.schema.json (``apps[].spec``).
+
 ``python -m tests.unit.operator.crdcheck docs/examples/*.yaml`` checks every SparkStreamingApp
 in the files against the CRD's own ``openAPIV3Schema`` (jsonschema), prints one line per
 problem (``spec.scaling.mode -> 'sometimes' is not one of [...]``) and exits 1 if there was
@@ -65,7 +68,38 @@ def documents(path: Path) -> Iterator[dict[str, Any]]:
             yield doc
 
 
+VALUES_SCHEMA = ROOT / "helm" / "spark-autoscaler" / "values.schema.json"
+
+
+def values_spec_schema() -> dict[str, Any]:
+    """The chart's schema of ``apps[].spec``: the CRD's ``spec`` made strict, without the
+    Kubernetes extensions (``x-kubernetes-*``) a JSON Schema validator does not read. A bad app
+    in the values is then refused at render, before Helm applies the rest of the release."""
+
+    def plain(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: plain(v) for k, v in node.items() if not k.startswith("x-kubernetes-")}
+        if isinstance(node, list):
+            return [plain(v) for v in node]
+        return node
+
+    schema = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    return dict(plain(strict(schema)))
+
+
+def write_values_schema() -> None:
+    """Put :func:`values_spec_schema` into the chart's values.schema.json (after a CRD change)."""
+    import json
+
+    values = json.loads(VALUES_SCHEMA.read_text())
+    values["properties"]["apps"]["items"]["properties"]["spec"] = values_spec_schema()
+    VALUES_SCHEMA.write_text(json.dumps(values, indent=2, ensure_ascii=False) + "\n")
+
+
 def main(argv: list[str]) -> int:
+    if argv == ["--write-values-schema"]:
+        write_values_schema()
+        return 0
     bad = 0
     for name in argv:
         for doc in documents(Path(name)):
