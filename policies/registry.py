@@ -117,7 +117,7 @@ def create_policy(name: str, params: Mapping[str, Any] | None = None) -> Policy:
         problems = []
         for err in exc.errors():
             loc = ".".join(str(p) for p in err["loc"])
-            msg = "unknown parameter" if err["type"] == "extra_forbidden" else err["msg"]
+            msg = "unknown parameter" if err["type"] == "extra_forbidden" else str(err["msg"]).removeprefix("Value error, ")
             problems.append(f"params.{loc}: {msg}" if loc else msg)
         raise PolicyError(f"policy {name!r}: " + "; ".join(problems)) from None
     try:

@@ -38,7 +38,7 @@ class PolicyParams(NumbersNotBooleans):
     """A policy's parameters: declared with their defaults and descriptions, unknown keys refused,
     a boolean where a number is declared refused."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -176,7 +176,7 @@ class NumbersNotBooleans(BaseModel):
 
 
 class _Model(NumbersNotBooleans):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
 
 
 MIN_RECONCILE_INTERVAL = timedelta(milliseconds=100)
@@ -370,6 +370,16 @@ class SparkSettings(_Model):
     conf: dict[str, str | int | float | bool] = Field(
         default_factory=dict, description="Extra Spark configuration for the session."
     )
+
+    @field_validator("conf", mode="before")
+    @classmethod
+    def _one_problem_per_value(cls, conf: Any) -> Any:
+        # a null or a nested value was four lines, one per type of the union it matched none of
+        if isinstance(conf, dict):
+            for key, value in conf.items():
+                if value is None or isinstance(value, (dict, list)):
+                    raise ValueError(f"{key}: must be a string, number or boolean, got {value!r}")
+        return conf
 
 
 class HttpSettings(_Model):

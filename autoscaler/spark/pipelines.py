@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import sys
 import threading
 from dataclasses import dataclass
@@ -48,6 +49,8 @@ class PipelineContext:
 
 Builder = Callable[[Any, PipelineContext], Any]
 DEFAULT_TRIGGER = timedelta(seconds=2)
+# a query name is a directory name under the checkpoint root: file systems take 255 bytes
+MAX_NAME_BYTES = 200
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,7 @@ def pipeline(
     """Declare a pipeline; the decorated function builds its ``DataStreamWriter``."""
 
     def decorate(fn: Builder) -> Builder:
-        spec_name = name or fn.__name__
+        spec_name = fn.__name__ if name is None else name  # an empty name is refused, not replaced
         if available_now and trigger is not _UNSET:
             # silently ignoring it would leave the author believing it applies
             raise PipelineError(
@@ -150,6 +153,10 @@ def validate_spec(spec: PipelineSpec) -> None:
     problems = []
     if not spec.name or not all(c.isalnum() or c in "-_" for c in spec.name):
         problems.append("name must be non-empty and use letters, digits, '-' or '_'")
+    elif len(spec.name.encode()) > MAX_NAME_BYTES:
+        problems.append(f"name must be at most {MAX_NAME_BYTES} bytes (it names the query's checkpoint directory)")
+    if not _takes_spark_and_ctx(spec.build):
+        problems.append("its function must take two arguments, (spark, ctx)")
     if spec.min_parallelism < 1:
         problems.append("min_parallelism must be at least 1")
     if spec.max_parallelism < spec.min_parallelism:
@@ -166,6 +173,18 @@ def validate_spec(spec: PipelineSpec) -> None:
         problems.append(f"shuffle_partitions must be at least 1 and at most {JAVA_INT_MAX} (a Java int)")
     if problems:
         raise PipelineError(f"pipeline {spec.name!r}: " + "; ".join(problems))
+
+
+def _takes_spark_and_ctx(build: Any) -> bool:
+    """Whether ``build(spark, ctx)`` can be called (a builder whose signature cannot be read is
+    given the benefit of the doubt)."""
+    try:
+        inspect.signature(build).bind(None, None)
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (a builtin)
+        return True
+    return True
 
 
 def _type_problems(spec: PipelineSpec) -> Iterator[str]:

@@ -79,6 +79,14 @@ def test_module_pipelines_are_loaded_with_their_declarations(tmp_path):
                 ("empty-checkpoint", "checkpoint=''", "checkpoint must be a directory or URI as a non-empty string, got ''"),
             ]
         ],
+        # an empty name was replaced by the function's; a long one broke the checkpoint's directory;
+        # a function without (spark, ctx) passed `run --check` and failed once Spark had started
+        pytest.param("from autoscaler import pipeline\n@pipeline('')\ndef a(s, c): pass\n",
+                     "pipeline '': name must be non-empty", id="empty-name"),
+        pytest.param("from autoscaler import pipeline\n@pipeline('" + "n" * 201 + "')\ndef a(s, c): pass\n",
+                     "name must be at most 200 bytes (it names the query's checkpoint directory)", id="name-too-long"),
+        pytest.param("from autoscaler import pipeline\n@pipeline('a')\ndef a(): pass\n",
+                     "pipeline 'a': its function must take two arguments, (spark, ctx)", id="builder-without-arguments"),
         pytest.param(
             "from autoscaler import pipeline\n@pipeline('a', checkpoint='ck')\ndef a(s, c): pass\n"
             "@pipeline('b', checkpoint='./ck/')\ndef b(s, c): pass\n@pipeline('c', checkpoint='s3a://x/c')\ndef c(s, c): pass\n",

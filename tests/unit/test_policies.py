@@ -118,7 +118,11 @@ def test_static_policy(params, expected):
         pytest.param("nope", {}, "unknown policy 'nope'", id="unknown-policy"),
         pytest.param("target-utilization", {"target_utilization": 1.5}, "params.target_utilization", id="out-of-range"),
         pytest.param("target-utilization", {"typo": 1}, "params.typo: unknown parameter", id="unknown-param"),
-        pytest.param("target-utilization", {"catch_up_duration": "soon"}, "params.catch_up_duration", id="bad-duration"),
+        pytest.param("target-utilization", {"catch_up_duration": "soon"},
+                     "params.catch_up_duration: expected a duration such as 30s, 5m, 1h or 1h30m, got 'soon'", id="bad-duration"),
+        pytest.param("target-utilization", {"target_utilization": float("nan")}, "params.target_utilization: Input should be a finite number", id="nan"),
+        pytest.param("target-utilization", {"target_utilization": True}, "params.target_utilization: expected a number, got the boolean true",
+                     id="boolean-for-a-number"),
     ],
 )
 def test_bad_policy_configuration_names_the_problem(name, params, message):

@@ -217,10 +217,12 @@ def test_the_token_variable_is_not_taken_for_a_setting():
         pytest.param("http: {token_env: 'A-B'}\n", "http.token_env: String should match pattern", id="bad-token-env-name"),
         pytest.param("audit: {max_count: 0}\n", "audit.max_count: Input should be greater than or equal to 1", id="audit-count-zero"),
         # infinite or astronomic factors passed and then overflowed math.ceil on every tick
-        pytest.param("normalize: {max_scale_up_factor: .inf}\n", "normalize.max_scale_up_factor: Input should be less than or equal to 100000", id="infinite-scale-up-factor"),
+        pytest.param("normalize: {max_scale_up_factor: .inf}\n", "normalize.max_scale_up_factor: Input should be a finite number", id="infinite-scale-up-factor"),
         pytest.param("normalize: {max_scale_up_factor: 1e308}\n", "normalize.max_scale_up_factor: Input should be less than or equal to 100000", id="astronomic-scale-up-factor"),
-        pytest.param("normalize: {max_batch_triggers: .inf}\n", "normalize.max_batch_triggers: Input should be less than or equal to 1000", id="infinite-batch-triggers"),
-        pytest.param("normalize: {max_batch_triggers: .nan}\n", "normalize.max_batch_triggers: Input should be", id="nan-batch-triggers"),
+        pytest.param("normalize: {max_batch_triggers: .inf}\n", "normalize.max_batch_triggers: Input should be a finite number", id="infinite-batch-triggers"),
+        # NaN was "Input should be less than or equal to 1000": no setting takes a number that is not finite
+        pytest.param("normalize: {max_batch_triggers: .nan}\n", "normalize.max_batch_triggers: Input should be a finite number", id="nan-batch-triggers"),
+        pytest.param("normalize: {dead_band: .nan}\n", "normalize.dead_band: Input should be a finite number", id="nan-dead-band"),
         # the settings read keys case-blind (for the environment): `Executors:` beside `executors:` was dropped
         pytest.param("executors:\n  max: 3\nExecutors:\n  max: 50\n", "Executors: unknown key (did you mean executors?)", id="miscased-section"),
         pytest.param("Dry_Run: true\n", "Dry_Run: unknown key (did you mean dry_run?)", id="miscased-key"),
@@ -235,6 +237,8 @@ def test_the_token_variable_is_not_taken_for_a_setting():
         pytest.param("spark: {master: 'locall[4]'}\n", "spark.master: 'locall[4]' is not a Spark master URL (local, local[N]", id="misspelt-master"),
         pytest.param("spark: {master: 'local-cluster[4,1,512'}\n", "spark.master: 'local-cluster[4,1,512' is not a Spark master URL", id="unclosed-master"),
         pytest.param("spark: {master: ''}\n", "spark.master: '' is not a Spark master URL", id="empty-master"),
+        pytest.param("spark: {conf: {spark.executor.memory: null}}\n", "spark.conf: spark.executor.memory: must be a string, number or boolean, got None",
+                     id="null-spark-conf"),
     ],
 )
 def test_invalid_configuration_names_key_and_problem(tmp_path, yaml_text, problem):

@@ -17,7 +17,6 @@ from autoscaler.operator.model import DURATION
 from autoscaler.operator.settings import load_operator_settings
 from tests.unit.chart.render import CHART, render, values_of
 
-
 APP_SPEC = {"image": "registry.example.com/clicks:1.0", "pipelines": {"module": "clicks.pipelines"}, "checkpointRoot": "s3a://ck/clicks"}
 
 
