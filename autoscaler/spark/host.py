@@ -280,8 +280,8 @@ class QueryHost:
             self._stop_at_boundary(run)
         except Exception as exc:
             log.warning("stop_failed", query=run.name, error=str(exc))
-        # a batch of this run ended, by the listener's events or, as they may come late (the
-        # demo's first ones, seconds after their batches), by the JVM's own record
+        # a batch of this run ended, by the listener's events or, as they come after the commit
+        # (0.1-1 s here), by the JVM's own record
         progressing = running and (run.batches_in_run > 0 or _reported_progress(run.query))
         with self._lock:
             if run.status not in (QueryStatus.FINISHED, QueryStatus.FAILED):
@@ -553,8 +553,9 @@ class QueryHost:
             # the trigger running now ends when the JVM's last progress changes (Spark commits the
             # batch before it reports it). Read after the trigger was seen active, so a batch that
             # ended in between costs one more batch, never a cut one. Not the listener's events:
-            # they arrive late, and the previous batch's late event ended this wait and cut the
-            # running batch (seen: the demo's first batches, a Ctrl-C just after batch 0 committed)
+            # they arrive 0.1-1 s after the commit, and the previous batch's event, come after the
+            # stop began, ended this wait and cut the running batch (seen: the demo stopped by a
+            # Ctrl-C just after its batch 0 committed)
             before = _last_progress(q)
             deadline = time.monotonic() + self.stop_timeout.total_seconds()
             with run.cv:

@@ -300,9 +300,9 @@ class RunningBatch(FakeQuery):
 
 
 def test_a_stop_waits_for_the_running_batch_not_for_a_late_event_of_the_one_before(tmp_path):
-    # the listener's events arrive late: batch 0's came after the stop began, and the stop took
-    # it for the end of the running batch 1 and cut it (the demo stopped by Ctrl-C just after
-    # batch 0 committed: "batch 1 is not, and is replayed at the next start")
+    # the listener's events arrive 0.1-1 s after the commit: batch 0's came after the stop began,
+    # and the stop took it for the end of the running batch 1 and cut it (the demo stopped by
+    # Ctrl-C just after batch 0 committed: "batch 1 is not, and is replayed at the next start")
     query = RunningBatch("run-0")
     spec = PipelineSpec("q", lambda spark, ctx: FakeWriter(lambda: query), trigger=timedelta(seconds=1), initial_parallelism=2)
     host = QueryHost(FakeSpark(), [spec], checkpoint_root=tmp_path, clock=SystemClock(), registered_cores=lambda: 2)
