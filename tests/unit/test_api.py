@@ -290,6 +290,23 @@ def test_a_bad_token_file_is_logged_and_counted_where_the_daemon_serves_it(tmp_p
         server.stop()
 
 
+def test_a_token_is_compared_with_every_known_one_in_constant_time(monkeypatch):
+    # no early exit on a match, no == on the secret: what a guess costs does not tell how close it was
+    from autoscaler.ops import auth as auth_module
+
+    compared = []
+
+    def compare(a: bytes, b: bytes) -> bool:
+        compared.append(b)
+        return a == b
+
+    monkeypatch.setattr(auth_module.hmac, "compare_digest", compare)
+    auth = ApiAuth(static={"first-token-123456": "a", "second-token-123456": "b"})
+    assert auth.identify("first-token-123456") == "a" and len(compared) == 2
+    compared.clear()
+    assert auth.identify("wrong-token-1234567") is None and sorted(compared) == [b"first-token-123456", b"second-token-123456"]
+
+
 def test_the_environment_token_is_an_operator():
     auth = ApiAuth.from_settings(None, "MY_TOKEN", environ={"MY_TOKEN": " envtoken-123 \n"})
     assert auth.identify("envtoken-123") == "operator" and auth.identify("other") is None

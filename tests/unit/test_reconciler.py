@@ -336,21 +336,27 @@ def make_with_store(store, **kw):
     return clock, cluster, rec
 
 
-def test_a_state_store_that_cannot_be_written_does_not_lose_the_ticks_record(caplog):
+def test_a_state_store_that_cannot_be_written_does_not_lose_the_ticks_record(restore_logging):
+    import structlog
+
     store = FlakyStateStore()
     clock, cluster, rec = make_with_store(store, executors=1)
     store.broken = True
     records = []
-    for _ in range(3):
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(3):
+            clock.advance(TICK)
+            records.append(rec.tick())  # no TickError: the actions of the tick are done and recorded
+        assert records[0].decision.target == 3 and rec.last is records[-1]
+        assert [e.what for e in rec.audit.entries(kind="decision")][-1].startswith("executors 1 -> 3")
+        assert rec.state_error is not None and "No space left on device" in rec.state_error
+        store.broken = False
         clock.advance(TICK)
-        records.append(rec.tick())  # no TickError: the actions of the tick are done and recorded
-    assert records[0].decision.target == 3 and rec.last is records[-1]
-    assert [e.what for e in rec.audit.entries(kind="decision")][-1].startswith("executors 1 -> 3")
-    assert rec.state_error is not None and "No space left on device" in rec.state_error
-    store.broken = False
-    clock.advance(TICK)
-    rec.tick()
-    assert rec.state_error is None
+        rec.tick()
+        assert rec.state_error is None
+    # logged once while it lasts (not a line a tick), and once when it is over
+    told = [(e["event"], e["log_level"]) for e in logs if e["event"].startswith("state_save")]
+    assert told == [("state_save_failed", "error"), ("state_saved", "info")]
     assert store.load()["history"]["events"], "the change made while the store failed is saved once it works"
 
 
