@@ -182,13 +182,17 @@ def statefulset(ref: AppRef, spec: SparkStreamingAppSpec, settings: OperatorSett
         "resources": resources,
         "volumeMounts": mounts,
         "securityContext": container_security_context(),
+        "terminationMessagePolicy": "FallbackToLogsOnError",  # a failed start's last lines in the pod's status
         "startupProbe": {**http, "periodSeconds": 5, "failureThreshold": 60},
         "livenessProbe": {**http, "periodSeconds": 10, "failureThreshold": 3},
         "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 5, "failureThreshold": 3},
     }
     check = {
         # the daemon's own start-up check (configuration, pipelines import, state readable and
-        # writable): a bad spec fails here with the daemon's message, the running pod stays
+        # writable): a bad spec fails here with the daemon's message (its last lines, as the
+        # container's termination message, reach the pod's status). With one replica the
+        # StatefulSet has deleted the running pod by then: the app is down until the spec is
+        # mended and the failing pod deleted (docs/kubernetes.md, "Limits")
         "name": "check",
         "image": spec.image,
         **image_policy,
@@ -198,6 +202,7 @@ def statefulset(ref: AppRef, spec: SparkStreamingAppSpec, settings: OperatorSett
         "resources": resources,
         "volumeMounts": mounts,
         "securityContext": container_security_context(),
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     pod_spec: dict[str, Any] = {
         "serviceAccountName": spec.driver.service_account_name or settings.driver_service_account,

@@ -22,7 +22,7 @@ NORMAL, WARNING = "Normal", "Warning"
 SCALED_UP, SCALED_DOWN, SCALING_HELD, QUERY_RESCALED = "ScaledUp", "ScaledDown", "ScalingHeld", "QueryRescaled"
 EXECUTORS_LOST, QUERY_FAILED, EXECUTORS_NOT_GRANTED = "ExecutorsLost", "QueryFailed", "ExecutorsNotGranted"
 CONTROL_APPLIED, CONTROL_REJECTED, ROLLOUT_STARTED = "ControlApplied", "ControlRejected", "RolloutStarted"
-DAEMON_UNREACHABLE, SPEC_INVALID = "DaemonUnreachable", "SpecInvalid"
+DAEMON_UNREACHABLE, SPEC_INVALID, APPLY_REFUSED = "DaemonUnreachable", "SpecInvalid", "ApplyRefused"
 COMPONENT = "spark-autoscaler-operator"
 MAX_MESSAGE = 1024
 

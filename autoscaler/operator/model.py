@@ -10,11 +10,15 @@ model adds what a schema cannot say, each with a message naming the field:
   daemon's REST API takes it;
 * ``initialExecutors`` lies within the bounds;
 * ``sparkConf`` and ``settings`` do not set what the operator writes from other fields (the
-  message names the field to use instead).
+  message names the field to use instead), and ``settings.pipelines`` is a mapping;
+* what the API server checks on the children and a schema of the CR cannot: label and
+  annotation syntax, the driver's ``env`` names once each and none the operator sets; and what
+  Spark refuses at start: a JVM's memory of at least 450m.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
@@ -62,6 +66,54 @@ OWNED_SETTINGS = {
     "state": "the operator keeps the state in the ConfigMap <name>-state",
 }
 OWNED_PIPELINE_SETTINGS = {"module": "set spec.pipelines", "checkpoint_root": "set spec.checkpointRoot"}
+# the driver's environment the operator writes (children.statefulset): a second entry of a name
+# is refused by the API server's apply, which left the children half updated
+OPERATOR_ENV = ("POD_NAME", "POD_NAMESPACE", "POD_IP", "SPARK_LOCAL_IP", "HOME")
+# Spark refuses a JVM with less (UnifiedMemoryManager: 1.5 x its 300 MiB reserved): the pod
+# started and failed, with one replica after the running one was gone
+MIN_SPARK_MEMORY_MIB = 450
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+_LABEL_VALUE = re.compile(rf"(?:{_LABEL_NAME})?")
+_QUALIFIED_NAME = re.compile(rf"(?:[a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?{_LABEL_NAME}")
+# an app's children are named after it: the Service a DNS-1035 label, the StatefulSet's pods'
+# controller-revision-hash label <name>-<10 characters> within 63
+APP_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+MAX_APP_NAME = 52
+
+
+def _key_problem(key: str) -> str | None:
+    prefix, _, name = key.rpartition("/")
+    if not _QUALIFIED_NAME.fullmatch(key) or len(name) > 63 or len(prefix) > 253:
+        return f"key {key!r} is not a Kubernetes label or annotation key ([prefix/]name, name at most 63 letters, digits, '-', '_', '.')"
+    return None
+
+
+def _labels(labels: dict[str, str]) -> dict[str, str]:
+    for key, value in labels.items():
+        if problem := _key_problem(key):
+            raise ValueError(problem)
+        if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
+            raise ValueError(f"{key}: value {value!r} is not a Kubernetes label value (at most 63 letters, digits, '-', '_', '.')")
+    return labels
+
+
+def _annotation_keys(annotations: dict[str, str]) -> dict[str, str]:
+    for key in annotations:
+        if problem := _key_problem(key):
+            raise ValueError(problem)
+    return annotations
+
+
+def _spark_memory(memory: str) -> str:
+    units = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+    if int(memory[:-1]) * units[memory[-1].lower()] < MIN_SPARK_MEMORY_MIB:
+        raise ValueError(f"{memory!r} is less than the {MIN_SPARK_MEMORY_MIB}m a Spark JVM starts with")
+    return memory
+
+
+Labels = Annotated[dict[str, str], AfterValidator(_labels)]
+Annotations = Annotated[dict[str, str], AfterValidator(_annotation_keys)]
+SparkMemory = Annotated[str, Field(pattern=SPARK_MEMORY), AfterValidator(_spark_memory)]
 
 
 def _read_as(daemon_type: Any) -> AfterValidator:
@@ -112,20 +164,30 @@ class EnvVar(_Spec):
 
 class DriverSpec(_Spec):
     cores: Annotated[int, Field(ge=1, le=64, strict=True)] = 1
-    memory: Annotated[str, Field(pattern=SPARK_MEMORY)] = "1g"
+    memory: SparkMemory = "1g"
     service_account_name: Name | None = None
-    node_selector: dict[str, str] = Field(default_factory=dict)
+    node_selector: Labels = Field(default_factory=dict)
     tolerations: list[dict[str, Any]] = Field(default_factory=list)
     affinity: dict[str, Any] | None = None
-    pod_annotations: dict[str, str] = Field(default_factory=dict)
-    pod_labels: dict[str, str] = Field(default_factory=dict)
+    pod_annotations: Annotations = Field(default_factory=dict)
+    pod_labels: Labels = Field(default_factory=dict)
     env: Annotated[list[EnvVar], Field(max_length=64)] = Field(default_factory=list)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names_once(cls, env: list[EnvVar]) -> list[EnvVar]:
+        names = [e.name for e in env]
+        if owned := sorted({n for n in names if n in OPERATOR_ENV}):
+            raise ValueError(f"{', '.join(owned)}: set by the operator")
+        if twice := sorted({n for n in names if names.count(n) > 1}):
+            raise ValueError(f"{', '.join(twice)} listed more than once")
+        return env
 
 
 class ExecutorSpec(_Spec):
     cores: Annotated[int, Field(ge=1, le=64, strict=True)] = 1
-    memory: Annotated[str, Field(pattern=SPARK_MEMORY)] = "1g"
-    node_selector: dict[str, str] = Field(default_factory=dict)
+    memory: SparkMemory = "1g"
+    node_selector: Labels = Field(default_factory=dict)
     tolerations: list[dict[str, Any]] = Field(default_factory=list)
     priority_class_name: Annotated[str, Field(min_length=1, max_length=253)] | None = None
 
@@ -207,6 +269,8 @@ class SparkStreamingAppSpec(_Spec):
     def _not_owned_settings(cls, settings: dict[str, Any]) -> dict[str, Any]:
         owned = [f"{key}: written by the operator ({OWNED_SETTINGS[key]})" for key in sorted(settings) if key in OWNED_SETTINGS]
         pipelines = settings.get("pipelines")
+        if pipelines is not None and not isinstance(pipelines, dict):  # the operator adds its keys to it
+            owned.append(f"pipelines: must be a mapping of pipeline settings, got {pipelines!r}")
         if isinstance(pipelines, dict):
             owned += [f"pipelines.{key}: written by the operator ({why})" for key, why in OWNED_PIPELINE_SETTINGS.items() if key in pipelines]
         if owned:

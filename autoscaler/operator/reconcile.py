@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, Callable, Mapping
 
-from autoscaler.k8s.errors import Conflict
+from autoscaler.k8s.errors import Conflict, Forbidden, Invalid
 from autoscaler.k8s.gateway import KubeGateway
 from autoscaler.operator import events as ev
 from autoscaler.operator.changes import classify_change, restart_hash
@@ -41,7 +41,7 @@ from autoscaler.operator.control import (
     query_requests,
 )
 from autoscaler.operator.daemon_client import Applied, DaemonClient, DaemonUnavailable
-from autoscaler.operator.model import SparkStreamingAppSpec, parse_spec
+from autoscaler.operator.model import APP_NAME, MAX_APP_NAME, SparkStreamingAppSpec, parse_spec
 from autoscaler.operator.settings import OperatorSettings
 from autoscaler.operator.status import ControlOutcome, Observed, iso, status_from
 from autoscaler.runtime.clock import Clock
@@ -153,8 +153,13 @@ class AppReconciler:
             return Outcome(self.settings.resync_interval, self._write_status(ref, prev, status))
 
         hash_ = restart_hash(running, self.settings)
-        if spec is not None:
-            self._apply(ref, spec, hash_, prev, last_good)
+        if spec is not None and (refused := self._apply(ref, spec, hash_, prev, last_good)) is not None:
+            # the API server refused a child the model let through: reported as the spec's
+            # problem, and the spec not recorded as applied (the next pass tries it again)
+            self.events.emit(ref, ev.EventSpec(ev.WARNING, ev.APPLY_REFUSED, f"generation {generation}: {refused}", f"{generation}"))
+            problems, spec = [*problems, refused], None
+            running = last_good or running
+            hash_ = prev.get("restartHash") or hash_
         sts = self.gateway.get_statefulset(ref.namespace, ref.name)
         pod = self.gateway.get_pod(ref.namespace, f"{ref.name}-0")
         obs = Observed(
@@ -176,26 +181,40 @@ class AppReconciler:
         return Outcome(requeue, self._write_status(ref, prev, status))
 
     def validate(self, ref: AppRef, raw: Any, last_good: SparkStreamingAppSpec | None) -> tuple[SparkStreamingAppSpec | None, list[str]]:
+        if not APP_NAME.fullmatch(ref.name) or len(ref.name) > MAX_APP_NAME:
+            return None, [f"metadata.name: {ref.name!r} cannot name the app's Service and StatefulSet: a lower-case letter, then "
+                          f"lower-case letters, digits and '-', at most {MAX_APP_NAME} characters"]
         spec, problems = parse_spec(raw)
         if spec is None:
             return None, problems
         if last_good is not None and last_good.checkpoint_root != spec.checkpoint_root:
             # the CRD's rule refuses this first; checked again for an API server without it
             return None, [f"spec.checkpointRoot: immutable: the queries' checkpoints are in {last_good.checkpoint_root!r}"]
-        _, problems = check_daemon_settings(ref, spec, self.settings)
+        try:
+            _, problems = check_daemon_settings(ref, spec, self.settings)
+        except (TypeError, ValueError, AttributeError) as exc:  # settings the daemon's configuration cannot be built from
+            problems = [f"spec.settings: the daemon's configuration cannot be made from them: {exc}"]
         return (None, problems) if problems else (spec, [])
 
     # --- children -------------------------------------------------------------------------------
 
-    def _apply(self, ref: AppRef, spec: SparkStreamingAppSpec, hash_: str, prev: Mapping[str, Any], last_good: SparkStreamingAppSpec | None) -> None:
+    def _apply(
+        self, ref: AppRef, spec: SparkStreamingAppSpec, hash_: str, prev: Mapping[str, Any], last_good: SparkStreamingAppSpec | None
+    ) -> str | None:
+        """Apply every child; what the API server refused (a field it checks and the model does
+        not), or None. A failure it may not repeat (a timeout, a 5xx) is raised and retried."""
+        for child in desired_children(ref, spec, self.settings, hash_):
+            try:
+                self.gateway.apply(child)
+            except (Invalid, Forbidden) as exc:
+                return f"the API server refused {child['kind']} {child['metadata']['name']}: {exc.message or exc}"
         before = prev.get("restartHash")
-        if before is not None and before != hash_:
+        if before is not None and before != hash_:  # told once the StatefulSet carries the change
             fields = classify_change(last_good, spec).restart if last_good is not None else ()
             what = ", ".join(fields) if fields else "the operator's pod settings"
             self.events.emit(ref, ev.EventSpec(ev.NORMAL, ev.ROLLOUT_STARTED,
                                                f"{what} changed: the driver pod restarts and the queries resume from their checkpoints", hash_))
-        for child in desired_children(ref, spec, self.settings, hash_):
-            self.gateway.apply(child)
+        return None
 
     # --- the daemon -------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import yaml
 from autoscaler.operator.changes import restart_hash
 from autoscaler.operator.children import RESTART_HASH, desired_children, memory_request
 from autoscaler.operator.config import MASTER, check_daemon_settings, daemon_settings
-from autoscaler.operator.model import parse_spec
+from autoscaler.operator.model import OPERATOR_ENV, parse_spec
 from autoscaler.operator.settings import AppDefaults, OperatorSettings
 from autoscaler.runtime.config import validate_settings
 from tests.kube import validate
@@ -61,6 +61,10 @@ def test_the_driver_pod_knows_its_address_and_stops_gracefully():
     assert daemon["readinessProbe"]["httpGet"]["path"] == "/readyz" and daemon["livenessProbe"]["httpGet"]["path"] == "/healthz"
     [check] = pod["initContainers"]
     assert check["args"][-1] == "--check" and check["image"] == daemon["image"]
+    # the names the model keeps out of spec.driver.env are those the operator sets
+    assert tuple(env) == OPERATOR_ENV
+    # a failed start's last lines reach the pod's status (kubectl describe, the app's status)
+    assert daemon["terminationMessagePolicy"] == check["terminationMessagePolicy"] == "FallbackToLogsOnError"
 
 
 def test_every_container_is_non_root_with_a_read_only_root_filesystem():

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from autoscaler.k8s.errors import Conflict
+from autoscaler.k8s.errors import Conflict, Invalid
 from autoscaler.operator.watch import AppWatch
 from autoscaler.ops.auth import ApiAuth
 from tests.harness import TOKEN, build, serve
@@ -136,6 +136,47 @@ def test_an_invalid_spec_is_reported_and_the_app_keeps_its_last_good_spec(w, dae
     w.sync()
     assert control(daemon)["max_executors"] == 4  # the last good spec is still enforced
     assert w.status()["lastAppliedSpec"]["image"] == "registry.example.com/analytics/clicks:1.4.2"
+
+
+def test_a_child_the_api_server_refuses_is_reported_and_the_spec_not_taken_as_applied(w, daemon):
+    # the model let through what the API server refuses: the pass raised on every try, with only
+    # a log line, a RolloutStarted for a rollout that never came, and the status still valid
+    w.sync()
+    w.run_pod()
+    w.sync()
+    w.kube.fail[("apply", "StatefulSet")] = [Invalid("patch statefulsets/clicks", 422, "Invalid", "spec.template.metadata.labels: Invalid value")]
+    w.kube.put_app(app(scaling={**SCALING, "maxExecutors": 3}, image="registry.example.com/analytics/clicks:2.0"))
+    w.sync()  # no exception
+    valid = w.condition("SpecValid")
+    assert valid["status"] == "False" and "the API server refused StatefulSet clicks: spec.template.metadata.labels" in valid["message"]
+    [event] = w.events("ApplyRefused")
+    assert event["type"] == "Warning" and event["message"].startswith("generation 2: the API server refused StatefulSet clicks")
+    assert w.events("RolloutStarted") == []
+    assert w.status()["lastAppliedSpec"]["image"] == "registry.example.com/analytics/clicks:1.4.2"
+    assert control(daemon)["max_executors"] == 4  # the refused generation's live changes are not sent
+    w.sync()  # the API server takes it now: applied, rolled and valid again
+    assert w.condition("SpecValid")["status"] == "True" and len(w.events("RolloutStarted")) == 1
+    assert w.status()["lastAppliedSpec"]["image"] == "registry.example.com/analytics/clicks:2.0"
+
+
+@pytest.mark.parametrize(
+    "settings, name, problem",
+    [
+        # was a TypeError on every pass, retried for ever, the status still valid
+        pytest.param({"pipelines": 5}, "clicks", "spec.settings: pipelines: must be a mapping of pipeline settings, got 5", id="pipelines-not-a-mapping"),
+        # names the children cannot take: a Service is a DNS-1035 label, the revision label 63 characters
+        pytest.param({}, "clicks.v2", "metadata.name: 'clicks.v2' cannot name the app's Service and StatefulSet", id="dotted-name"),
+        pytest.param({}, "c" * 53, "at most 52 characters", id="long-name"),
+    ],
+)
+def test_a_spec_the_operator_cannot_build_children_from_is_invalid_by_name(w, settings, name, problem):
+    obj = app(settings=settings)
+    obj["metadata"]["name"] = name
+    w.kube.put_app(obj)
+    w.sync(name)  # no exception
+    valid = w.condition("SpecValid", name=name)
+    assert valid["status"] == "False" and problem in valid["message"]
+    assert w.kube.get("StatefulSet", "analytics", name) is None
 
 
 def test_an_unreachable_daemon_backs_off_and_is_reported_after_three_polls(tmp_path):

@@ -112,6 +112,15 @@ def model_only_problems(spec: dict[str, Any]) -> list[str]:
         out.append("sparkConf the operator owns")
     if isinstance(spec.get("settings"), dict) and set(spec["settings"]) & set(OWNED_SETTINGS):
         out.append("settings the operator owns")
+    if isinstance(spec.get("settings"), dict) and "pipelines" in spec["settings"] and not isinstance(spec["settings"]["pipelines"], dict):
+        out.append("settings.pipelines a mapping")
+    driver = spec.get("driver") if isinstance(spec.get("driver"), dict) else {}
+    if driver.get("memory") == "256m" or (spec.get("executor") or {}).get("memory") == "400m":
+        out.append("memory at least 450m")
+    if any(isinstance(e, dict) and e.get("name") == "HOME" for e in driver.get("env") or ()):
+        out.append("env the operator sets")
+    if driver.get("podLabels") == {"team": "data platform"} or driver.get("podAnnotations") == {"bad key!": "x"}:
+        out.append("label and annotation syntax")
     return out
 
 
@@ -124,10 +133,12 @@ values = {
                                   {"module": "m", "extra": 1}]),
     "checkpointRoot": st.sampled_from(["s3a://b/c", "", "  ", None]),
     "sparkConf": st.sampled_from([{}, {"spark.sql.shuffle.partitions": "8"}, {"spark.master": "local"}, {"spark.x": 1}]),
-    "settings": st.sampled_from([{}, {"reconcile_interval": "10s"}, {"executors": {"max": 3}}]),
+    "settings": st.sampled_from([{}, {"reconcile_interval": "10s"}, {"executors": {"max": 3}}, {"pipelines": 5}, {"pipelines": {"max_failures": 3}}]),
     "driver": st.sampled_from([{}, {"cores": 2, "memory": "2g"}, {"cores": 0}, {"memory": "2 GB"}, {"env": [{"name": "A", "value": "1"}]},
-                               {"env": [{"value": "1"}]}, {"cpu": 1}]),
-    "executor": st.sampled_from([{}, {"cores": 4, "memory": "8g"}, {"cores": 65}, {"priorityClassName": "high"}, {"memory": 4}]),
+                               {"env": [{"value": "1"}]}, {"cpu": 1}, {"memory": "256m"}, {"env": [{"name": "HOME", "value": "/x"}]},
+                               {"podLabels": {"team": "data-platform"}}, {"podLabels": {"team": "data platform"}},
+                               {"podAnnotations": {"bad key!": "x"}}, {"podAnnotations": {"example.com/note": "any text at all"}}]),
+    "executor": st.sampled_from([{}, {"cores": 4, "memory": "8g"}, {"cores": 65}, {"priorityClassName": "high"}, {"memory": 4}, {"memory": "400m"}]),
     "scaling": st.fixed_dictionaries({}, optional={
         "mode": st.sampled_from(["auto", "active", "reactive", "sometimes"]),
         "minExecutors": st.sampled_from([0, 3, -1, 100001, "2", True]),
@@ -245,3 +256,25 @@ def test_the_model_names_the_field_to_use_instead_of_an_owned_key():
 def test_examples_folder_yaml_parses():
     for path in Path(EXAMPLES).glob("*.yaml"):
         list(yaml.safe_load_all(path.read_text()))
+
+
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        # refused by the API server on the children (the ConfigMap applied, the StatefulSet not) or by Spark at start
+        pytest.param({"driver": {"podLabels": {"team": "data platform"}}}, "spec.driver.podLabels: team: value 'data platform' is not a Kubernetes label value",
+                     id="label-value-with-a-space"),
+        pytest.param({"driver": {"nodeSelector": {"-bad": "x"}}}, "spec.driver.nodeSelector: key '-bad' is not a Kubernetes label or annotation key",
+                     id="label-key"),
+        pytest.param({"driver": {"podAnnotations": {"a/b/c": "x"}}}, "spec.driver.podAnnotations: key 'a/b/c' is not a Kubernetes label", id="annotation-key"),
+        pytest.param({"driver": {"env": [{"name": "X", "value": "1"}, {"name": "X", "value": "2"}]}}, "spec.driver.env: X listed more than once",
+                     id="env-twice"),
+        pytest.param({"driver": {"env": [{"name": "POD_IP", "value": "1"}]}}, "spec.driver.env: POD_IP: set by the operator", id="env-the-operators"),
+        pytest.param({"executor": {"memory": "400m"}}, "spec.executor.memory: '400m' is less than the 450m a Spark JVM starts with", id="executor-memory"),
+        pytest.param({"driver": {"memory": "1k"}}, "spec.driver.memory: '1k' is less than the 450m", id="driver-memory"),
+        pytest.param({"settings": {"pipelines": ["a"]}}, "spec.settings: pipelines: must be a mapping of pipeline settings, got ['a']", id="pipelines-a-list"),
+    ],
+)
+def test_what_the_children_or_spark_would_refuse_is_named_by_its_field(change, problem):
+    spec, errors = parse_spec({**BASE, **change})
+    assert spec is None and any(problem in e for e in errors), errors
