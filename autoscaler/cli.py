@@ -377,7 +377,7 @@ def _demo_parser(sub: Any) -> None:
                       help="most executors (and, in active mode, the workers started)")
     demo.add_argument("--warmup", type=_non_negative_float, default=WARMUP_SECONDS, metavar="SECONDS",
                       help="seconds at the trace's first rate before the trace starts (the first batches are slow)")
-    demo.add_argument("--workdir", type=Path, metavar="DIR", help="keep checkpoints, output and Spark logs in DIR (default: a temporary directory, removed)")
+    demo.add_argument("--workdir", type=Path, metavar="DIR", help="keep checkpoints, output and the logs of the Spark master, workers and executors in DIR (the driver's reach the console) (default: a temporary directory, removed)")
     demo.add_argument("--record", type=_output_file(), metavar="FILE",
                       help="write every tick's metrics to FILE, JSON lines, for `dashboard render`")
     demo.add_argument("--no-http", action="store_true", help="do not serve /metrics and the REST API")

@@ -11,7 +11,7 @@ import pytest
 
 from autoscaler.core.model import Plan, QueryChange, Reason
 from autoscaler.tools.demo.explain import explain_rescale, explain_tick
-from autoscaler.tools.demo.run import summary_line
+from autoscaler.tools.demo.run import peak_lag_seen, summary_line
 from tests.harness import build
 
 LOAD = r"taxi gets \d+ rows/s, a batch takes \d+% of its 2 s trigger on 1 core"
@@ -130,3 +130,13 @@ def test_a_scale_up_for_a_backlog_says_how_far_behind_the_query_is():
     [load] = record.loads
     behind = replace(record, decision=replace(record.decision, reason=Reason.SCALE_UP_FOR_BACKLOG), loads=(replace(load, lag=timedelta(seconds=46.6)),))
     assert re.fullmatch(r"adding executors 1 -> \d: taxi gets \d+ rows/s, 47 s behind, a batch takes .*", explain_tick(behind)), explain_tick(behind)
+
+
+def test_the_summary_gives_the_largest_lag_seen_at_a_tick_beside_that_of_the_batches_that_ended():
+    # the reactive demo's summary said "max lag 52.7s" after ticks showed 112 s: the batch running
+    # at the end (a stall after workers were killed) was not among the batches that ended
+    record = first_change("active")
+    [load] = record.loads
+    lags = [replace(record, loads=(replace(load, lag=timedelta(seconds=s)),)) for s in (3.0, 112.24, 40.0)]
+    assert peak_lag_seen([*lags, replace(record, loads=(replace(load, lag=None),))]) == 112.2
+    assert peak_lag_seen([]) is None
