@@ -4,7 +4,8 @@ send control changes, with retries where a retry can help.
 Connection errors and 5xx answers of reads are retried with back-off (tenacity); a daemon that
 still does not answer raises :class:`DaemonUnavailable` and the app is polled again later.
 Writes are never resent blindly: a 503 (starting, or its state cannot be saved: nothing was
-applied) and a 401 (a rotated token not propagated yet) are :class:`DaemonUnavailable` too;
+applied) and a 401 (a rotated token not propagated yet) are :class:`WriteRefused`, a
+:class:`DaemonUnavailable` (told as such once it lasts);
 403 and 422/409/404 are a :class:`Rejected` answer naming the daemon's problems, not retried
 until the spec changes. The token is read from the mounted file on every request, so a
 rotation needs no restart.
@@ -28,6 +29,11 @@ from autoscaler.ops.auth import TokenFileError, parse_tokens
 
 class DaemonUnavailable(RuntimeError):
     """No usable answer now (down, starting, overloaded, token not accepted yet): try again later."""
+
+
+class WriteRefused(DaemonUnavailable):
+    """The daemon answers but takes no change now: 401 (the operator's token is not among its
+    tokens) or 503 (its token file is broken, or its state cannot be saved)."""
 
 
 @dataclass(frozen=True)
@@ -123,7 +129,7 @@ class DaemonClient:
         if status == 200:
             return Applied(answer.get("audit_id"), dict(answer.get("changes") or {}))
         if status in (401, 503):
-            raise DaemonUnavailable(f"{method} {path}: {status}: {_problems(answer)[0] if _problems(answer) else 'no detail'}")
+            raise WriteRefused(f"{method} {path}: {status}: {_problems(answer)[0] if _problems(answer) else 'no detail'}")
         return Rejected(status, tuple(_problems(answer)))
 
     @staticmethod

@@ -23,6 +23,7 @@ SCALED_UP, SCALED_DOWN, SCALING_HELD, QUERY_RESCALED = "ScaledUp", "ScaledDown",
 EXECUTORS_LOST, QUERY_FAILED, EXECUTORS_NOT_GRANTED = "ExecutorsLost", "QueryFailed", "ExecutorsNotGranted"
 CONTROL_APPLIED, CONTROL_REJECTED, ROLLOUT_STARTED = "ControlApplied", "ControlRejected", "RolloutStarted"
 DAEMON_UNREACHABLE, SPEC_INVALID, APPLY_REFUSED = "DaemonUnreachable", "SpecInvalid", "ApplyRefused"
+CHANGES_REFUSED = "DaemonRefusesChanges"
 COMPONENT = "spark-autoscaler-operator"
 MAX_MESSAGE = 1024
 

@@ -40,7 +40,7 @@ from autoscaler.operator.control import (
     missing_queries,
     query_requests,
 )
-from autoscaler.operator.daemon_client import Applied, DaemonClient, DaemonUnavailable
+from autoscaler.operator.daemon_client import Applied, DaemonClient, DaemonUnavailable, WriteRefused
 from autoscaler.operator.model import APP_NAME, MAX_APP_NAME, SparkStreamingAppSpec, parse_spec
 from autoscaler.operator.settings import OperatorSettings
 from autoscaler.operator.status import ControlOutcome, Observed, iso, status_from
@@ -57,6 +57,7 @@ class AppMemory:
     """What the operator keeps about an app between passes (lost on restart: nothing vital)."""
 
     unreachable: int = 0
+    refusing: int = 0  # passes in a row the daemon answered but took no change (401, 503)
     rejected: set[tuple[int, str]] = field(default_factory=set)  # (generation, what) rejected: not resent
 
 
@@ -175,7 +176,7 @@ class AppReconciler:
             event_cursor=prev.get("eventCursor"),
         )
         requeue = self.settings.resync_interval
-        if not running.suspend and pod is not None and (pod.get("status") or {}).get("podIP"):
+        if not running.suspend and pod is not None and daemon_listening(pod):
             obs, requeue = self._with_daemon(ref, running, generation, prev, pod, obs, mem)
         status = status_from(prev, obs, self.clock.now())
         return Outcome(requeue, self._write_status(ref, prev, status))
@@ -240,11 +241,35 @@ class AppReconciler:
             level = self._log_level(ref, spec, prev, pod_uid, client, note)
             daemon_status = client.status()  # after the changes: the status shows them
             cursor = self._decision_events(ref, prev, daemon_status, client, pod_uid)
+        except WriteRefused as exc:
+            return self._refusing(ref, client, obs, mem, exc, ready, why)
         except DaemonUnavailable as exc:  # it answered a moment ago: try again soon, not counted as unreachable
             return replace(obs, daemon_error=str(exc)), min(self.settings.resync_interval, timedelta(seconds=5))
+        mem.refusing = 0
         observed = replace(obs, daemon=daemon_status, daemon_ready=ready, daemon_not_ready_reason=why, control=control, overrides=overrides,
                             managed_fields=managed, log_level=level, missing_queries=tuple(missing), event_cursor=cursor)
         return observed, (self.settings.resync_interval if ready else min(self.settings.resync_interval, timedelta(seconds=5)))
+
+    def _refusing(
+        self, ref: AppRef, client: DaemonClient, obs: Observed, mem: AppMemory, exc: WriteRefused, ready: bool, why: str | None
+    ) -> tuple[Observed, timedelta]:
+        """The daemon answers but takes no change (a token it does not accept, a broken token file
+        or state store): said as such once it lasts, its status still mirrored, polled with
+        back-off. It showed as "Starting, the daemon does not answer", polled every 5 s."""
+        mem.refusing += 1
+        lasting = mem.refusing >= self.settings.unreachable_after
+        if mem.refusing == self.settings.unreachable_after:
+            self.events.emit(ref, ev.EventSpec(ev.WARNING, ev.CHANGES_REFUSED,
+                                               f"{mem.refusing} passes in a row the daemon took none of the operator's changes: {exc}", "refusing"))
+        try:
+            daemon_status: dict[str, Any] | None = client.status()
+        except DaemonUnavailable:
+            daemon_status = None
+        outcome = ControlOutcome("False" if lasting else "Unknown", "Refused" if lasting else "Pending",
+                                 f"the daemon takes no change: {exc}")
+        backoff = timedelta(seconds=min(self.settings.resync_interval.total_seconds(), 2 ** min(mem.refusing, 6)))
+        return replace(obs, daemon=daemon_status, daemon_ready=ready, daemon_not_ready_reason=why, control=outcome,
+                       daemon_error=str(exc)), backoff
 
     def _control(
         self, ref: AppRef, spec: SparkStreamingAppSpec, generation: int, prev: Mapping[str, Any], overrides: dict[str, Any],
@@ -319,6 +344,15 @@ class AppReconciler:
         if not patch:
             return None
         return self.gateway.patch_app_status(ref.namespace, ref.name, patch)
+
+
+def daemon_listening(pod: Mapping[str, Any] | None) -> bool:
+    """Whether the pod's daemon container has started, so a poll that fails means something. The
+    pod has its address before the image is pulled and the init check has run: polled from then
+    on, a normal start raised DaemonUnreachable and Degraded about 6 s into the first polls."""
+    status = (pod or {}).get("status") or {}
+    daemon = next((cs for cs in status.get("containerStatuses") or () if cs.get("name") == "daemon"), None)
+    return bool(status.get("podIP")) and daemon is not None and "running" in (daemon.get("state") or {})
 
 
 def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:

@@ -77,7 +77,10 @@ class World:
             "spec": template["spec"],
             "status": {"phase": "Running", "podIP": "10.0.0.7",
                        "conditions": [{"type": "Ready", "status": "True" if ready else "False", "lastProbeTime": None,
-                                       "lastTransitionTime": "2026-11-20T10:00:00Z"}]},
+                                       "lastTransitionTime": "2026-11-20T10:00:00Z"}],
+                       "containerStatuses": [{"name": "daemon", "ready": ready, "started": True, "restartCount": 0,
+                                              "image": template["spec"]["containers"][0]["image"], "imageID": "",
+                                              "state": {"running": {"startedAt": "2026-11-20T10:00:00Z"}}}]},
         }
         self.kube.objects[("Pod", namespace, f"{name}-0")] = validate(pod)
         revision = f"{name}-{sts['metadata']['resourceVersion']}"

@@ -179,6 +179,47 @@ def test_a_spec_the_operator_cannot_build_children_from_is_invalid_by_name(w, se
     assert w.kube.get("StatefulSet", "analytics", name) is None
 
 
+def test_a_pod_whose_daemon_has_not_started_is_not_polled_nor_called_unreachable(tmp_path):
+    # the pod has its address before the image is pulled and the init check has run: polled from
+    # then on, a normal start raised DaemonUnreachable and Degraded within seconds
+    with socket.socket() as s:  # nobody listens, as before the daemon starts
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    w = world(f"http://127.0.0.1:{port}", tmp_path)
+    w.kube.put_app(app())
+    w.sync()
+    pod = w.run_pod()
+    pod["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": "PodInitializing"}}
+    w.kube.objects[("Pod", "analytics", "clicks-0")] = pod
+    for _ in range(5):
+        w.sync()
+    assert w.events("DaemonUnreachable") == [] and w.status()["phase"] != "Degraded"
+    assert (w.condition("DaemonReachable") or {}).get("status") != "False"
+    w.run_pod()  # the daemon container runs, and nothing answers: now that is reported
+    for _ in range(4):
+        w.sync()
+    assert len(w.events("DaemonUnreachable")) == 1
+
+
+def test_a_daemon_that_takes_no_change_is_reported_backed_off_and_still_mirrored(tmp_path):
+    # the daemon's tokens do not hold the operator's (a Secret that differs): every write was a
+    # 401, shown as "Starting, the daemon does not answer", polled every 5 s, no Event
+    d = build()
+    for served in serve(d, auth=ApiAuth({"someone-elses-token-123456": OPERATOR})):
+        d.tick(400)
+        w = world(served.server.url, tmp_path)
+        w.kube.put_app(app())
+        w.sync()
+        w.run_pod()
+        waits = [w.sync().requeue_after for _ in range(4)]
+        assert waits == [timedelta(seconds=2), timedelta(seconds=4), timedelta(seconds=8), timedelta(seconds=16)]
+        applied = w.condition("ControlApplied")
+        assert applied["status"] == "False" and applied["reason"] == "Refused" and ": 401: " in applied["message"], applied
+        [event] = w.events("DaemonRefusesChanges")
+        assert event["type"] == "Warning" and "took none of the operator's changes" in event["message"]
+        assert w.condition("DaemonReachable")["status"] == "True" and w.status()["mode"]  # its status is still mirrored
+
+
 def test_an_unreachable_daemon_backs_off_and_is_reported_after_three_polls(tmp_path):
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
