@@ -33,7 +33,7 @@ from autoscaler.operator.config import (
     autoscaler_yaml,
     stop_timeout_seconds,
 )
-from autoscaler.operator.model import SparkStreamingAppSpec
+from autoscaler.operator.model import SparkStreamingAppSpec, spark_memory_mib
 from autoscaler.operator.settings import OperatorSettings
 
 API_VERSION = "streaming.sparkautoscaler.io/v1alpha1"
@@ -76,8 +76,7 @@ def container_security_context(read_only_root: bool = True) -> dict[str, Any]:
 
 def memory_request(spark_memory: str) -> str:
     """A pod's memory for a JVM of ``spark_memory`` (``2g``): plus Spark's overhead, 10 % and at least 384 MiB."""
-    units = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
-    mib = int(spark_memory[:-1]) * units[spark_memory[-1].lower()]
+    mib = spark_memory_mib(spark_memory)
     return f"{int(mib + max(384, mib * 0.10))}Mi"
 
 

@@ -104,9 +104,14 @@ def _annotation_keys(annotations: dict[str, str]) -> dict[str, str]:
     return annotations
 
 
-def _spark_memory(memory: str) -> str:
+def spark_memory_mib(memory: str) -> float:
+    """MiB of a Spark memory string (``2g``, ``512m``; ``SPARK_MEMORY``'s form)."""
     units = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
-    if int(memory[:-1]) * units[memory[-1].lower()] < MIN_SPARK_MEMORY_MIB:
+    return int(memory[:-1]) * units[memory[-1].lower()]
+
+
+def _spark_memory(memory: str) -> str:
+    if spark_memory_mib(memory) < MIN_SPARK_MEMORY_MIB:
         raise ValueError(f"{memory!r} is less than the {MIN_SPARK_MEMORY_MIB}m a Spark JVM starts with")
     return memory
 

@@ -92,10 +92,7 @@ def _last_progress(query: Any) -> object:
 
 def _reported_progress(query: Any) -> bool:
     """Whether the JVM reported a progress of this run of ``query`` (False when it cannot tell)."""
-    try:
-        return query is not None and query.lastProgress is not None
-    except Exception:
-        return False
+    return isinstance(_last_progress(query), tuple)
 
 
 def trigger_interval(query: Any) -> timedelta | None:

@@ -42,6 +42,13 @@ def w(daemon, tmp_path):
     return w
 
 
+def nobody_listening() -> str:
+    """The URL of a port on loopback no one listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
 def control(daemon):
     return daemon.client.get("/api/v1/control").json()["overrides"]
 
@@ -182,10 +189,7 @@ def test_a_spec_the_operator_cannot_build_children_from_is_invalid_by_name(w, se
 def test_a_pod_whose_daemon_has_not_started_is_not_polled_nor_called_unreachable(tmp_path):
     # the pod has its address before the image is pulled and the init check has run: polled from
     # then on, a normal start raised DaemonUnreachable and Degraded within seconds
-    with socket.socket() as s:  # nobody listens, as before the daemon starts
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    w = world(f"http://127.0.0.1:{port}", tmp_path)
+    w = world(nobody_listening(), tmp_path)  # nobody listens, as before the daemon starts
     w.kube.put_app(app())
     w.sync()
     pod = w.run_pod()
@@ -221,10 +225,7 @@ def test_a_daemon_that_takes_no_change_is_reported_backed_off_and_still_mirrored
 
 
 def test_an_unreachable_daemon_backs_off_and_is_reported_after_three_polls(tmp_path):
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    w = world(f"http://127.0.0.1:{port}", tmp_path)
+    w = world(nobody_listening(), tmp_path)  # a port nobody listens on
     w.kube.put_app(app())
     w.sync()
     w.run_pod()
