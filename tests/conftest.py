@@ -1,5 +1,6 @@
-"""Every test session sees the policies loaded, as the daemon's composition root loads them; and
-the fixture that gives a test's changes to the process's logging back."""
+"""Every test session sees the policies loaded, as the daemon's composition root loads them;
+every test starts with structlog at its defaults; and the fixture that gives a test's changes to
+the process's logging back."""
 
 import logging
 
@@ -20,4 +21,15 @@ def restore_logging():
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+    structlog.reset_defaults()
+
+
+@pytest.fixture(autouse=True)
+def structlog_defaults_after_each_test():
+    """structlog as it comes after every test: a command run in-process (`simulate` leaves a logger
+    that drops INFO, `run` one that writes to the test's captured stream) configured it for the
+    whole process, and a later test's ``capture_logs`` then missed lines (a full run missed the
+    state store's ``state_saved``). The stdlib root logger is left to ``restore_logging``: pytest
+    attaches its own capturing handlers to it for each phase of a test."""
+    yield
     structlog.reset_defaults()

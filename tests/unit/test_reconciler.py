@@ -343,9 +343,6 @@ def test_a_state_store_that_cannot_be_written_does_not_lose_the_ticks_record(res
     clock, cluster, rec = make_with_store(store, executors=1)
     store.broken = True
     records = []
-    # structlog as it comes: `simulate` run in-process by an earlier test leaves a logger that drops
-    # INFO (its quiet output; seen in a full run: the state_saved line was not captured)
-    structlog.reset_defaults()
     with structlog.testing.capture_logs() as logs:
         for _ in range(3):
             clock.advance(TICK)
