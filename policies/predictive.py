@@ -105,6 +105,10 @@ class Sizing:
     busy: float  # predicted utilization of the current deployment
     reason: Reason
     message: str
+    # a hold of more than the load needs: the cores it needs, and (ski rental) the idle
+    # core-seconds that release waits for; told in the proposal's details for the console
+    fits: int | None = None
+    release_after: float | None = None
 
 
 def plan_partitions(view: QueryView, cores: int, align: bool, floor: int = 1) -> int:
@@ -243,6 +247,8 @@ class PredictivePolicy(Policy):
         k = max(1, inp.cores_per_executor)
         current = inp.target_executors
         details = {f"{s.name}.busy": round(s.busy, 3) for s in sizings}
+        details |= {f"{s.name}.fits_cores": s.fits for s in sizings if s.fits is not None}
+        details |= {f"{s.name}.release_after_core_seconds": round(s.release_after) for s in sizings if s.release_after is not None}
         message = sizings[0].message if len(sizings) == 1 else "; ".join([s.message for s in sizings])
         moving = [s for s in sizings if s.reason != Reason.WITHIN_TARGET]
         if not moving:
@@ -361,8 +367,8 @@ class PredictivePolicy(Policy):
         busy_soon = utilization(model, partitions, have, demand.soon + demand.backlog, trigger)
         text = f"{view.name}: {demand.arrival:.0f} rows/s now, {demand.peak:.0f} planned ({demand.method}), busy {busy_now:.2f}"
 
-        def hold(note: str = "") -> Sizing:
-            return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, f"{text}; {note}" if note else text)
+        def hold(note: str = "", fits: int | None = None, release_after: float | None = None) -> Sizing:
+            return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, f"{text}; {note}" if note else text, fits, release_after)
 
         if model.cold and not demand.late and not load.idle:
             # only cold batches so far (a new run, executors just started): they are slow for
@@ -387,7 +393,7 @@ class PredictivePolicy(Policy):
             return hold()
         last_up = _dwell_start(inp)
         if last_up is not None and inp.now - last_up < p.min_dwell:
-            return hold(f"{cores} core(s) after the dwell")
+            return hold(f"{cores} core(s) after the dwell", fits=cores)
         # ski rental: keep capacity until what it has cost since the load last needed it
         # reaches the price of a rescale, then release what has paid for it. A rescale is worth
         # ``rescale_price`` of the current cores, or, when higher, what releasing costs in the
@@ -405,7 +411,8 @@ class PredictivePolicy(Policy):
                 # a smaller size failed at about this rate: release only down to the floor
                 release = self._release(view, model, inp, floor, have, price, memo, known)
         if release is None:
-            return hold(f"{cores} core(s) once idle cores cost a rescale ({price / 60:.0f} core-min, hindsight {hindsight / 60:.0f})")
+            note = f"{cores} core(s) once idle cores cost a rescale ({price / 60:.0f} core-min, hindsight {hindsight / 60:.0f})"
+            return hold(note, fits=cores, release_after=price)
         size, size_partitions = release
         return Sizing(view.name, size, _changed(size_partitions, partitions), busy_now, Reason.SCALE_DOWN_FOR_LOAD, f"{text} -> {size} core(s)")
 

@@ -14,7 +14,7 @@ from autoscaler.tools.demo.explain import explain_rescale, explain_tick
 from autoscaler.tools.demo.run import peak_lag_seen, summary_line
 from tests.harness import build
 
-LOAD = r"taxi gets \d+ rows/s, a batch takes \d+% of its 2 s trigger on 1 core"
+LOAD = r"taxi gets \d+ rows/s, the cost model puts a batch at \d+% of its 2 s trigger on 1 core(, the last took [\d.]+ s)?"
 
 
 def first_change(mode: str, **overrides):
@@ -129,7 +129,7 @@ def test_a_scale_up_for_a_backlog_says_how_far_behind_the_query_is():
     record = first_change("active")
     [load] = record.loads
     behind = replace(record, decision=replace(record.decision, reason=Reason.SCALE_UP_FOR_BACKLOG), loads=(replace(load, lag=timedelta(seconds=46.6)),))
-    assert re.fullmatch(r"adding executors 1 -> \d: taxi gets \d+ rows/s, 47 s behind, a batch takes .*", explain_tick(behind)), explain_tick(behind)
+    assert re.fullmatch(r"adding executors 1 -> \d: taxi gets \d+ rows/s, 47 s behind, the cost model puts a batch at .*", explain_tick(behind)), explain_tick(behind)
 
 
 def test_the_summary_gives_the_largest_lag_seen_at_a_tick_beside_that_of_the_batches_that_ended():
@@ -140,3 +140,75 @@ def test_the_summary_gives_the_largest_lag_seen_at_a_tick_beside_that_of_the_bat
     lags = [replace(record, loads=(replace(load, lag=timedelta(seconds=s)),)) for s in (3.0, 112.24, 40.0)]
     assert peak_lag_seen([*lags, replace(record, loads=(replace(load, lag=None),))]) == 112.2
     assert peak_lag_seen([]) is None
+
+
+def test_rates_a_long_running_batch_has_not_replaced_are_said_to_be_the_last_batchs():
+    # a new user's demo printed "taxi gets 1926 rows/s" for 60 s while one batch ran and the load
+    # moved 1523-2800: the rates are the last batch's until another ends
+    record = first_change("active")
+    [view] = record.queries
+    ended = view.samples[-1].ended_at
+    running = replace(view, batch_running=True, batch_tasks=(3, 12))
+    fresh = replace(record, at=ended + timedelta(seconds=4), queries=(running,))
+    assert explain_tick(fresh).startswith("adding executors 1 -> 4: taxi gets 2500 rows/s, "), explain_tick(fresh)
+    stale = replace(record, at=ended + timedelta(seconds=24), queries=(running,))
+    assert explain_tick(stale).startswith(
+        "adding executors 1 -> 4: taxi got 2500 rows/s by its last batch; none has ended for 24 s (one running, 3/12 tasks done), "
+        "the cost model puts a batch at "
+    ), explain_tick(stale)
+    # no batch running: the query is between triggers (a long trigger), its rates are current
+    between = replace(record, at=ended + timedelta(seconds=24), queries=(view,))
+    assert "taxi gets 2500 rows/s" in explain_tick(between), explain_tick(between)
+
+
+def test_an_idle_query_is_said_to_be_idle_not_to_get_its_last_rate():
+    record = first_change("active")
+    [load] = record.loads
+    idle = replace(record, loads=(replace(load, idle=True, input_rate=0.0),))
+    text = explain_tick(idle)
+    assert "taxi is idle (Spark found no new rows)" in text and "cost model" not in text and "last took" not in text, text
+
+
+def test_a_measured_share_is_told_apart_from_the_cost_models_prediction():
+    # the console said "a batch takes 62% of its 2 s trigger" while batches took 13-30 s: the
+    # figure was the cost model's; a policy that gives none leaves the measured share, said as such
+    record = first_change("active")
+    [load] = record.loads
+    measured = replace(record, proposal=replace(record.proposal, details={}), loads=(replace(load, busy_fraction=0.62),))
+    assert "its batches ran 62% of the time on 1 core" in explain_tick(measured), explain_tick(measured)
+    assert re.search(r"the cost model puts a batch at \d+% of its 2 s trigger on 1 core", explain_tick(record)), explain_tick(record)
+
+
+def test_the_live_view_shows_no_executor_target_in_reactive_mode_and_its_legend_names_every_column():
+    import io
+
+    from autoscaler.tools.demo.run import LiveView
+    from autoscaler.tools.traces import RateProfile
+
+    for mode in ("active", "reactive"):
+        record = first_change(mode)
+        # before: reactive mode showed the registered executors as the target ("1/1")
+        exec_column = f" 1/{record.executors_requested} " if mode == "active" else " 1/- "
+        out = io.StringIO()
+        LiveView(0.0, RateProfile((0.0,), (100.0,)).rate_at, out)(record)
+        assert exec_column in out.getvalue().splitlines()[-1], (mode, out.getvalue())
+    columns = LiveView.HEADER.split("  what the daemon does")[0].split()
+    legend = LiveView.LEGEND
+    assert all(f"{c}:" in legend or f"{c}," in legend for c in columns), (columns, legend)
+    assert "age of the oldest row not yet processed" in legend
+
+
+def test_capacity_held_above_the_need_is_explained_with_the_policys_figures():
+    # a demo held 6 executors through a trough of 257-489 rows/s and printed no reason
+    record = first_change("active")
+    hold = replace(record, decision=replace(record.decision, current=6, target=6, proposed=6, reason=Reason.WITHIN_TARGET),
+                   executors_alive=6, executors_cores=6, executors_requested=6)
+    ski = replace(hold, proposal=replace(hold.proposal, reason=Reason.WITHIN_TARGET, details={"taxi.busy": 0.3, "taxi.fits_cores": 2, "taxi.release_after_core_seconds": 840}))
+    assert explain_tick(ski).endswith(
+        "; 2 cores would carry taxi's load, the rest are kept until their idle time has cost what a rescale is worth (14 core-min)"
+    ), explain_tick(ski)
+    dwell = replace(hold, proposal=replace(ski.proposal, details={"taxi.busy": 0.3, "taxi.fits_cores": 4}))
+    assert explain_tick(dwell).endswith("; 4 cores would carry taxi's load, the rest are kept a while after a scale-up (min_dwell)"), explain_tick(dwell)
+    # no figures, or a size no smaller than the cores there are: nothing to explain
+    assert "would carry" not in explain_tick(replace(hold, proposal=replace(ski.proposal, details={"taxi.fits_cores": 6})))
+    assert "would carry" not in explain_tick(hold)

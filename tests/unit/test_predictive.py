@@ -225,6 +225,18 @@ def test_scale_down_waits_until_idle_capacity_has_cost_a_rescale(history, execut
     assert (proposal.executors, proposal.reason) == (executors, reason)
 
 
+def test_a_hold_above_the_need_tells_the_cores_the_load_needs_and_what_the_release_waits_for():
+    # the demo's console said nothing of 6 executors held through a trough; the policy now tells
+    # the size the load fits and the price its idle cores must reach (14 cores x 3 min = 2520)
+    held = policy().propose(inp(cores=14, rate=5000, history=ScalingHistory(rates=rates_before(5, 9000.0))))
+    assert held.reason == Reason.WITHIN_TARGET
+    assert (held.details["q.fits_cores"], held.details["q.release_after_core_seconds"]) == (7, 2520)
+    dwell = policy().propose(inp(cores=14, rate=3000, history=ScalingHistory(events=(up(2, Reason.SCALE_UP_FOR_LOAD),))))
+    assert dwell.executors == 14 and dwell.details["q.fits_cores"] < 14 and "q.release_after_core_seconds" not in dwell.details
+    released = policy().propose(inp(cores=14, rate=5000, history=ScalingHistory(rates=rates_before(10, 9000.0))))
+    assert released.executors == 7 and "q.fits_cores" not in released.details
+
+
 def test_by_default_a_rescale_is_worth_a_minute_of_the_current_cores():
     # the 9000 rows/s that needed 14 cores ended 2.5 min ago: 7 idle cores x 150 s = 1050
     # core-s, more than a minute of the 14 (840), less than the 3 minutes it was (2520)

@@ -97,8 +97,10 @@ class LiveView:
 
     HEADER = f"{'time':>6} {'load':>6} {'in':>6} {'proc':>6} {'backlog':>8} {'lag':>7} {'exec':>9} {'parts':>5}  what the daemon does, and why"
     LEGEND = (
-        "        load: rows/s the trace generates; in, proc: rows/s arriving and processed; lag: age of the newest row "
-        "processed; exec: executors registered/target; parts: partitions"
+        "        time: seconds since the trace began (negative: the warm-up before it); load: rows/s the trace generates; "
+        "in, proc: rows/s arriving and processed, as the last batch measured them; backlog: rows the source holds "
+        "that no batch has taken; lag: age of the oldest row not yet processed; exec: executors registered/requested "
+        "(reactive mode requests none: -); parts: partitions"
     )
 
     def __init__(self, start: float, load_at: Callable[[float], float], out: TextIO = sys.stdout) -> None:
@@ -115,7 +117,8 @@ class LiveView:
 
     def line(self, r: TickRecord, t: float) -> str:
         load = next((x for x in r.loads if x.name == PIPELINE), None)
-        target = r.executors_requested if r.mode.requesting and r.executors_requested is not None else r.executors_alive
+        # reactive mode requests nothing (the API's target is null there): no target to show
+        target = r.executors_requested if r.mode.requesting and r.executors_requested is not None else "-"
         # a lag of exactly zero is a falsy timedelta: test for None, not truth
         lag = load.lag.total_seconds() if load is not None and load.lag is not None else None
         rate, processing, backlog, parts = (None, None, None, None) if load is None else (
@@ -150,6 +153,8 @@ def run_demo(
     print(f"demo: {options.mode} mode, trace {trace_path.name}, {options.duration:.0f}s, workdir {workdir}", file=out, flush=True)
     cluster = LocalStandaloneCluster(workdir / "cluster")
     spark = None
+    # 20-30 s here before the first line of the live view: said, not left silent
+    print("starting a local Spark master and worker, then the daemon's driver ...", file=out, flush=True)
     try:
         cluster.start(workers=1)
         spark = build_session(
