@@ -27,7 +27,7 @@ from autoscaler.spark.pipelines import PipelineError, PipelineSpec
 from tests.waiting import wait_until
 
 
-def progress(batch_id: int, run_id: str, timestamp: str) -> str:
+def progress(batch_id: int, run_id: str, timestamp: str, duration_ms: int = 500) -> str:
     return json.dumps(
         {
             "id": "q-id",
@@ -35,11 +35,11 @@ def progress(batch_id: int, run_id: str, timestamp: str) -> str:
             "name": "q",
             "timestamp": timestamp,
             "batchId": batch_id,
-            "batchDuration": 500,
+            "batchDuration": duration_ms,
             "numInputRows": 100,
             "inputRowsPerSecond": 100.0,
             "processedRowsPerSecond": 200.0,
-            "durationMs": {"addBatch": 400, "triggerExecution": 500},
+            "durationMs": {"addBatch": duration_ms - 100, "triggerExecution": duration_ms},
             "sources": [{"description": "x", "startOffset": {"row": 0}, "endOffset": {"row": 100}, "latestOffset": {"row": 100}}],
             "sink": {"description": "ForeachBatchSink", "numOutputRows": -1},
         }
@@ -318,6 +318,27 @@ def test_a_stop_waits_for_the_running_batch_not_for_a_late_event_of_the_one_befo
         late_event.join()
         batch_ends.join()
     assert query.stopped_at is not None and query.stopped_at - started >= 1.0, "stopped before the running batch ended"
+
+
+@pytest.mark.parametrize("last_batch_ms, waits", [pytest.param(500, True, id="a gap between batches: waits"),
+                                                    pytest.param(1000, False, id="back to back: stops at once")])
+def test_a_stop_waits_for_the_running_batch_only_when_batches_leave_a_gap(tmp_path, last_batch_ms, waits):
+    # back to back, the batch after the running one is planned as it commits and the stop cuts
+    # that one: waiting for the running batch cost its rest and then a whole batch's replay
+    query = RunningBatch("run-0")
+    spec = PipelineSpec("q", lambda spark, ctx: FakeWriter(lambda: query), trigger=timedelta(seconds=1), initial_parallelism=2)
+    host = QueryHost(FakeSpark(), [spec], checkpoint_root=tmp_path, clock=SystemClock(), registered_cores=lambda: 2)
+    host.start_all()
+    host.on_progress(progress(0, "run-0", "2026-11-23T10:00:00.000Z", duration_ms=last_batch_ms), "q", "run-0")
+    started = time.monotonic()
+    batch_ends = threading.Timer(1.0, query.end_batch)
+    batch_ends.start()
+    try:
+        host.stop_all(finish_cut_batches=False)
+    finally:
+        batch_ends.join()
+    assert query.stopped_at is not None
+    assert (query.stopped_at - started >= 1.0) == waits, query.stopped_at - started
 
 
 def test_only_a_pipeline_that_lets_the_daemon_manage_its_rate_limit_gets_one(tmp_path):
