@@ -126,11 +126,18 @@ def missing_queries(queries: Sequence[QuerySpec], daemon_queries: Sequence[Mappi
     return [q.name for q in queries if q.name not in hosted]
 
 
+# the level the daemon's container starts at (its args carry no --log-level: `run`'s default)
+DAEMON_LOG_LEVEL = "INFO"
+
+
 def log_level_to_send(spec_level: str | None, applied: Mapping[str, Any] | None, pod_uid: str | None) -> str | None:
     """The level to ``PUT /api/v1/log-level``: the daemon does not report its level, so the
-    operator remembers what it set, for which pod (a new pod starts at its default)."""
-    if spec_level is None or pod_uid is None:
+    operator remembers what it set, for which pod (a new pod starts at its default). A level the
+    spec no longer sets goes back to the daemon's own (one set and then removed stayed, DEBUG
+    for as long as the pod lived)."""
+    if pod_uid is None:
         return None
-    if applied and applied.get("podUID") == pod_uid and applied.get("level") == spec_level:
-        return None
-    return spec_level
+    ours = applied.get("level") if applied and applied.get("podUID") == pod_uid else None
+    if spec_level is None:
+        return DAEMON_LOG_LEVEL if ours is not None and ours != DAEMON_LOG_LEVEL else None
+    return None if ours == spec_level else spec_level

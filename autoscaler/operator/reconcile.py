@@ -322,7 +322,8 @@ class AppReconciler:
             return applied
         result = client.put_log_level(level, note)
         if isinstance(result, Applied):
-            return {"podUID": pod_uid, "level": level}
+            # the spec's level given up and the daemon's own restored: nothing of ours is held ({})
+            return {"podUID": pod_uid, "level": level} if spec.log_level is not None else {}
         self.events.emit(ref, ev.EventSpec(ev.WARNING, ev.CONTROL_REJECTED, f"log level {level}: {result.message}", f"log:{level}"))
         return applied
 

@@ -67,7 +67,7 @@ class Observed:
     control: ControlOutcome | None = None
     overrides: Mapping[str, Any] | None = None  # GET /api/v1/control's overrides
     managed_fields: tuple[str, ...] = ()
-    log_level: Mapping[str, Any] | None = None
+    log_level: Mapping[str, Any] | None = None  # what the operator set ({podUID, level}); {}: none any more; None: not known this pass
     missing_queries: tuple[str, ...] = ()
     event_cursor: Mapping[str, Any] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -190,8 +190,11 @@ def status_from(prev: Mapping[str, Any], obs: Observed, now: datetime) -> dict[s
         control["managedFields"] = list(obs.managed_fields)
         if obs.control is not None and obs.control.status == "True":
             control["appliedGeneration"] = g
-        if obs.log_level is not None:
+        if obs.log_level:
             control["logLevel"] = dict(obs.log_level)
+        elif obs.log_level is not None and "logLevel" in control:
+            # {}: the level the operator had set was given back; null, as /status takes a merge patch
+            control["logLevel"] = None
         status["control"] = control
     if obs.missing_queries:
         status["missingQueries"] = list(obs.missing_queries)

@@ -107,7 +107,10 @@ def test_queries_the_daemon_does_not_host_are_named():
         pytest.param("DEBUG", None, "uid-1", "DEBUG", id="first-time"),
         pytest.param("DEBUG", {"podUID": "uid-1", "level": "DEBUG"}, "uid-1", None, id="set-already"),
         pytest.param("DEBUG", {"podUID": "uid-0", "level": "DEBUG"}, "uid-1", "DEBUG", id="a-new-pod-starts-at-its-default"),
-        pytest.param(None, {"podUID": "uid-1", "level": "DEBUG"}, "uid-1", None, id="unset-is-left-alone"),
+        pytest.param(None, {"podUID": "uid-1", "level": "DEBUG"}, "uid-1", "INFO", id="unset-goes-back-to-the-daemons-own"),
+        pytest.param(None, {"podUID": "uid-1", "level": "INFO"}, "uid-1", None, id="unset-at-the-daemons-own-already"),
+        pytest.param(None, {"podUID": "uid-0", "level": "DEBUG"}, "uid-1", None, id="unset-a-new-pod-is-at-its-own"),
+        pytest.param(None, None, "uid-1", None, id="never-set"),
         pytest.param("INFO", None, None, None, id="no-pod"),
     ],
 )

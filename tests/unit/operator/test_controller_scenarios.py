@@ -3,6 +3,7 @@ REST app (over the fake Spark cluster) for the daemon."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 from datetime import timedelta
@@ -265,6 +266,23 @@ def test_query_settings_and_the_log_level_go_to_the_daemon(w, daemon):
     calls = len(operator_entries(daemon))
     w.sync()
     assert len(operator_entries(daemon)) == calls  # requested already, level set for this pod
+
+
+def test_a_log_level_the_spec_gives_up_goes_back_to_the_daemons_own(w, daemon, restore_logging):
+    # before: the level stayed DEBUG for as long as the pod lived once the spec had set it
+    w.kube.put_app(app(scaling=SCALING, logLevel="DEBUG"))
+    w.sync()
+    w.run_pod()
+    w.sync()
+    assert logging.getLogger().level == logging.DEBUG
+    w.kube.put_app(app(scaling=SCALING))
+    w.sync()
+    assert logging.getLogger().level == logging.INFO
+    assert "log_level.root: DEBUG -> INFO" in [e["what"] for e in operator_entries(daemon)]
+    assert w.status()["control"].get("logLevel") is None
+    calls = len(operator_entries(daemon))
+    w.sync()
+    assert len(operator_entries(daemon)) == calls  # sent once
 
 
 def test_suspend_scales_the_statefulset_to_zero(w, daemon):
