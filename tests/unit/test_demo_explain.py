@@ -212,3 +212,21 @@ def test_capacity_held_above_the_need_is_explained_with_the_policys_figures():
     # no figures, or a size no smaller than the cores there are: nothing to explain
     assert "would carry" not in explain_tick(replace(hold, proposal=replace(ski.proposal, details={"taxi.fits_cores": 6})))
     assert "would carry" not in explain_tick(hold)
+
+
+def test_the_live_view_names_a_missed_slo():
+    # the reactive demo ran up to 112 s of lag against its 60 s SLO and never said so
+    import io
+
+    from autoscaler.tools.demo.run import LiveView
+    from autoscaler.tools.traces import RateProfile
+
+    record = first_change("active")
+    [load] = record.loads
+    lines = []
+    for lag in (59.0, 61.0):
+        out = io.StringIO()
+        LiveView(0.0, RateProfile((0.0,), (100.0,)).rate_at, out, slo=timedelta(seconds=60))(
+            replace(record, loads=(replace(load, lag=timedelta(seconds=lag)),)))
+        lines.append(out.getvalue().splitlines()[-1])
+    assert not lines[0].endswith("SLO") and lines[1].endswith("; the lag is over the 60 s SLO"), lines
