@@ -212,6 +212,9 @@ def test_capacity_held_above_the_need_is_explained_with_the_policys_figures():
     # no figures, or a size no smaller than the cores there are: nothing to explain
     assert "would carry" not in explain_tick(replace(hold, proposal=replace(ski.proposal, details={"taxi.fits_cores": 6})))
     assert "would carry" not in explain_tick(hold)
+    # reactive mode keeps nothing itself: the cluster decides what there is
+    reactive = replace(ski, mode=first_change("reactive").mode)
+    assert not reactive.mode.requesting and "would carry" not in explain_tick(reactive), explain_tick(reactive)
 
 
 def test_the_live_view_names_a_missed_slo():

@@ -76,7 +76,9 @@ def explain_executors(r: TickRecord) -> str:
         return f"{verb} {d.current} -> {d.target}: {_why(r)}"
     if wanted is not None and wanted != d.current:
         return f"keeping {_executors(d.current)} ({wanted} wanted): {d.message or d.reason.value}"
-    text = f"{_holding(r)}: {_why(r)}" + "".join(_kept_for(r, load) for load in r.loads if load.known)
+    text = f"{_holding(r)}: {_why(r)}"
+    if r.mode.requesting:  # reactive mode keeps nothing: the cluster decides what there is
+        text += "".join(_kept_for(r, load) for load in r.loads if load.known)
     if d.current == r.max_executors and _overloaded(r):
         text += f"; {d.current} is the most allowed (executors.max)"
     return text
