@@ -348,8 +348,9 @@ def test_a_signal_stops_the_runs_at_once_and_leaves_no_partial_result(tmp_path, 
         assert proc.wait(timeout=60) == 130
         assert "interrupted" in proc.stderr.read()
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        if proc.poll() is None:  # the whole group: its workers simulated on for minutes after a failure
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     for pid in workers:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
