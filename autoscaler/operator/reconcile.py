@@ -231,8 +231,7 @@ class AppReconciler:
             mem.unreachable += 1
             if mem.unreachable == self.settings.unreachable_after:
                 self.events.emit(ref, ev.EventSpec(ev.WARNING, ev.DAEMON_UNREACHABLE, f"{mem.unreachable} polls failed in a row: {exc}", "unreachable"))
-            backoff = timedelta(seconds=min(self.settings.resync_interval.total_seconds(), 2 ** min(mem.unreachable, 6)))
-            return replace(obs, unreachable_polls=mem.unreachable, daemon_error=str(exc)), backoff
+            return replace(obs, unreachable_polls=mem.unreachable, daemon_error=str(exc)), self._backoff(mem.unreachable)
         mem.unreachable = 0
         note = f"SparkStreamingApp {ref.key} generation {generation}"
         try:
@@ -263,13 +262,16 @@ class AppReconciler:
                                                f"{mem.refusing} passes in a row the daemon took none of the operator's changes: {exc}", "refusing"))
         try:
             daemon_status: dict[str, Any] | None = client.status()
-        except DaemonUnavailable:
+        except DaemonUnavailable:  # the mirror is a courtesy here: the refusal is what this pass reports
             daemon_status = None
         outcome = ControlOutcome("False" if lasting else "Unknown", "Refused" if lasting else "Pending",
                                  f"the daemon takes no change: {exc}")
-        backoff = timedelta(seconds=min(self.settings.resync_interval.total_seconds(), 2 ** min(mem.refusing, 6)))
         return replace(obs, daemon=daemon_status, daemon_ready=ready, daemon_not_ready_reason=why, control=outcome,
-                       daemon_error=str(exc)), backoff
+                       daemon_error=str(exc)), self._backoff(mem.refusing)
+
+    def _backoff(self, failures: int) -> timedelta:
+        """Seconds to the next poll after ``failures`` in a row: doubling, at most the resync interval."""
+        return timedelta(seconds=min(self.settings.resync_interval.total_seconds(), 2 ** min(failures, 6)))
 
     def _control(
         self, ref: AppRef, spec: SparkStreamingAppSpec, generation: int, prev: Mapping[str, Any], overrides: dict[str, Any],

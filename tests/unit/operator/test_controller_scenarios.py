@@ -206,6 +206,15 @@ def test_a_pod_whose_daemon_has_not_started_is_not_polled_nor_called_unreachable
     assert len(w.events("DaemonUnreachable")) == 1
 
 
+def assert_polls_back_off(w) -> None:
+    """A new app's pod runs; the next four passes poll its daemon 2, 4, 8 and 16 s apart."""
+    w.kube.put_app(app())
+    w.sync()
+    w.run_pod()
+    waits = [w.sync().requeue_after for _ in range(4)]
+    assert waits == [timedelta(seconds=2), timedelta(seconds=4), timedelta(seconds=8), timedelta(seconds=16)]
+
+
 def test_a_daemon_that_takes_no_change_is_reported_backed_off_and_still_mirrored(tmp_path):
     # the daemon's tokens do not hold the operator's (a Secret that differs): every write was a
     # 401, shown as "Starting, the daemon does not answer", polled every 5 s, no Event
@@ -213,11 +222,7 @@ def test_a_daemon_that_takes_no_change_is_reported_backed_off_and_still_mirrored
     for served in serve(d, auth=ApiAuth({"someone-elses-token-123456": OPERATOR})):
         d.tick(400)
         w = world(served.server.url, tmp_path)
-        w.kube.put_app(app())
-        w.sync()
-        w.run_pod()
-        waits = [w.sync().requeue_after for _ in range(4)]
-        assert waits == [timedelta(seconds=2), timedelta(seconds=4), timedelta(seconds=8), timedelta(seconds=16)]
+        assert_polls_back_off(w)
         applied = w.condition("ControlApplied")
         assert applied["status"] == "False" and applied["reason"] == "Refused" and ": 401: " in applied["message"], applied
         [event] = w.events("DaemonRefusesChanges")
@@ -227,11 +232,7 @@ def test_a_daemon_that_takes_no_change_is_reported_backed_off_and_still_mirrored
 
 def test_an_unreachable_daemon_backs_off_and_is_reported_after_three_polls(tmp_path):
     w = world(nobody_listening(), tmp_path)  # a port nobody listens on
-    w.kube.put_app(app())
-    w.sync()
-    w.run_pod()
-    waits = [w.sync().requeue_after for _ in range(4)]
-    assert waits == [timedelta(seconds=2), timedelta(seconds=4), timedelta(seconds=8), timedelta(seconds=16)]
+    assert_polls_back_off(w)
     reachable = w.condition("DaemonReachable")
     assert reachable["status"] == "False" and reachable["message"].startswith("4 polls failed in a row")
     assert w.status()["phase"] == "Degraded"
