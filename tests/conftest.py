@@ -20,8 +20,7 @@ def restore_logging():
     handlers, level = root.handlers[:], root.level
     yield
     root.handlers[:] = handlers
-    root.setLevel(level)
-    structlog.reset_defaults()
+    root.setLevel(level)  # structlog: reset after every test by the fixture below
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from autoscaler.core.model import QueryChange, QueryLoad, QueryRefusal, QueryView, Reason, TickRecord
+from autoscaler.core.model import BatchSample, QueryChange, QueryLoad, QueryRefusal, QueryView, Reason, TickRecord
 from autoscaler.runtime.views import describe_params_change
 
 # why a query is restarted from its checkpoint with new settings
@@ -157,14 +157,14 @@ def _why(r: TickRecord) -> str:
 def _load_text(r: TickRecord, load: QueryLoad, lag: bool = False) -> str:
     assert load.input_rate is not None
     view = next((q for q in r.queries if q.name == load.name), None)
-    text = _rate_text(r, load, view)
+    trigger = view.params.trigger_interval if view is not None else None
+    last = view.samples[-1] if view is not None and view.samples else None
+    text = _rate_text(r, load, view, last, trigger)
     if lag and load.lag is not None:
         text += f", {load.lag.total_seconds():.0f} s behind"
     busy = _busy(r, load)
-    trigger = view.params.trigger_interval if view is not None else None
     if busy is not None and not load.idle:
         text += f", {_busy_text(r, load, busy, trigger)}"
-    last = view.samples[-1] if view is not None and view.samples else None
     if last is not None and trigger and last.duration > trigger and not load.idle:
         text += f", the last took {last.duration.total_seconds():.1f} s"
     if load.backlog_rows and load.backlog_rows >= max(1.0, load.input_rate):  # a second of input or more
@@ -172,28 +172,20 @@ def _load_text(r: TickRecord, load: QueryLoad, lag: bool = False) -> str:
     return text
 
 
-def _rate_text(r: TickRecord, load: QueryLoad, view: QueryView | None) -> str:
+def _rate_text(r: TickRecord, load: QueryLoad, view: QueryView | None, last: BatchSample | None, trigger: timedelta | None) -> str:
     """The query's input rate, and how old it is: the rates come from batches that ended, so
     while one runs long (a backlog, lost executors) they are the last batch's, not the load now."""
     assert load.input_rate is not None
     if load.idle:
         return f"{load.name} is idle (Spark found no new rows)"
-    quiet_for = _since_last_batch(r, view)
-    trigger = view.params.trigger_interval if view is not None else None
     stale_after = max(STALE_AFTER, 2 * trigger) if trigger else STALE_AFTER
-    if view is None or not view.batch_running or quiet_for is None or quiet_for < stale_after:
+    if view is None or not view.batch_running or last is None or r.at - last.ended_at < stale_after:
         return f"{load.name} gets {load.input_rate:.0f} rows/s"
     tasks = f", {view.batch_tasks[0]}/{view.batch_tasks[1]} tasks done" if view.batch_tasks else ""
     return (
         f"{load.name} got {load.input_rate:.0f} rows/s by its last batch; none has ended for "
-        f"{quiet_for.total_seconds():.0f} s (one running{tasks})"
+        f"{(r.at - last.ended_at).total_seconds():.0f} s (one running{tasks})"
     )
-
-
-def _since_last_batch(r: TickRecord, view: QueryView | None) -> timedelta | None:
-    if view is None or not view.samples:
-        return None
-    return r.at - view.samples[-1].ended_at
 
 
 def _busy_text(r: TickRecord, load: QueryLoad, busy: float, trigger: timedelta | None) -> str:
