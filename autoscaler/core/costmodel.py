@@ -18,7 +18,6 @@ the policies must know: 8 tasks on 1 core take 8 x the per-task cost even for fe
 from __future__ import annotations
 
 import math
-import operator
 from dataclasses import replace
 from typing import Sequence
 
@@ -132,9 +131,7 @@ class CostModelCache:
     """One query's cost model, kept between ticks and fitted again only when it may have changed.
 
     A query's buffered batches change by about one per tick while a fit looks at up to
-    FIT_SAMPLES of them. The per-batch rows of the previous call are reused where the batches
-    are the same objects (checked by identity), and the fit itself is reused until REFIT_EVERY
-    new batches arrived, unless a new batch's duration is mispredicted by more than
+    FIT_SAMPLES of them. The fit is reused until REFIT_EVERY new batches arrived, unless a new batch's duration is mispredicted by more than
     REFIT_ERROR (a burst of larger batches, a slower node), the regime of the newest batch
     (cores, partitions, cold) changed, or the last fit had only cold batches: right after a
     rescale the model follows every batch. Not thread-safe on its own: the reconciler calls it
@@ -143,7 +140,6 @@ class CostModelCache:
 
     def __init__(self) -> None:
         self._samples: tuple[BatchSample, ...] = ()
-        self._rows = np.empty((0, 6))
         self._model: BatchCostModel | None = None
         self._regime: tuple[object, ...] | None = None
         self._checked: "BatchSample | None" = None  # the newest batch the model was checked against
@@ -169,9 +165,8 @@ class CostModelCache:
         ):
             self._checked, self._fresh = newest, fresh
             return self._model
-        self._rows = self._rows_of(recent)
         self._samples, self._regime, self._checked, self._fresh = recent, regime, newest, 0
-        self._model = _fit(self._rows)
+        self._model = _fit(_rows(recent))
         return self._model
 
     def _explains(self, batches: Sequence[BatchSample]) -> bool:
@@ -185,23 +180,6 @@ class CostModelCache:
             if abs(model.duration(b.parallelism, b.cores, b.input_rows) - seconds) > REFIT_ERROR * seconds:
                 return False
         return True
-
-    def _rows_of(self, recent: tuple[BatchSample, ...]) -> np.ndarray:
-        previous, rows = self._samples, self._rows
-        reuse = 0
-        if previous:
-            # the new window usually starts a little later in the previous one
-            for offset in range(len(previous)):
-                if previous[offset] is recent[0]:
-                    overlap = min(len(previous) - offset, len(recent))
-                    if all(map(operator.is_, previous[offset : offset + overlap], recent[:overlap])):
-                        reuse = overlap
-                        rows = rows[offset : offset + overlap]
-                    break
-        if reuse == len(recent):
-            return rows
-        fresh = _rows(recent[reuse:])
-        return np.concatenate((rows[:reuse], fresh)) if reuse else fresh
 
 
 def _fit(rows: np.ndarray) -> BatchCostModel | None:
