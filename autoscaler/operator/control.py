@@ -8,7 +8,9 @@ A field the spec set before and no longer sets goes back to the daemon's configu
 
 Per-query settings (rate limit, trigger) are requested only when the query runs with other
 values and no request for these values is pending (the daemon applies a request by a restart
-of that query from its checkpoint, at a batch boundary).
+of that query from its checkpoint, at a batch boundary). The same one authority: a per-query
+field the spec no longer sets goes back once to what the query's pipeline declares
+(``status.control.managedQueryFields``).
 """
 
 from __future__ import annotations
@@ -97,27 +99,78 @@ def describe_patch(patch: Mapping[str, Any], overrides: Mapping[str, Any]) -> st
     return ", ".join(f"{SPEC_FIELD[f]}: {show(_held(overrides, f))} -> {show(v)}" for f, v in patch.items())
 
 
-def query_requests(queries: Sequence[QuerySpec], daemon_queries: Sequence[Mapping[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    """``(name, body)`` of each ``PATCH /api/v1/queries/{name}`` the spec needs now.
+# the per-query fields a spec sets, by the daemon's names
+QUERY_FIELDS = ("max_rows_per_batch", "trigger_interval_seconds")
 
-    A query the daemon does not host (yet) is skipped: it is reported in the status instead.
+
+def desired_query(q: QuerySpec) -> dict[str, Any]:
+    """The per-query fields the spec sets, by the daemon's names (unset fields left out)."""
+    want: dict[str, Any] = {}
+    if q.max_rows_per_batch is not None:
+        want["max_rows_per_batch"] = q.max_rows_per_batch
+    if q.trigger_interval is not None:
+        want["trigger_interval_seconds"] = float(parse_duration(q.trigger_interval).total_seconds())
+    return want
+
+
+@dataclass(frozen=True)
+class QueryDiff:
+    requests: list[tuple[str, dict[str, Any]]]  # (name, body) of each PATCH /api/v1/queries/{name} needed now
+    managed: dict[str, tuple[str, ...]]  # per query, the fields the spec manages once these are taken
+
+
+def query_requests(
+    queries: Sequence[QuerySpec], daemon_queries: Sequence[Mapping[str, Any]], managed: Mapping[str, Sequence[str]] | None = None
+) -> QueryDiff:
+    """The requests the spec needs now, given the fields it managed so far (``managed``, from
+    ``status.control.managedQueryFields``).
+
+    A field the spec sets is requested when the query runs with another value and no request
+    for this value is pending. A field the spec set before and no longer sets is requested
+    once at what the query's pipeline declares (the daemon's ``declared``), then left alone: a
+    rate limit the daemon manages itself may differ from it later. A query the spec no longer
+    lists gives all its fields back. A query the daemon does not host (yet) is skipped: it is
+    reported in the status instead, and its fields stay managed.
     """
+    managed = managed or {}
     hosted = {q["name"]: q for q in daemon_queries}
-    out = []
-    for q in queries:
-        info = hosted.get(q.name)
+    requests: list[tuple[str, dict[str, Any]]] = []
+    now_managed: dict[str, tuple[str, ...]] = {}
+    wanted = {q.name: desired_query(q) for q in queries}
+    for name in [*wanted, *(n for n in managed if n not in wanted)]:  # a query left out of the spec gives its fields back
+        want = wanted.get(name, {})
+        info = hosted.get(name)
         if info is None:
+            if kept := tuple(sorted({*want, *managed.get(name, ())})):
+                now_managed[name] = kept
             continue
-        want: dict[str, Any] = {}
-        if q.max_rows_per_batch is not None:
-            want["max_rows_per_batch"] = q.max_rows_per_batch
-        if q.trigger_interval is not None:
-            want["trigger_interval_seconds"] = float(parse_duration(q.trigger_interval).total_seconds())
-        pending = info.get("pending_request") or {}
-        running = info.get("params") or {}
+        if want:
+            now_managed[name] = tuple(f for f in QUERY_FIELDS if f in want)
+        running, pending = info.get("params") or {}, info.get("pending_request") or {}
         body = {k: v for k, v in want.items() if running.get(k) != v and pending.get(k) != v}
+        body.update(_given_back(managed.get(name, ()), want, info))
         if body:
-            out.append((q.name, body))
+            requests.append((name, body))
+    return QueryDiff(requests, now_managed)
+
+
+def _given_back(was_managed: Sequence[str], want: Mapping[str, Any], info: Mapping[str, Any]) -> dict[str, Any]:
+    """The declared value of each field the spec no longer sets where the query runs (or is about
+    to run) with another one. A query that declares no trigger (``availableNow``) has none to go back to."""
+    declared, running = info.get("declared"), info.get("params") or {}
+    pending = info.get("pending_request")
+    if declared is None:
+        return {}  # a daemon that does not say (an older one): nothing to go back to
+    out: dict[str, Any] = {}
+    for field in was_managed:
+        if field in want or field not in QUERY_FIELDS:
+            continue
+        value = declared.get(field)
+        if field == "trigger_interval_seconds" and value is None:
+            continue
+        now = (pending or running).get(field)
+        if now != value:
+            out[field] = value
     return out
 
 

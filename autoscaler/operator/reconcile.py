@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from autoscaler.k8s.errors import Conflict, Forbidden, Invalid
 from autoscaler.k8s.gateway import KubeGateway
@@ -173,6 +173,7 @@ class AppReconciler:
             pod=pod,
             unreachable_after=self.settings.unreachable_after,
             managed_fields=tuple((prev.get("control") or {}).get("managedFields") or ()),
+            managed_query_fields=managed_query_fields(prev),
             event_cursor=prev.get("eventCursor"),
         )
         requeue = self.settings.resync_interval
@@ -236,7 +237,7 @@ class AppReconciler:
         note = f"SparkStreamingApp {ref.key} generation {generation}"
         try:
             control, overrides, managed = self._control(ref, spec, generation, prev, overrides, client, note, mem)
-            missing = self._queries(ref, spec, generation, client, note, mem)
+            missing, query_fields = self._queries(ref, spec, generation, prev, client, note, mem)
             level = self._log_level(ref, spec, prev, pod_uid, client, note)
             daemon_status = client.status()  # after the changes: the status shows them
             cursor = self._decision_events(ref, prev, daemon_status, client, pod_uid)
@@ -246,7 +247,8 @@ class AppReconciler:
             return replace(obs, daemon_error=str(exc)), min(self.settings.resync_interval, timedelta(seconds=5))
         mem.refusing = 0
         observed = replace(obs, daemon=daemon_status, daemon_ready=ready, daemon_not_ready_reason=why, control=control, overrides=overrides,
-                            managed_fields=managed, log_level=level, missing_queries=tuple(missing), event_cursor=cursor)
+                            managed_fields=managed, managed_query_fields=query_fields, log_level=level, missing_queries=tuple(missing),
+                            event_cursor=cursor)
         return observed, (self.settings.resync_interval if ready else min(self.settings.resync_interval, timedelta(seconds=5)))
 
     def _refusing(
@@ -297,13 +299,20 @@ class AppReconciler:
         self.events.emit(ref, ev.EventSpec(ev.WARNING, ev.CONTROL_REJECTED, message, f"{generation}:{key[1]}"))
         return ControlOutcome("False", "Rejected", message), overrides, managed
 
-    def _queries(self, ref: AppRef, spec: SparkStreamingAppSpec, generation: int, client: DaemonClient, note: str, mem: AppMemory) -> list[str]:
-        if not spec.queries:
-            return []
+    def _queries(
+        self, ref: AppRef, spec: SparkStreamingAppSpec, generation: int, prev: Mapping[str, Any], client: DaemonClient, note: str, mem: AppMemory
+    ) -> tuple[list[str], dict[str, tuple[str, ...]]]:
+        """The queries the daemon does not host, and the per-query fields the spec manages now."""
+        managed = managed_query_fields(prev)
+        if not spec.queries and not managed:
+            return [], {}
         hosted = client.queries()
-        for name, body in query_requests(spec.queries, hosted):
+        diff = query_requests(spec.queries, hosted, managed)
+        now_managed = dict(diff.managed)
+        for name, body in diff.requests:
             key = (generation, f"query {name} {json.dumps(body, sort_keys=True)}")
             if key in mem.rejected:
+                now_managed[name] = _union(managed.get(name, ()), now_managed.get(name, ()))  # still ours to give back
                 continue
             result = client.patch_query(name, body, note)
             fields = ", ".join(f"{k} {v}" for k, v in body.items())
@@ -312,9 +321,10 @@ class AppReconciler:
                                                    f"query {name}: {fields} requested (generation {generation}) [audit {result.audit_id}]", key[1]))
             else:
                 mem.rejected.add(key)
+                now_managed[name] = _union(managed.get(name, ()), now_managed.get(name, ()))
                 self.events.emit(ref, ev.EventSpec(ev.WARNING, ev.CONTROL_REJECTED,
                                                    f"generation {generation}: the daemon refused query {name}: {fields}: {result.message}", key[1]))
-        return missing_queries(spec.queries, hosted)
+        return missing_queries(spec.queries, hosted), now_managed
 
     def _log_level(self, ref: AppRef, spec: SparkStreamingAppSpec, prev: Mapping[str, Any], pod_uid: str | None,
                    client: DaemonClient, note: str) -> dict[str, Any] | None:
@@ -373,3 +383,12 @@ def _last_good(prev: Mapping[str, Any]) -> SparkStreamingAppSpec | None:
     spec, _ = parse_spec(prev.get("lastAppliedSpec")) if prev.get("lastAppliedSpec") else (None, [])
     return spec
 
+
+def managed_query_fields(status: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    """``status.control.managedQueryFields``: per query, the fields the spec set last."""
+    held = (status.get("control") or {}).get("managedQueryFields") or {}
+    return {name: tuple(fields) for name, fields in held.items() if isinstance(fields, list) and fields}
+
+
+def _union(a: Sequence[str], b: Sequence[str]) -> tuple[str, ...]:
+    return tuple(sorted({*a, *b}))

@@ -67,6 +67,7 @@ class Observed:
     control: ControlOutcome | None = None
     overrides: Mapping[str, Any] | None = None  # GET /api/v1/control's overrides
     managed_fields: tuple[str, ...] = ()
+    managed_query_fields: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # per query, the fields the spec sets
     log_level: Mapping[str, Any] | None = None  # what the operator set ({podUID, level}); {}: none any more; None: not known this pass
     missing_queries: tuple[str, ...] = ()
     event_cursor: Mapping[str, Any] | None = None
@@ -183,11 +184,12 @@ def status_from(prev: Mapping[str, Any], obs: Observed, now: datetime) -> dict[s
         last = daemon.get("last_decision")
         if last:
             status["lastDecision"] = {"id": last.get("id"), "at": last.get("at"), "what": last.get("what"), "reason": last.get("reason")}
-    if obs.overrides is not None or obs.managed_fields or obs.log_level is not None:
+    if obs.overrides is not None or obs.managed_fields or obs.managed_query_fields or obs.log_level is not None:
         control = dict(prev.get("control") or {})
         if obs.overrides is not None:
             control["overrides"] = dict(obs.overrides)
         control["managedFields"] = list(obs.managed_fields)
+        _set_managed_queries(control, obs.managed_query_fields)
         if obs.control is not None and obs.control.status == "True":
             control["appliedGeneration"] = g
         if obs.log_level:
@@ -204,6 +206,16 @@ def status_from(prev: Mapping[str, Any], obs: Observed, now: datetime) -> dict[s
         status["eventCursor"] = dict(obs.event_cursor)
     status.update(obs.extra)
     return status
+
+
+def _set_managed_queries(control: dict[str, Any], managed: Mapping[str, tuple[str, ...]]) -> None:
+    """``managedQueryFields``: a query whose fields were all given back is removed with a null
+    (the status takes a merge patch, which keeps a key left out of a nested object)."""
+    before = control.get("managedQueryFields") or {}
+    now: dict[str, Any] = {name: list(fields) for name, fields in sorted(managed.items())}
+    gone = {name: None for name in before if name not in now}
+    if now or gone:
+        control["managedQueryFields"] = {**now, **gone}
 
 
 def executors_view(daemon: Mapping[str, Any]) -> dict[str, Any]:

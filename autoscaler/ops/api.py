@@ -196,6 +196,9 @@ class QueryInfo(BaseModel):
         "as seen at the last tick otherwise."
     )
     params: Params
+    declared: Params | None = Field(
+        description="What the query's pipeline declares (what a setting given back returns to); null for a query the daemon does not host."
+    )
     min_parallelism: int
     max_parallelism: int
     rescalable: bool

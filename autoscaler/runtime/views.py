@@ -85,6 +85,7 @@ def query_view_json(view: QueryView) -> dict[str, Any]:
         "name": view.name,
         "status": view.status.value,
         "params": view.params.to_json(),
+        "declared": view.declared.to_json() if view.declared is not None else None,
         "min_parallelism": view.min_parallelism,
         "max_parallelism": view.max_parallelism,
         "rescalable": view.rescalable,

@@ -77,9 +77,13 @@ def test_the_change_reads_in_the_specs_words():
         "scaling.maxExecutors: 8 -> 20, scaling.paused: true -> unset")
 
 
-def hosted(name, max_rows=None, trigger=2.0, pending=None):
-    return {"name": name, "params": {"parallelism": 4, "shuffle_partitions": None, "trigger_interval_seconds": trigger, "max_rows_per_batch": max_rows},
-            "pending_request": pending}
+def params(max_rows=None, trigger=2.0):
+    return {"parallelism": 4, "shuffle_partitions": None, "trigger_interval_seconds": trigger, "max_rows_per_batch": max_rows}
+
+
+def hosted(name, max_rows=None, trigger=2.0, pending=None, declared=None):
+    return {"name": name, "params": params(max_rows, trigger), "pending_request": pending and {**params(max_rows, trigger), **pending},
+            "declared": declared}
 
 
 @pytest.mark.parametrize(
@@ -94,7 +98,40 @@ def hosted(name, max_rows=None, trigger=2.0, pending=None):
     ],
 )
 def test_query_requests(queries, daemon, expected):
-    assert query_requests(queries, daemon) == expected
+    assert query_requests(queries, daemon).requests == expected
+
+
+DECLARED = params(max_rows=None, trigger=2.0)  # the pipeline: no rate limit, a 2 s trigger
+
+
+@pytest.mark.parametrize(
+    "queries, daemon, managed, expected, now_managed",
+    [
+        # before: a rate limit and trigger the spec gave up stayed at the last values sent
+        pytest.param([QuerySpec(name="q")], [hosted("q", max_rows=500, trigger=4.0, declared=DECLARED)],
+                     {"q": ("max_rows_per_batch", "trigger_interval_seconds")},
+                     [("q", {"max_rows_per_batch": None, "trigger_interval_seconds": 2.0})], {}, id="both-given-back"),
+        pytest.param([QuerySpec(name="q", trigger_interval="4s")], [hosted("q", max_rows=500, trigger=4.0, declared=DECLARED)],
+                     {"q": ("max_rows_per_batch", "trigger_interval_seconds")},
+                     [("q", {"max_rows_per_batch": None})], {"q": ("trigger_interval_seconds",)}, id="one-given-back-one-kept"),
+        pytest.param([], [hosted("q", max_rows=500, declared=DECLARED)], {"q": ("max_rows_per_batch",)},
+                     [("q", {"max_rows_per_batch": None})], {}, id="a-query-left-out-of-the-spec"),
+        pytest.param([QuerySpec(name="q")], [hosted("q", max_rows=500, declared=params(max_rows=800))], {"q": ("max_rows_per_batch",)},
+                     [("q", {"max_rows_per_batch": 800})], {}, id="back-to-the-declared-limit"),
+        pytest.param([QuerySpec(name="q")], [hosted("q", max_rows=500, pending={"max_rows_per_batch": None}, declared=DECLARED)],
+                     {"q": ("max_rows_per_batch",)}, [], {}, id="requested-back-already"),
+        pytest.param([QuerySpec(name="q")], [hosted("q", max_rows=9, declared=DECLARED)], {}, [], {}, id="never-managed-is-left-alone"),
+        pytest.param([QuerySpec(name="q")], [hosted("q", trigger=4.0, declared=params(trigger=None))], {"q": ("trigger_interval_seconds",)},
+                     [], {}, id="no-declared-trigger-to-go-back-to"),
+        pytest.param([QuerySpec(name="q")], [hosted("q", max_rows=500)], {"q": ("max_rows_per_batch",)}, [], {},
+                     id="a-daemon-that-does-not-say-what-is-declared"),
+        pytest.param([QuerySpec(name="later", max_rows_per_batch=5)], [], {"later": ("trigger_interval_seconds",)}, [],
+                     {"later": ("max_rows_per_batch", "trigger_interval_seconds")}, id="not-hosted-stays-managed"),
+    ],
+)
+def test_a_query_field_the_spec_gives_up_goes_back_to_what_the_pipeline_declares(queries, daemon, managed, expected, now_managed):
+    diff = query_requests(queries, daemon, managed)
+    assert (diff.requests, diff.managed) == (expected, now_managed)
 
 
 def test_queries_the_daemon_does_not_host_are_named():

@@ -6,10 +6,12 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
+from autoscaler.core.model import QueryParams
 from autoscaler.k8s.errors import Conflict, Invalid
 from autoscaler.operator.watch import AppWatch
 from autoscaler.ops.auth import ApiAuth
@@ -267,6 +269,36 @@ def test_query_settings_and_the_log_level_go_to_the_daemon(w, daemon):
     calls = len(operator_entries(daemon))
     w.sync()
     assert len(operator_entries(daemon)) == calls  # requested already, level set for this pod
+
+
+def test_query_settings_the_spec_gives_up_go_back_to_what_the_pipeline_declares(w, daemon):
+    # before: the daemon kept the rate limit and trigger last sent, the spec's no longer set anywhere
+    cluster = daemon.cluster
+    cluster.queries["q"] = replace(cluster.queries["q"], declared=QueryParams(parallelism=8, trigger_interval=timedelta(seconds=2)))
+    w.kube.put_app(app(scaling=SCALING, queries=[{"name": "q", "maxRowsPerBatch": 500, "triggerInterval": "4s"}]))
+    w.sync()
+    w.run_pod()
+    w.sync()
+    assert w.status()["control"]["managedQueryFields"] == {"q": ["max_rows_per_batch", "trigger_interval_seconds"]}
+    daemon.run_for(10)  # the daemon restarts the query with them
+    assert (cluster.queries["q"].params.max_rows_per_batch, cluster.queries["q"].params.trigger_interval) == (500, timedelta(seconds=4))
+
+    w.kube.put_app(app(scaling=SCALING, queries=[{"name": "q", "triggerInterval": "4s"}]))  # the rate limit given up
+    w.sync()
+    assert daemon.client.get("/api/v1/queries/q").json()["pending_request"]["max_rows_per_batch"] is None
+    assert w.status()["control"]["managedQueryFields"] == {"q": ["trigger_interval_seconds"]}
+    w.kube.put_app(app(scaling=SCALING))  # and the trigger: the query left out of the spec
+    w.sync()
+    daemon.run_for(10)
+    assert (cluster.queries["q"].params.max_rows_per_batch, cluster.queries["q"].params.trigger_interval) == (None, timedelta(seconds=2))
+    assert w.status()["control"]["managedQueryFields"] == {}
+    requested = [e["what"] for e in operator_entries(daemon) if e["what"].startswith("query")]
+    assert len(requested) == 3, requested
+
+    # given back once: a human's change made afterwards stays (the spec no longer sets the field)
+    daemon.client.patch("/api/v1/queries/q", json={"max_rows_per_batch": 900}, headers={"Authorization": f"Bearer {TOKEN}"})
+    w.sync()
+    assert daemon.client.get("/api/v1/queries/q").json()["pending_request"]["max_rows_per_batch"] == 900
 
 
 def test_a_log_level_the_spec_gives_up_goes_back_to_the_daemons_own(w, daemon, restore_logging):
