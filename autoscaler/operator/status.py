@@ -90,6 +90,11 @@ def rollout(sts: Mapping[str, Any] | None) -> tuple[bool, str]:
     return True, "the pod runs the current template" if want else "suspended: no pod"
 
 
+# a container waiting for one of these will not start on its own
+FAILING = ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "ErrImageNeverPull", "CreateContainerConfigError",
+           "CreateContainerError", "InvalidImageName", "RunContainerError")
+
+
 def pod_problem(pod: Mapping[str, Any] | None) -> str | None:
     """Why the daemon's pod cannot run (a failing init check, a crash loop, an image it cannot pull)."""
     if pod is None:
@@ -98,9 +103,30 @@ def pod_problem(pod: Mapping[str, Any] | None) -> str | None:
     for kind in ("initContainerStatuses", "containerStatuses"):
         for cs in st.get(kind) or ():
             waiting = (cs.get("state") or {}).get("waiting") or {}
-            if waiting.get("reason") in ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError", "InvalidImageName"):
-                last = ((cs.get("lastState") or {}).get("terminated") or {}).get("message") or waiting.get("message") or ""
+            if waiting.get("reason") in FAILING:
+                last = _last_exit(cs) or waiting.get("message") or ""
                 return f"container {cs.get('name')}: {waiting['reason']}" + (f": {last}" if last else "")
+    return None
+
+
+def _last_exit(container_status: Mapping[str, Any]) -> str:
+    """How the container's last run ended: its message, else its reason and exit code (an
+    ``OOMKilled`` container leaves no message)."""
+    ended = (container_status.get("lastState") or {}).get("terminated") or {}
+    if ended.get("message"):
+        return str(ended["message"]).strip()
+    if ended.get("reason"):
+        code = ended.get("exitCode")
+        return f"last run ended {ended['reason']}" + (f" (exit code {code})" if code is not None else "")
+    return ""
+
+
+def pod_unscheduled(pod: Mapping[str, Any] | None) -> str | None:
+    """The scheduler's words when the pod has no node (``0/3 nodes are available: 3 Insufficient
+    cpu``): it may still get one (a cluster autoscaler adding a node), so not a failure."""
+    for c in ((pod or {}).get("status") or {}).get("conditions") or ():
+        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            return f"the pod cannot be scheduled ({c.get('reason') or 'Unschedulable'}): {c.get('message') or 'no reason given'}"
     return None
 
 
@@ -152,7 +178,7 @@ def status_from(prev: Mapping[str, Any], obs: Observed, now: datetime) -> dict[s
              mode.get("message") or "" if not_granted else "the cluster grants the daemon's executor requests")
         cond(MODE_FALLBACK, bool(mode.get("fallback")), str(mode.get("reason") or "ModeConfigured"), mode.get("message") or "")
 
-    problem = pod_problem(obs.pod)
+    problem, unscheduled = pod_problem(obs.pod), pod_unscheduled(obs.pod)
     ready = daemon is not None and obs.daemon_ready and complete and not obs.problems
     if obs.suspended:
         cond(READY, False, "Suspended", "spec.suspend is set")
@@ -160,7 +186,8 @@ def status_from(prev: Mapping[str, Any], obs: Observed, now: datetime) -> dict[s
         cond(READY, True, "Ready", "the daemon ticks and runs the current spec")
     else:
         reason = next(r for ok, r in (
-            (problem is None, problem or ""), (not obs.problems, "the spec is invalid"), (complete, why),
+            (problem is None, problem or ""), (not obs.problems, "the spec is invalid"),
+            (unscheduled is None, unscheduled or ""), (complete, why),
             (daemon is not None, "the daemon does not answer"), (obs.daemon_ready, obs.daemon_not_ready_reason or "the daemon is not ready"),
         ) if not ok)
         cond(READY, False, "NotReady", reason)

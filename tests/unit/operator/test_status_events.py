@@ -89,6 +89,24 @@ def test_a_running_app_is_ready_with_the_daemons_view_and_no_churn():
     assert merge_patch(status, again) == {}  # nothing changed: nothing to write
 
 
+def test_a_pod_that_cannot_run_or_has_no_node_is_named_with_kubernetes_words():
+    # before: an OOMKilled crash loop read "container daemon: CrashLoopBackOff" (the reason was
+    # dropped: such a container leaves no message), and a pod with no node only "0 of 1 pod ready"
+    oom = pod(waiting="CrashLoopBackOff")
+    oom["status"]["containerStatuses"][0]["lastState"] = {"terminated": {"reason": "OOMKilled", "exitCode": 137}}
+    status = status_from({}, Observed(1, statefulset=sts(ready=0), pod=oom), T0)
+    assert condition(status, "Ready")["message"] == "container daemon: CrashLoopBackOff: last run ended OOMKilled (exit code 137)"
+    assert status["phase"] == "Degraded"
+
+    unscheduled = pod("Pending")
+    del unscheduled["status"]["podIP"], unscheduled["status"]["containerStatuses"]
+    unscheduled["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                            "message": "0/3 nodes are available: 3 Insufficient cpu."}]
+    status = status_from({}, Observed(1, statefulset=sts(ready=0), pod=unscheduled), T0)
+    assert condition(status, "Ready")["message"] == "the pod cannot be scheduled (Unschedulable): 0/3 nodes are available: 3 Insufficient cpu."
+    assert status["phase"] == "Pending"  # a node may still come (a cluster autoscaler)
+
+
 def test_requests_not_granted_are_a_false_condition_with_the_schedulers_words():
     message = "requested executors were not granted in time; running on those registered (3 executor pods Pending, 3 Unschedulable: 0/5 nodes...)"
     daemon = {**DAEMON, "mode": {"configured": "active", "effective": "active", "reason": "RequestNotGranted", "fallback": True, "message": message}}
