@@ -58,7 +58,16 @@ class AppMemory:
 
     unreachable: int = 0
     refusing: int = 0  # passes in a row the daemon answered but took no change (401, 503)
-    rejected: set[tuple[int, str]] = field(default_factory=set)  # (generation, what) rejected: not resent
+    rejected: dict[tuple[int, str], str] = field(default_factory=dict)  # (generation, what) rejected -> why: not resent
+
+
+@dataclass(frozen=True)
+class QueryPass:
+    """What a pass made of the spec's per-query settings."""
+
+    missing: tuple[str, ...] = ()  # queries the spec names and the daemon does not host
+    managed: dict[str, tuple[str, ...]] = field(default_factory=dict)  # per query, the fields the spec manages now
+    refused: tuple[str, ...] = ()  # the daemon's refusals at this generation
 
 
 @dataclass(frozen=True)
@@ -237,7 +246,9 @@ class AppReconciler:
         note = f"SparkStreamingApp {ref.key} generation {generation}"
         try:
             control, overrides, managed = self._control(ref, spec, generation, prev, overrides, client, note, mem)
-            missing, query_fields = self._queries(ref, spec, generation, prev, client, note, mem)
+            queries = self._queries(ref, spec, generation, prev, client, note, mem)
+            if queries.refused:  # the condition covers every live field: a query's refusal is not hidden by the rest applying
+                control = ControlOutcome("False", "Rejected", "; ".join(queries.refused))
             level = self._log_level(ref, spec, prev, pod_uid, client, note)
             daemon_status = client.status()  # after the changes: the status shows them
             cursor = self._decision_events(ref, prev, daemon_status, client, pod_uid)
@@ -247,7 +258,7 @@ class AppReconciler:
             return replace(obs, daemon_error=str(exc)), min(self.settings.resync_interval, timedelta(seconds=5))
         mem.refusing = 0
         observed = replace(obs, daemon=daemon_status, daemon_ready=ready, daemon_not_ready_reason=why, control=control, overrides=overrides,
-                            managed_fields=managed, managed_query_fields=query_fields, log_level=level, missing_queries=tuple(missing),
+                            managed_fields=managed, managed_query_fields=queries.managed, log_level=level, missing_queries=queries.missing,
                             event_cursor=cursor)
         return observed, (self.settings.resync_interval if ready else min(self.settings.resync_interval, timedelta(seconds=5)))
 
@@ -294,37 +305,45 @@ class AppReconciler:
             message = f"{described} (generation {generation}) [audit {result.audit_id}]"
             self.events.emit(ref, ev.EventSpec(ev.NORMAL, ev.CONTROL_APPLIED, message, f"{generation}:{key[1]}"))
             return ControlOutcome("True", "Applied", message), apply_patch(overrides, diff.patch), diff.managed
-        mem.rejected.add(key)
         message = f"generation {generation}: the daemon refused {described}: {result.message}"
+        mem.rejected[key] = message
         self.events.emit(ref, ev.EventSpec(ev.WARNING, ev.CONTROL_REJECTED, message, f"{generation}:{key[1]}"))
         return ControlOutcome("False", "Rejected", message), overrides, managed
 
     def _queries(
         self, ref: AppRef, spec: SparkStreamingAppSpec, generation: int, prev: Mapping[str, Any], client: DaemonClient, note: str, mem: AppMemory
-    ) -> tuple[list[str], dict[str, tuple[str, ...]]]:
-        """The queries the daemon does not host, and the per-query fields the spec manages now."""
+    ) -> QueryPass:
         managed = managed_query_fields(prev)
         if not spec.queries and not managed:
-            return [], {}
+            return QueryPass()
         hosted = client.queries()
         diff = query_requests(spec.queries, hosted, managed)
-        now_managed = dict(diff.managed)
+        now_managed, refused = dict(diff.managed), []
         for name, body in diff.requests:
             key = (generation, f"query {name} {json.dumps(body, sort_keys=True)}")
-            if key in mem.rejected:
+            message = mem.rejected.get(key)
+            if message is None:
+                message = self._request_query(ref, generation, client, note, name, body, key[1])
+                if message is not None:
+                    mem.rejected[key] = message
+            if message is not None:  # refused, now or before at this generation: not resent
+                refused.append(message)
                 now_managed[name] = _union(managed.get(name, ()), now_managed.get(name, ()))  # still ours to give back
-                continue
-            result = client.patch_query(name, body, note)
-            fields = ", ".join(f"{k} {v}" for k, v in body.items())
-            if isinstance(result, Applied):
-                self.events.emit(ref, ev.EventSpec(ev.NORMAL, ev.CONTROL_APPLIED,
-                                                   f"query {name}: {fields} requested (generation {generation}) [audit {result.audit_id}]", key[1]))
-            else:
-                mem.rejected.add(key)
-                now_managed[name] = _union(managed.get(name, ()), now_managed.get(name, ()))
-                self.events.emit(ref, ev.EventSpec(ev.WARNING, ev.CONTROL_REJECTED,
-                                                   f"generation {generation}: the daemon refused query {name}: {fields}: {result.message}", key[1]))
-        return missing_queries(spec.queries, hosted), now_managed
+        return QueryPass(tuple(missing_queries(spec.queries, hosted)), now_managed, tuple(refused))
+
+    def _request_query(
+        self, ref: AppRef, generation: int, client: DaemonClient, note: str, name: str, body: dict[str, Any], dedup: str
+    ) -> str | None:
+        """Send one query request: None when the daemon took it, else why it refused."""
+        result = client.patch_query(name, body, note)
+        fields = ", ".join(f"{k} {v}" for k, v in body.items())
+        if isinstance(result, Applied):
+            self.events.emit(ref, ev.EventSpec(ev.NORMAL, ev.CONTROL_APPLIED,
+                                               f"query {name}: {fields} requested (generation {generation}) [audit {result.audit_id}]", dedup))
+            return None
+        message = f"generation {generation}: the daemon refused query {name}: {fields}: {result.message}"
+        self.events.emit(ref, ev.EventSpec(ev.WARNING, ev.CONTROL_REJECTED, message, dedup))
+        return message
 
     def _log_level(self, ref: AppRef, spec: SparkStreamingAppSpec, prev: Mapping[str, Any], pod_uid: str | None,
                    client: DaemonClient, note: str) -> dict[str, Any] | None:

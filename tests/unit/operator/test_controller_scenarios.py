@@ -301,6 +301,27 @@ def test_query_settings_the_spec_gives_up_go_back_to_what_the_pipeline_declares(
     assert daemon.client.get("/api/v1/queries/q").json()["pending_request"]["max_rows_per_batch"] == 900
 
 
+def test_a_query_setting_the_daemon_refuses_is_a_false_condition_until_the_spec_changes(w, daemon):
+    # before: only a Warning Event said so; ControlApplied stayed True ("the daemon holds what the spec sets")
+    cluster = daemon.cluster
+    cluster.queries["q"] = replace(cluster.queries["q"], rescalable=False)  # attached: the daemon cannot restart it
+    daemon.tick(400)  # the daemon sees it so
+    w.kube.put_app(app(scaling=SCALING, queries=[{"name": "q", "maxRowsPerBatch": 500}]))
+    w.sync()
+    w.run_pod()
+    w.sync()
+    refused = w.condition("ControlApplied")
+    assert (refused["status"], refused["reason"]) == ("False", "Rejected")
+    assert refused["message"].startswith("generation 2: the daemon refused query q: max_rows_per_batch 500: "), refused["message"]
+    w.clock.advance(timedelta(hours=1))
+    w.sync()  # not resent at this generation, and still said
+    assert w.condition("ControlApplied") == refused and len(w.events("ControlRejected")) == 1
+
+    w.kube.put_app(app(scaling=SCALING))  # the setting withdrawn
+    w.sync()
+    assert (w.condition("ControlApplied")["status"], w.condition("ControlApplied")["reason"]) == ("True", "InSync")
+
+
 def test_a_log_level_the_spec_gives_up_goes_back_to_the_daemons_own(w, daemon, restore_logging):
     # before: the level stayed DEBUG for as long as the pod lived once the spec had set it
     w.kube.put_app(app(scaling=SCALING, logLevel="DEBUG"))
