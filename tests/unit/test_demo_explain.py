@@ -38,6 +38,14 @@ def test_reactive_mode_says_what_it_wants_what_it_has_and_that_it_adapts_instead
     assert re.fullmatch(rf"wants \d core\(s\), has 1; reactive mode adapts partitions \({LOAD}\)", text), text
 
 
+def test_reactive_mode_with_no_executor_says_it_waits_for_one():
+    # before: "wants 2 core(s), has 0; reactive mode adapts partitions": nothing adapts to no core
+    record = first_change("reactive")
+    gone = replace(record, executors_alive=0, executors_cores=0)
+    text = explain_tick(gone)
+    assert re.fullmatch(rf"wants \d core\(s\), has 0; reactive mode waits for the cluster to give one \(.*\)", text), text
+
+
 def test_executors_still_starting_are_waited_for_not_kept():
     record = first_change("active")
     target = record.decision.target
