@@ -43,7 +43,7 @@ def test_reactive_mode_with_no_executor_says_it_waits_for_one():
     record = first_change("reactive")
     gone = replace(record, executors_alive=0, executors_cores=0)
     text = explain_tick(gone)
-    assert re.fullmatch(rf"wants \d core\(s\), has 0; reactive mode waits for the cluster to give one \(.*\)", text), text
+    assert re.fullmatch(r"wants \d core\(s\), has 0; reactive mode waits for the cluster to give one \(.*\)", text), text
 
 
 def test_executors_still_starting_are_waited_for_not_kept():
