@@ -47,6 +47,21 @@ def test_a_catch_up_batch_counts_the_rows_that_arrived_for_it_not_the_backlog_it
     assert batch_arrival_rate(None, catch_up) == pytest.approx(32_300)
 
 
+def test_a_querys_first_batch_tells_no_rate_where_spark_measured_none():
+    # Spark reports inputRowsPerSecond 0.0 for a query's first batch whatever it read (no trigger
+    # before it: measured on Spark 4.3, a file source's first batch of 500 rows said 0.0); the
+    # demo's console said "taxi gets 0 rows/s" with 27 s of lag. Unknown, not zero.
+    first = replace(batch(0, 0, 25.7, 3000, cores=1), input_rate=0.0)
+    load = evaluate_query(query_view(samples=(first,), batch_running=True), T0 + timedelta(seconds=27), timedelta(seconds=30), cores=1)
+    assert (load.input_rate, load.known, load.lag) == (None, False, timedelta(seconds=27))
+    # a first batch that read nothing did measure something: nothing arrived
+    empty = replace(first, input_rows=0)
+    assert active_rate([empty]) == 0.0
+    # from the second batch on, the rows over the time they arrived in
+    second = replace(batch(1, 25.7, 2.0, 600, cores=1), input_rate=600 / 25.7)
+    assert active_rate([first, second]) == pytest.approx(600 / 25.7)
+
+
 def test_lag_is_time_since_the_last_batch_was_planned_plus_its_backlog():
     samples = steady_batches(start=T0, count=10, rate=1000, per_slot=900, cores=4, backlog=5000)
     view = query_view(samples=tuple(samples))
