@@ -125,10 +125,12 @@ class FakeKube:
 
     # --- KubeGateway: children ------------------------------------------------------------------
 
-    def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+    def apply(self, obj: Mapping[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
         with self._lock:
             md = obj["metadata"]
             self._maybe_fail("apply", obj["kind"], md["name"])
+            if dry_run:
+                return copy.deepcopy(dict(obj))  # checked (a refusal queued in `fail` raises above), nothing stored
             key = (obj["kind"], md["namespace"], md["name"])
             old = self.objects.get(key)
             new = copy.deepcopy(dict(obj))

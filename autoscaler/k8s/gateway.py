@@ -80,8 +80,9 @@ class KubeGateway(Protocol):
 
     def patch_app_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]: ...
 
-    def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        """Server-side apply (our field manager, ``force``): creates or updates ``obj``'s fields."""
+    def apply(self, obj: Mapping[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+        """Server-side apply (our field manager, ``force``): creates or updates ``obj``'s fields;
+        with ``dry_run``, the API server checks it all (admission included) and stores nothing."""
         ...
 
     def get_statefulset(self, namespace: str, name: str) -> dict[str, Any] | None: ...
@@ -199,7 +200,7 @@ class KubeApi:
 
     # --- children -----------------------------------------------------------------------------
 
-    def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+    def apply(self, obj: Mapping[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
         kind, meta = obj["kind"], obj["metadata"]
         patchers = {
             "ConfigMap": ("configmaps", self.core.patch_namespaced_config_map),
@@ -220,6 +221,7 @@ class KubeApi:
             field_manager=self.field_manager,
             force=True,
             _content_type=APPLY_PATCH,
+            **({"dry_run": "All"} if dry_run else {}),
         )
 
     def get_statefulset(self, namespace: str, name: str) -> dict[str, Any] | None:

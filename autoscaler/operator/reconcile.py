@@ -213,12 +213,20 @@ class AppReconciler:
         self, ref: AppRef, spec: SparkStreamingAppSpec, hash_: str, prev: Mapping[str, Any], last_good: SparkStreamingAppSpec | None
     ) -> str | None:
         """Apply every child; what the API server refused (a field it checks and the model does
-        not), or None. A failure it may not repeat (a timeout, a 5xx) is raised and retried."""
-        for child in desired_children(ref, spec, self.settings, hash_):
-            try:
-                self.gateway.apply(child)
-            except (Invalid, Forbidden) as exc:
-                return f"the API server refused {child['kind']} {child['metadata']['name']}: {exc.message or exc}"
+        not), or None. A failure it may not repeat (a timeout, a 5xx) is raised and retried.
+
+        A spec not applied yet goes to the API server as a dry run first, every child, so that
+        one it refuses leaves all of them as they were (it left the ConfigMap updated and the
+        StatefulSet not: the daemon's configuration of one generation under the pod of another).
+        """
+        children = desired_children(ref, spec, self.settings, hash_)
+        new = prev.get("lastAppliedSpec") != _spec_record(spec) or prev.get("restartHash") != hash_
+        for dry_run in (True, False) if new else (False,):
+            for child in children:
+                try:
+                    self.gateway.apply(child, dry_run=dry_run)
+                except (Invalid, Forbidden) as exc:
+                    return f"the API server refused {child['kind']} {child['metadata']['name']}: {exc.message or exc}"
         before = prev.get("restartHash")
         if before is not None and before != hash_:  # told once the StatefulSet carries the change
             fields = classify_change(last_good, spec).restart if last_good is not None else ()

@@ -116,6 +116,8 @@ OPERATOR_CALLS = [
          FM, APPLY_PATCH, answer=stored(children()["StatefulSet"], replicas=1)),
     Call("apply-statefulset-create", "operator", lambda k: k.apply(children()["StatefulSet"]), "PATCH",
          f"/apis/apps/v1/namespaces/{NS}/statefulsets/clicks", FM, APPLY_PATCH, status=201, answer=stored(children()["StatefulSet"], replicas=1)),
+    Call("apply-statefulset-dry-run", "operator", lambda k: k.apply(children()["StatefulSet"], dry_run=True), "PATCH",
+         f"/apis/apps/v1/namespaces/{NS}/statefulsets/clicks", {**FM, "dryRun": "All"}, APPLY_PATCH, answer=stored(children()["StatefulSet"])),
     Call("get-statefulset", "operator", lambda k: k.get_statefulset(NS, "clicks"), "GET", f"/apis/apps/v1/namespaces/{NS}/statefulsets/clicks",
          answer=stored(children()["StatefulSet"], replicas=1, readyReplicas=1, currentRevision="clicks-1", updateRevision="clicks-1")),
     Call("get-pod", "operator", lambda k: k.get_pod(NS, "clicks-0"), "GET", f"/api/v1/namespaces/{NS}/pods/clicks-0",

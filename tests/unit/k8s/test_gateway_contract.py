@@ -107,7 +107,7 @@ def test_throttling_is_retried_after_the_servers_retry_after_and_errors_with_bac
     httpserver.expect_ordered_request(path).respond_with_json(status(429, "TooManyRequests", "the server has received too many requests"), status=429,
                                                               headers={"Retry-After": "1"})
     httpserver.expect_ordered_request(path).respond_with_json(status(500, "InternalError", "etcdserver: request timed out"), status=500)
-    httpserver.expect_ordered_request(path).respond_with_json(OPERATOR_CALLS[10].answer)
+    httpserver.expect_ordered_request(path).respond_with_json(next(c for c in OPERATOR_CALLS if c.id == "get-pod").answer)
     sleeps, calls = [], []
     assert kube_api(httpserver.url_for("/"), sleeps, calls).get_pod(NS, "clicks-0")["metadata"]["name"] == "clicks-0"
     httpserver.check_assertions()

@@ -155,8 +155,13 @@ def test_a_child_the_api_server_refuses_is_reported_and_the_spec_not_taken_as_ap
     w.run_pod()
     w.sync()
     w.kube.fail[("apply", "StatefulSet")] = [Invalid("patch statefulsets/clicks", 422, "Invalid", "spec.template.metadata.labels: Invalid value")]
-    w.kube.put_app(app(scaling={**SCALING, "maxExecutors": 3}, image="registry.example.com/analytics/clicks:2.0"))
+    config = w.kube.get("ConfigMap", "analytics", "clicks-config")
+    w.kube.put_app(app(scaling={**SCALING, "maxExecutors": 3}, image="registry.example.com/analytics/clicks:2.0",
+                       settings={"normalize": {"dead_band": 0.2}}))
     w.sync()  # no exception
+    # all or nothing: the daemon's configuration of the refused generation was not written either
+    # (it was, before the children went as a dry run first, under the pod of the generation before)
+    assert w.kube.get("ConfigMap", "analytics", "clicks-config") == config
     valid = w.condition("SpecValid")
     assert valid["status"] == "False" and "the API server refused StatefulSet clicks: spec.template.metadata.labels" in valid["message"]
     [event] = w.events("ApplyRefused")
