@@ -131,11 +131,11 @@ class CostModelCache:
     """One query's cost model, kept between ticks and fitted again only when it may have changed.
 
     A query's buffered batches change by about one per tick while a fit looks at up to
-    FIT_SAMPLES of them. The fit is reused until REFIT_EVERY new batches arrived, unless a new batch's duration is mispredicted by more than
-    REFIT_ERROR (a burst of larger batches, a slower node), the regime of the newest batch
-    (cores, partitions, cold) changed, or the last fit had only cold batches: right after a
-    rescale the model follows every batch. Not thread-safe on its own: the reconciler calls it
-    under its lock.
+    FIT_SAMPLES of them. The fit is reused until REFIT_EVERY new batches arrived, unless a new
+    batch's duration is mispredicted by more than REFIT_ERROR (a burst of larger batches, a
+    slower node), the regime of the newest batch (cores, partitions, cold) changed, or the
+    last fit had only cold batches: right after a rescale the model follows every batch. Not
+    thread-safe on its own: the reconciler calls it under its lock.
     """
 
     def __init__(self) -> None:
