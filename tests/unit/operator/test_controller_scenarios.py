@@ -300,8 +300,8 @@ def test_query_settings_the_spec_gives_up_go_back_to_what_the_pipeline_declares(
     requested = [e["what"] for e in operator_entries(daemon) if e["what"].startswith("query")]
     assert len(requested) == 3, requested
 
-    # given back once: a human's change made afterwards stays (the spec no longer sets the field)
-    daemon.client.patch("/api/v1/queries/q", json={"max_rows_per_batch": 900}, headers={"Authorization": f"Bearer {TOKEN}"})
+    # given back once: a change made through the REST API afterwards stays (the spec no longer sets the field)
+    daemon.client.patch("/api/v1/queries/q", json={"max_rows_per_batch": 900}, headers=daemon.auth_header)
     w.sync()
     assert daemon.client.get("/api/v1/queries/q").json()["pending_request"]["max_rows_per_batch"] == 900
 
