@@ -156,7 +156,7 @@ def query_requests(
 
 def _given_back(was_managed: Sequence[str], want: Mapping[str, Any], info: Mapping[str, Any]) -> dict[str, Any]:
     """The declared value of each field the spec no longer sets where the query runs (or is about
-    to run) with another one. A query that declares no trigger (``availableNow``) has none to go back to."""
+    to run) with another one (a pipeline that declares no trigger interval goes back to none)."""
     declared, running = info.get("declared"), info.get("params") or {}
     pending = info.get("pending_request")
     if declared is None:
@@ -166,8 +166,6 @@ def _given_back(was_managed: Sequence[str], want: Mapping[str, Any], info: Mappi
         if field in want or field not in QUERY_FIELDS:
             continue
         value = declared.get(field)
-        if field == "trigger_interval_seconds" and value is None:
-            continue
         now = (pending or running).get(field)
         if now != value:
             out[field] = value

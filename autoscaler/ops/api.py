@@ -124,8 +124,8 @@ class QueryPatch(_Body):
     max_rows_per_batch: Annotated[StrictInt, Field(ge=1, le=JAVA_LONG_MAX)] | None = _absent(
         description="Rate limit in rows per batch (a source option Spark reads as a Java long); null: unlimited."
     )
-    trigger_interval_seconds: Annotated[StrictFloat, Field(ge=0.1, le=86400, allow_inf_nan=False)] = _absent(
-        description="Trigger interval in seconds."
+    trigger_interval_seconds: Annotated[StrictFloat, Field(ge=0.1, le=86400, allow_inf_nan=False)] | None = _absent(
+        description="Trigger interval in seconds; null: none (Spark's default trigger: the next batch as soon as the last ends)."
     )
     shuffle_partitions: Annotated[StrictInt, Field(ge=1, le=MAX_COUNT)] = _absent(
         description="spark.sql.shuffle.partitions; refused for stateful queries unless their state store is RocksDB."

@@ -122,16 +122,14 @@ class Commands:
         p = fields.get("parallelism")
         if p is not None and not view.min_parallelism <= p <= view.max_parallelism:
             problems.append(("parallelism", f"{p} is outside the query's range [{view.min_parallelism}, {view.max_parallelism}]"))
-        if "trigger_interval_seconds" in fields and fields["trigger_interval_seconds"] is None:
-            problems.append(("trigger_interval_seconds", "must be a positive number of seconds"))
         if "parallelism" in fields and p is None:
             problems.append(("parallelism", "must be a whole number of at least 1"))
         if problems:
             raise ChangeError(problems)
         updates: dict[str, Any] = {}
         for key, value in fields.items():
-            if key == "trigger_interval_seconds":
-                updates["trigger_interval"] = timedelta(seconds=float(value))
+            if key == "trigger_interval_seconds":  # None: no interval, Spark's default trigger
+                updates["trigger_interval"] = None if value is None else timedelta(seconds=float(value))
             else:
                 updates[key] = value
         seen: dict[str, ControlState] = {}

@@ -115,6 +115,18 @@ def test_a_rate_limit_and_trigger_request_restarts_the_query_on_the_next_tick():
     assert "rate limit none -> 500 rows/batch" in decision.what and "trigger 2s -> 4s" in decision.what
 
 
+def test_a_null_trigger_restarts_the_query_with_no_interval():
+    # before: refused ("must be a positive number of seconds"), so a query declared without an
+    # interval could not be given back its own after one was set (the operator's gap)
+    clock, cluster, rec, cmd = observed()
+    cmd.request_query("alice", "q", {"trigger_interval_seconds": None})
+    assert rec.control.query_requests["q"].trigger_interval is None
+    clock.advance(TICK)
+    rec.tick()
+    assert cluster.queries["q"].params.trigger_interval is None
+    assert "trigger 2s -> none" in rec.audit.entries(kind="decision")[0].what
+
+
 def test_requests_accumulate_until_the_next_tick():
     _, _, rec, cmd = observed()
     cmd.request_query("alice", "q", {"max_rows_per_batch": 500})
@@ -128,7 +140,6 @@ def test_requests_accumulate_until_the_next_tick():
         pytest.param("nope", {"parallelism": 2}, 404, "name", "unknown query 'nope'; known: q", id="unknown-query"),
         pytest.param("q", {"parallelism": 17}, 422, "parallelism", "17 is outside the query's range [1, 16]", id="parallelism-above-max"),
         pytest.param("q", {"max_rows_per_batch": 0}, 422, "max_rows_per_batch", "must be at least 1", id="zero-rate-limit"),
-        pytest.param("q", {"trigger_interval_seconds": None}, 422, "trigger_interval_seconds", "positive", id="no-trigger"),
         pytest.param("q", {"trigger_interval_seconds": 0}, 422, "trigger_interval_seconds", "must be positive", id="zero-trigger"),
         pytest.param("q", {}, 422, "body", "give at least one of", id="empty"),
         pytest.param("q", {"partitions": 3}, 422, "partitions", "not a query setting", id="unknown-field"),

@@ -122,7 +122,7 @@ DECLARED = params(max_rows=None, trigger=2.0)  # the pipeline: no rate limit, a 
                      {"q": ("max_rows_per_batch",)}, [], {}, id="requested-back-already"),
         pytest.param([QuerySpec(name="q")], [hosted("q", max_rows=9, declared=DECLARED)], {}, [], {}, id="never-managed-is-left-alone"),
         pytest.param([QuerySpec(name="q")], [hosted("q", trigger=4.0, declared=params(trigger=None))], {"q": ("trigger_interval_seconds",)},
-                     [], {}, id="no-declared-trigger-to-go-back-to"),
+                     [("q", {"trigger_interval_seconds": None})], {}, id="back-to-no-trigger-interval"),
         pytest.param([QuerySpec(name="q")], [hosted("q", max_rows=500)], {"q": ("max_rows_per_batch",)}, [], {},
                      id="a-daemon-that-does-not-say-what-is-declared"),
         pytest.param([QuerySpec(name="later", max_rows_per_batch=5)], [], {"later": ("trigger_interval_seconds",)}, [],
