@@ -148,28 +148,22 @@ def query_requests(
             now_managed[name] = tuple(f for f in QUERY_FIELDS if f in want)
         running, pending = info.get("params") or {}, info.get("pending_request") or {}
         body = {k: v for k, v in want.items() if running.get(k) != v and pending.get(k) != v}
-        body.update(_given_back(managed.get(name, ()), want, info))
+        body.update(_given_back(managed.get(name, ()), want, info.get("declared"), pending or running))
         if body:
             requests.append((name, body))
     return QueryDiff(requests, now_managed)
 
 
-def _given_back(was_managed: Sequence[str], want: Mapping[str, Any], info: Mapping[str, Any]) -> dict[str, Any]:
-    """The declared value of each field the spec no longer sets where the query runs (or is about
-    to run) with another one (a pipeline that declares no trigger interval goes back to none)."""
-    declared, running = info.get("declared"), info.get("params") or {}
-    pending = info.get("pending_request")
+def _given_back(
+    was_managed: Sequence[str], want: Mapping[str, Any], declared: Mapping[str, Any] | None, upcoming: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The declared value of each field the spec no longer sets where the query's ``upcoming``
+    settings (those pending, else those it runs with) differ (a pipeline that declares no
+    trigger interval goes back to none)."""
     if declared is None:
         return {}  # a daemon that does not say (an older one): nothing to go back to
-    out: dict[str, Any] = {}
-    for field in was_managed:
-        if field in want or field not in QUERY_FIELDS:
-            continue
-        value = declared.get(field)
-        now = (pending or running).get(field)
-        if now != value:
-            out[field] = value
-    return out
+    gone = (f for f in was_managed if f in QUERY_FIELDS and f not in want)
+    return {f: declared.get(f) for f in gone if upcoming.get(f) != declared.get(f)}
 
 
 def missing_queries(queries: Sequence[QuerySpec], daemon_queries: Sequence[Mapping[str, Any]]) -> list[str]:

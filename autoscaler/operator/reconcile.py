@@ -163,11 +163,13 @@ class AppReconciler:
             return Outcome(self.settings.resync_interval, self._write_status(ref, prev, status))
 
         hash_ = restart_hash(running, self.settings)
-        if spec is not None and (refused := self._apply(ref, spec, hash_, prev, last_good)) is not None:
+        record = _spec_record(spec) if spec is not None else None
+        applied = record == prev.get("lastAppliedSpec") and hash_ == prev.get("restartHash")  # this spec's children are there
+        if spec is not None and (refused := self._apply(ref, spec, hash_, prev, last_good, dry_run_first=not applied)) is not None:
             # the API server refused a child the model let through: reported as the spec's
             # problem, and the spec not recorded as applied (the next pass tries it again)
             self.events.emit(ref, ev.EventSpec(ev.WARNING, ev.APPLY_REFUSED, f"generation {generation}: {refused}", f"{generation}"))
-            problems, spec = [*problems, refused], None
+            problems, spec, record = [*problems, refused], None, None
             running = last_good or running
             hash_ = prev.get("restartHash") or hash_
         sts = self.gateway.get_statefulset(ref.namespace, ref.name)
@@ -177,7 +179,7 @@ class AppReconciler:
             tuple(problems),
             suspended=running.suspend,
             restart_hash=hash_,
-            applied_spec=_spec_record(spec) if spec is not None else prev.get("lastAppliedSpec"),
+            applied_spec=record if record is not None else prev.get("lastAppliedSpec"),
             statefulset=sts,
             pod=pod,
             unreachable_after=self.settings.unreachable_after,
@@ -210,18 +212,19 @@ class AppReconciler:
     # --- children -------------------------------------------------------------------------------
 
     def _apply(
-        self, ref: AppRef, spec: SparkStreamingAppSpec, hash_: str, prev: Mapping[str, Any], last_good: SparkStreamingAppSpec | None
+        self, ref: AppRef, spec: SparkStreamingAppSpec, hash_: str, prev: Mapping[str, Any], last_good: SparkStreamingAppSpec | None,
+        *, dry_run_first: bool,
     ) -> str | None:
         """Apply every child; what the API server refused (a field it checks and the model does
         not), or None. A failure it may not repeat (a timeout, a 5xx) is raised and retried.
 
-        A spec not applied yet goes to the API server as a dry run first, every child, so that
-        one it refuses leaves all of them as they were (it left the ConfigMap updated and the
-        StatefulSet not: the daemon's configuration of one generation under the pod of another).
+        ``dry_run_first`` (a spec not applied yet): every child goes to the API server as a dry
+        run first, so that one it refuses leaves all of them as they were (it left the ConfigMap
+        updated and the StatefulSet not: the daemon's configuration of one generation under the
+        pod of another).
         """
         children = desired_children(ref, spec, self.settings, hash_)
-        new = prev.get("lastAppliedSpec") != _spec_record(spec) or prev.get("restartHash") != hash_
-        for dry_run in (True, False) if new else (False,):
+        for dry_run in (True, False) if dry_run_first else (False,):
             for child in children:
                 try:
                     self.gateway.apply(child, dry_run=dry_run)
@@ -254,7 +257,7 @@ class AppReconciler:
         note = f"SparkStreamingApp {ref.key} generation {generation}"
         try:
             control, overrides, managed = self._control(ref, spec, generation, prev, overrides, client, note, mem)
-            queries = self._queries(ref, spec, generation, prev, client, note, mem)
+            queries = self._queries(ref, spec, generation, obs.managed_query_fields, client, note, mem)
             if queries.refused:  # the condition covers every live field: a query's refusal is not hidden by the rest applying
                 control = ControlOutcome("False", "Rejected", "; ".join(queries.refused))
             level = self._log_level(ref, spec, prev, pod_uid, client, note)
@@ -319,9 +322,9 @@ class AppReconciler:
         return ControlOutcome("False", "Rejected", message), overrides, managed
 
     def _queries(
-        self, ref: AppRef, spec: SparkStreamingAppSpec, generation: int, prev: Mapping[str, Any], client: DaemonClient, note: str, mem: AppMemory
+        self, ref: AppRef, spec: SparkStreamingAppSpec, generation: int, managed: Mapping[str, tuple[str, ...]], client: DaemonClient,
+        note: str, mem: AppMemory,
     ) -> QueryPass:
-        managed = managed_query_fields(prev)
         if not spec.queries and not managed:
             return QueryPass()
         hosted = client.queries()
