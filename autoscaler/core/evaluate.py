@@ -127,7 +127,7 @@ def arrival_rate(samples: Sequence[BatchSample]) -> float | None:
     if not samples:
         return None
     if len(samples) == 1:
-        return samples[0].input_rate
+        return _own_rate(samples[0])
     first, last = samples[0], samples[-1]
     span = (last.started_at - first.started_at).total_seconds()
     if span <= 0:
