@@ -125,7 +125,7 @@ def _not_requesting(r: TickRecord, wanted: int) -> str:
     reactive = r.mode.mode.value == "reactive"
     how = "reactive mode adapts partitions" if reactive else "not granted yet, so partitions adapt meanwhile"
     if have == 0:  # no core to fit the partitions to: the queries wait (their rows stay in the source)
-        how = f"{'reactive mode' if reactive else 'not granted yet, so it'} waits for the cluster to give one"
+        how = "reactive mode waits for the cluster to give one" if reactive else "not granted yet, so it waits for the cluster to give one"
     elif want < have:
         how = "reactive mode keeps what the cluster gives"
     return f"wants {want} core(s), has {have}; {how} ({_why(r)})"
