@@ -65,6 +65,7 @@ class Reason(StrEnum):
     OPERATOR_REQUEST = "OperatorRequest"
     STATE_PINS_SHUFFLE_PARTITIONS = "StatePinsShufflePartitions"
     QUERY_NOT_RESCALABLE = "QueryNotRescalable"
+    BOUNDED_QUERY_TRIGGER = "BoundedQueryTrigger"  # an availableNow query takes no trigger interval
     QUERY_BUSY = "QueryBusy"
     QUERY_COOLDOWN = "QueryRescaleCooldown"
     EXECUTORS_SETTLING = "ExecutorsSettling"
@@ -219,6 +220,9 @@ class QueryView:
     max_parallelism: int = 1024
     partitions_per_core: int = 1
     rescalable: bool = True  # hosted by us (we can rebuild it) vs attached
+    # an ``available_now`` pipeline: each run processes what is there, commits and finishes, so
+    # a trigger interval does not apply (the host starts it with ``availableNow`` whatever it is)
+    bounded: bool = False
     # its source honours ``max_rows_per_batch`` and the operator set none: the daemon bounds its
     # batches when it restarts it (``normalize.max_batch_triggers``)
     managed_rate_limit: bool = False

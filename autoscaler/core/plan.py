@@ -174,6 +174,11 @@ def refusal_for(view: QueryView, wanted: QueryParams) -> tuple[Reason, str] | No
     """Why a query cannot take ``wanted`` now, or None if it can."""
     if not view.rescalable:
         return Reason.QUERY_NOT_RESCALABLE, "query is attached, not hosted: the daemon cannot rebuild it"
+    if view.bounded and wanted.trigger_interval != view.params.trigger_interval:
+        return (
+            Reason.BOUNDED_QUERY_TRIGGER,
+            "the query's pipeline is available_now (it processes what is there, commits and finishes): a trigger interval does not apply",
+        )
     if view.status != QueryStatus.RUNNING:
         return Reason.QUERY_BUSY, f"query is {view.status.value}"
     shuffle_changes = wanted.shuffle_partitions is not None and wanted.shuffle_partitions != view.params.shuffle_partitions

@@ -202,6 +202,9 @@ class QueryInfo(BaseModel):
     min_parallelism: int
     max_parallelism: int
     rescalable: bool
+    bounded: bool = Field(
+        description="An available_now pipeline: each run processes what is there, commits and finishes; a trigger interval is refused."
+    )
     stateful: bool
     state_store: str | None
     restarts: int

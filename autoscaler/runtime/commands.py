@@ -30,7 +30,7 @@ QUERY_FIELDS = ("parallelism", "max_rows_per_batch", "trigger_interval_seconds",
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # the setting a query refusal is about, so that the answer points at the field to change rather
 # than at the query's name; a refusal of the query as a whole (attached, unknown) names the query
-REFUSED_SETTING = {Reason.STATE_PINS_SHUFFLE_PARTITIONS: "shuffle_partitions"}
+REFUSED_SETTING = {Reason.STATE_PINS_SHUFFLE_PARTITIONS: "shuffle_partitions", Reason.BOUNDED_QUERY_TRIGGER: "trigger_interval_seconds"}
 
 
 class ChangeError(Exception):

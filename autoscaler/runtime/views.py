@@ -89,6 +89,7 @@ def query_view_json(view: QueryView) -> dict[str, Any]:
         "min_parallelism": view.min_parallelism,
         "max_parallelism": view.max_parallelism,
         "rescalable": view.rescalable,
+        "bounded": view.bounded,
         "stateful": view.stateful,
         "state_store": view.state_store,
         "restarts": view.restarts,

@@ -395,6 +395,7 @@ class QueryHost:
             max_parallelism=spec.max_parallelism if spec else run.params.parallelism,
             partitions_per_core=spec.partitions_per_core if spec else 1,
             rescalable=spec is not None,
+            bounded=spec is not None and spec.available_now,
             managed_rate_limit=spec is not None and spec.manage_rate_limit and spec.max_rows_per_batch is None,
             stateful=run.stateful,
             state_store=run.state_store,

@@ -153,7 +153,7 @@ def test_bad_decision_queries_name_the_parameter(d, params, field):
 def test_query_detail_and_unknown_query(d):
     d.run_for(30, rate=400)
     q = d.client.get("/api/v1/queries/q").json()
-    assert q["metrics"]["samples"] > 0 and q["held"] == [] and q["pending_request"] is None
+    assert q["metrics"]["samples"] > 0 and q["held"] == [] and q["pending_request"] is None and q["bounded"] is False
     r = d.client.get("/api/v1/queries/nope")
     assert r.status_code == 404 and loc(r) == [("path", "name")]
     assert [x["name"] for x in d.client.get("/api/v1/queries").json()] == ["q"]

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from autoscaler.core.control import ControlState
-from autoscaler.core.model import Mode, QueryParams, Reason
+from autoscaler.core.model import Mode, QueryParams, QueryStatus, Reason
 from autoscaler.runtime.audit import OPERATOR
 from autoscaler.runtime.commands import ChangeError, Commands
 from tests.fakes import query_view
@@ -159,6 +159,20 @@ def test_a_stateful_shuffle_change_the_checkpoint_cannot_honour_is_refused_up_fr
         cmd.request_query("alice", "q", {"shuffle_partitions": 8})
     assert info.value.status == 409 and "StatePinsShufflePartitions" in str(info.value)
     assert [field for field, _ in info.value.problems] == ["shuffle_partitions"]  # the setting refused, not the query
+
+
+@pytest.mark.parametrize("status", [QueryStatus.RUNNING, QueryStatus.FINISHED], ids=["running", "finished"])
+def test_a_trigger_for_an_available_now_query_is_refused_and_its_other_settings_are_taken(status):
+    # before: taken (and kept pending while the query was finished), then ignored by the host,
+    # which starts an available_now pipeline with availableNow whatever the interval
+    _, _, rec, cmd = observed(bounded=True, trigger=None, status=status)
+    with pytest.raises(ChangeError) as info:
+        cmd.request_query("alice", "q", {"trigger_interval_seconds": 5})
+    assert info.value.status == 409 and "BoundedQueryTrigger" in str(info.value) and "available_now" in str(info.value)
+    assert [field for field, _ in info.value.problems] == ["trigger_interval_seconds"]
+    assert rec.control.query_requests == {}
+    cmd.request_query("alice", "q", {"trigger_interval_seconds": None, "max_rows_per_batch": 500})  # no interval: what it has
+    assert rec.control.query_requests["q"] == QueryParams(parallelism=2, max_rows_per_batch=500)
 
 
 def test_an_attached_query_cannot_be_restarted():

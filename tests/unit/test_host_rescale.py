@@ -175,6 +175,29 @@ def test_a_restarted_daemon_starts_each_query_as_it_last_ran(tmp_path):
     assert view.declared == declared
 
 
+def test_an_available_now_pipeline_is_seen_bounded_and_started_with_available_now(tmp_path):
+    # the core refuses a trigger interval for a bounded query (it would be taken, then ignored:
+    # the host starts such a pipeline with availableNow whatever the interval)
+    writers: list[FakeWriter] = []
+
+    def build(spark: Any, ctx: Any) -> FakeWriter:
+        writers.append(FakeWriter(lambda: FakeQuery("run-0")))
+        return writers[-1]
+
+    specs = [
+        PipelineSpec("b", build, trigger=None, available_now=True, initial_parallelism=2),
+        PipelineSpec("s", lambda spark, ctx: FakeWriter(lambda: FakeQuery("run-s")), trigger=timedelta(seconds=1), initial_parallelism=2),
+    ]
+    host = QueryHost(FakeSpark(), specs, checkpoint_root=tmp_path, clock=SystemClock(), registered_cores=lambda: 2)
+    host.start_all()
+    try:
+        views = {v.name: v for v in host.views()}
+        assert (views["b"].bounded, views["s"].bounded) == (True, False)
+        assert views["b"].params.trigger_interval is None and writers[0].triggers == [{"availableNow": True}]
+    finally:
+        host._stop_supervisor.set()
+
+
 class _Dead(FakeQuery):
     """A run that has already failed."""
 

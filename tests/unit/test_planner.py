@@ -140,6 +140,13 @@ def test_attached_query_is_not_rescaled():
     assert changes == () and refusals[0].reason == Reason.QUERY_NOT_RESCALABLE
 
 
+def test_a_trigger_for_a_bounded_query_is_refused_whatever_its_status():
+    bounded = query_view(parallelism=2, bounded=True, trigger=None, status=QueryStatus.FINISHED)
+    wanted = {"q": (QueryParams(parallelism=2, trigger_interval=timedelta(seconds=5)), Reason.OPERATOR_REQUEST)}
+    changes, refusals = plan([bounded], wanted=wanted)
+    assert changes == () and refusals[0].reason == Reason.BOUNDED_QUERY_TRIGGER
+
+
 def test_query_not_running_is_left_alone():
     changes, refusals = plan([query_view(parallelism=2, status=QueryStatus.RESCALING)])
     assert changes == () and refusals == ()
