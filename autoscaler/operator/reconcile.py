@@ -60,6 +60,11 @@ class AppMemory:
     refusing: int = 0  # passes in a row the daemon answered but took no change (401, 503)
     rejected: dict[tuple[int, str], str] = field(default_factory=dict)  # (generation, what) rejected -> why: not resent
 
+    def forget_before(self, generation: int) -> None:
+        """Drop the refusals of earlier generations: a pass asks only for its own (an app that runs
+        for weeks would otherwise keep every refusal of every spec it had)."""
+        self.rejected = {key: why for key, why in self.rejected.items() if key[0] >= generation}
+
 
 @dataclass(frozen=True)
 class QueryPass:
@@ -153,6 +158,7 @@ class AppReconciler:
         generation = int(app["metadata"].get("generation") or 1)
         prev: dict[str, Any] = dict(app.get("status") or {})
         mem = self.memory.setdefault(ref.key, AppMemory())
+        mem.forget_before(generation)
         last_good = _last_good(prev)
         spec, problems = self.validate(ref, app.get("spec"), last_good)
         if problems:

@@ -127,6 +127,11 @@ def test_a_change_the_daemon_refuses_is_reported_and_not_retried_at_the_same_gen
     w.sync()
     assert len(operator_entries(daemon)) == calls == 0 and len(w.events("ControlRejected")) == 1
     assert w.condition("ControlApplied")["status"] == "False"
+    # a new generation asks afresh; the refusals of the old one are not kept for the app's life
+    assert [g for g, _ in w.reconciler.memory["analytics/clicks"].rejected] == [2]
+    w.kube.put_app(app(scaling={**SCALING, "manualExecutors": 3}))
+    w.sync()
+    assert w.condition("ControlApplied")["status"] == "True" and w.reconciler.memory["analytics/clicks"].rejected == {}
 
 
 def test_an_invalid_spec_is_reported_and_the_app_keeps_its_last_good_spec(w, daemon):
