@@ -316,7 +316,8 @@ class PredictivePolicy(Policy):
         """
         p = self.p
         horizon = inp.now - timedelta(seconds=min(price, MAX_LOOKBACK.total_seconds()))
-        largest = math.floor(have * (1 - p.scale_down_margin))
+        # a release leaves fewer cores than there are, whatever the margin (0 allows any release)
+        largest = min(have - 1, math.floor(have * (1 - p.scale_down_margin)))
         max_cores = inp.max_executors * max(1, inp.cores_per_executor)
         carried = 0.0  # the highest rate newer than the record at hand
         idled: tuple[int, float] | None = None  # the sizes from here up have idled this many seconds

@@ -340,9 +340,10 @@ def test_repeated_snapshot_gives_the_same_proposal():
     minutes=st.sampled_from([0, 5, 25]),
     changes=st.integers(0, 8),
     steps=st.integers(0, 30),
+    margin=st.sampled_from([0.0, 0.25]),  # 0: any release (it divided by the zero cores it kept idle)
 )
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_proposal_stays_within_bounds_and_is_idempotent(cores, rate, lag, max_executors, burst, minutes, changes, steps):
+def test_proposal_stays_within_bounds_and_is_idempotent(cores, rate, lag, max_executors, burst, minutes, changes, steps, margin):
     """Within the bounds, and the same for the same input: asked twice, and asked of a new policy.
     The input carries batches (a burst in the last 5 minutes), executor changes and remembered
     rates, so what the policy keeps between calls (batch records, forecasts, sizes) is in play."""
@@ -352,12 +353,29 @@ def test_proposal_stays_within_bounds_and_is_idempotent(cores, rate, lag, max_ex
         rates=tuple(RatePoint(NOW - timedelta(minutes=5 * (k + 2)), "q", rate * (1 + 0.5 * (k % 3))) for k in reversed(range(steps))),
     )
     i = inp(cores=cores, rate=rate, lag=lag, max_executors=max_executors, samples=samples, history=history)
-    chosen = create_policy("default")
+    chosen = create_policy("default", {"scale_down_margin": margin})
     p = chosen.propose(i)
     assert p.executors is None or 1 <= p.executors <= max(max_executors, cores)
     assert all(1 <= v <= 256 for v in p.parallelism.values())
     assert chosen.propose(i) == p
-    assert create_policy("default").propose(i) == p
+    assert create_policy("default", {"scale_down_margin": margin}).propose(i) == p
+
+
+def test_with_no_scale_down_margin_a_release_keeps_fewer_cores_than_it_has():
+    # scale_down_margin 0 (allowed) asked the ski rental whether keeping all 14 cores had paid
+    # for itself and divided by the zero cores that left idle: ZeroDivisionError in the policy
+    # step (a simulation of NYC taxi stopped on day 0.63)
+    # hourly bursts that needed all 14 cores, the last 3 minutes ago: the remembered gaps say
+    # hold, as with the default margin
+    hourly = ScalingHistory(rates=bursts_every(60, 20000.0, 500.0, ended_ago=3))
+    for margin in (0.0, 0.25):
+        proposal = policy(scale_down_margin=margin).propose(inp(cores=14, rate=5000, history=hourly))
+        assert (proposal.executors, proposal.reason, proposal.details["q.fits_cores"]) == (14, Reason.WITHIN_TARGET, 7)
+    # and what a burst 3 minutes ago did not need is released as with it (the 5 cores of
+    # test_scale_down_waits_until_idle_capacity_has_cost_a_rescale)
+    burst = ScalingHistory(rates=rates_before(3, 6000.0))
+    proposal = policy(scale_down_margin=0.0).propose(inp(cores=14, rate=5000, history=burst))
+    assert (proposal.executors, proposal.reason) == (9, Reason.SCALE_DOWN_FOR_LOAD)
 
 
 @given(rate=st.floats(500, 20_000), seed=st.integers(0, 1000))
