@@ -316,8 +316,7 @@ class PredictivePolicy(Policy):
         """
         p = self.p
         horizon = inp.now - timedelta(seconds=min(price, MAX_LOOKBACK.total_seconds()))
-        # a release leaves fewer cores than there are, whatever the margin (0 allows any release)
-        largest = min(have - 1, math.floor(have * (1 - p.scale_down_margin)))
+        largest = self._largest_release(have)
         max_cores = inp.max_executors * max(1, inp.cores_per_executor)
         carried = 0.0  # the highest rate newer than the record at hand
         idled: tuple[int, float] | None = None  # the sizes from here up have idled this many seconds
@@ -338,6 +337,11 @@ class PredictivePolicy(Policy):
         # the sizes from the oldest record's up: idle since the horizon, or longer
         paid = self._paid(idled, largest + 1, have, price, inp, known) if idled is not None else None
         return None if paid is None else (paid, plan_partitions(view, paid, p.align_partitions, p.min_partitions))
+
+    def _largest_release(self, have: int) -> int:
+        """The most cores a scale-down from ``have`` may keep: at least ``scale_down_margin``
+        fewer, and fewer than there are whatever the margin (0 allows any release)."""
+        return min(have - 1, math.floor(have * (1 - self.p.scale_down_margin)))
 
     @staticmethod
     def _paid(
@@ -390,7 +394,7 @@ class PredictivePolicy(Policy):
                 return hold(f"{cores} core(s) once settled")
             reason = self._scale_up_reason(model, view, have, demand, busy_soon)
             return Sizing(view.name, cores, _changed(new_partitions, partitions), busy_now, reason, f"{text} -> {cores} core(s)")
-        if demand.lagging or cores > math.floor(have * (1 - p.scale_down_margin)) or cores >= have:
+        if demand.lagging or cores > self._largest_release(have):
             return hold()
         last_up = _dwell_start(inp)
         if last_up is not None and inp.now - last_up < p.min_dwell:
