@@ -314,7 +314,14 @@ def test_a_flaky_pipeline_recovers_a_doomed_one_is_given_up_and_the_others_go_on
         wait_until(lambda: view("doomed").status == QueryStatus.FAILED, 120, "the doomed pipeline to be given up")
         wait_until(lambda: view("flaky").status == QueryStatus.RUNNING and view("flaky").restarts == 2
                    and list((tmp_path / "out" / "flaky").glob("batch-*.json")), 120, "the flaky pipeline to recover")
-        assert "the sink is down (failure 5)" in (view("doomed").last_error or "") and view("doomed").restarts == 4
+        assert view("doomed").restarts == 4
+        # the error kept is the fifth failure's: the sink's, unless a CPU-starved machine made one of
+        # the five a Python worker that failed to connect back (seen under load), which the hook
+        # never counted; either way the error of the last failure, not an earlier one
+        sink_failures = int((tmp_path / "doomed.failures").read_text())
+        last_error = view("doomed").last_error or ""
+        assert sink_failures in (4, 5) and last_error and (f"the sink is down (failure {sink_failures})" in last_error) == (sink_failures == 5), \
+            (sink_failures, last_error[:500])
         steady = len(list((tmp_path / "out" / "steady").glob("batch-*.json")))
         ticks = daemon.loop.ticks  # type: ignore[union-attr]
         wait_until(lambda: len(list((tmp_path / "out" / "steady").glob("batch-*.json"))) >= steady + 3, 60, "the steady pipeline to go on")
