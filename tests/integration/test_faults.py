@@ -312,8 +312,11 @@ def test_a_flaky_pipeline_recovers_a_doomed_one_is_given_up_and_the_others_go_on
             return next(v for v in host.views() if v.name == name)
 
         wait_until(lambda: view("doomed").status == QueryStatus.FAILED, 120, "the doomed pipeline to be given up")
-        wait_until(lambda: view("flaky").status == QueryStatus.RUNNING and view("flaky").restarts == 2
+        # (at least two restarts: the sink's two failures, and a Python worker that failed to
+        # connect back on a starved machine would add one)
+        wait_until(lambda: view("flaky").status == QueryStatus.RUNNING and view("flaky").restarts >= 2
                    and list((tmp_path / "out" / "flaky").glob("batch-*.json")), 120, "the flaky pipeline to recover")
+        assert (tmp_path / "flaky.failures").read_text() == "2"
         assert view("doomed").restarts == 4
         # the error kept is the fifth failure's: the sink's, unless a CPU-starved machine made one of
         # the five a Python worker that failed to connect back (seen under load), which the hook
