@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from autoscaler.runtime.net import free_port
 from autoscaler.spark.session import CLUSTER_LOG_CONFIG, log_config_option
 
 
@@ -25,12 +25,6 @@ def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def executor_pids(app_id: str) -> list[int]:

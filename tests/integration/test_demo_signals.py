@@ -13,7 +13,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from autoscaler.runtime.net import free_port
 from autoscaler.spark.checkpoint import read_checkpoint
 from tests.integration.conftest import wait_until
 
@@ -71,12 +71,6 @@ def _is_java(pid: int) -> bool:
         return False
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _served_while_it_runs(port: int) -> None:
     """The demo's HTTP side while its query runs: health, the decisions and the metrics."""
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
@@ -91,7 +85,7 @@ def _served_while_it_runs(port: int) -> None:
 @pytest.mark.parametrize("when", ["sigterm-while-spark-starts", "ctrl-c-while-queries-run"])
 def test_a_signal_stops_the_demo_at_a_batch_boundary_and_every_jvm_it_started(tmp_path, when):
     ctrl_c = when == "ctrl-c-while-queries-run"
-    port = _free_port()
+    port = free_port()
     http = ["--http-port", str(port), "--record", str(tmp_path / "run.jsonl")] if ctrl_c else ["--no-http"]
     with open(tmp_path / "out", "wb") as out:
         demo = subprocess.Popen(

@@ -21,8 +21,9 @@ import pytest
 from autoscaler.app.driver import DriverDaemon
 from autoscaler.core.model import QueryStatus, Reason
 from autoscaler.runtime.config import load_settings
+from autoscaler.runtime.net import free_port
 from autoscaler.spark.pipelines import PipelineSpec
-from autoscaler.spark.standalone import LocalStandaloneCluster, executor_pids, free_port
+from autoscaler.spark.standalone import LocalStandaloneCluster, executor_pids
 from autoscaler.tools.demo.workload import drain, trace_pipeline
 from autoscaler.tools.traces import RateProfile
 from tests.integration.conftest import assert_every_row_once, wait_until

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -23,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from autoscaler.runtime.net import free_port
 from autoscaler.tools.dashboard.recording import Recording
 
 Labels = frozenset[tuple[str, str]]
@@ -85,7 +85,7 @@ def prometheus_server(tsdb: Path, *, rule_files: Sequence[Path] = (), evaluation
     config = tsdb.parent / f"{tsdb.name}.prometheus.yml"
     lines = ["global:", f"  evaluation_interval: {evaluation_interval}", "rule_files:", *[f"  - {json.dumps(str(path))}" for path in rule_files]]
     config.write_text("\n".join(lines) + ("\n" if rule_files else " []\n"), encoding="utf-8")
-    port = _free_port()
+    port = free_port()
     log = tsdb.parent / f"{tsdb.name}.prometheus.log"
     with log.open("w", encoding="utf-8") as out:
         process = subprocess.Popen(
@@ -110,12 +110,6 @@ def prometheus_server(tsdb: Path, *, rule_files: Sequence[Path] = (), evaluation
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:

@@ -4,7 +4,6 @@ REST app (over the fake Spark cluster) for the daemon."""
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 from dataclasses import replace
 from datetime import timedelta
@@ -15,6 +14,7 @@ from autoscaler.core.model import QueryParams
 from autoscaler.k8s.errors import Conflict, Invalid
 from autoscaler.operator.watch import AppWatch
 from autoscaler.ops.auth import ApiAuth
+from autoscaler.runtime.net import free_port
 from tests.harness import TOKEN, build, serve
 from tests.unit.operator.samples import sample
 from tests.unit.operator.scenario import OPERATOR, world
@@ -47,9 +47,7 @@ def w(daemon, tmp_path):
 
 def nobody_listening() -> str:
     """The URL of a port on loopback no one listens on."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{s.getsockname()[1]}"
+    return f"http://127.0.0.1:{free_port()}"
 
 
 def control(daemon):
