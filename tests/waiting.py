@@ -3,17 +3,15 @@ no environment of its own: tests/integration/conftest.py sets Spark's on import)
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable
+
+from autoscaler.runtime.waiting import poll
 
 
 def wait_until(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.5) -> Any:
     """``check()``'s first true value within ``timeout`` seconds, asked every ``interval``;
     an AssertionError naming ``what`` after that."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+    value = poll(check, timeout, interval)
+    if not value:
+        raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+    return value

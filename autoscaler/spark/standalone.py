@@ -12,12 +12,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from autoscaler.runtime.net import free_port
+from autoscaler.runtime.waiting import poll
 from autoscaler.spark.session import CLUSTER_LOG_CONFIG, log_config_option
 
 
@@ -177,13 +178,9 @@ class LocalStandaloneCluster:
         self._wait(lambda: self.alive_workers() >= count, timeout, f"{count} worker(s) did not register")
 
     @staticmethod
-    def _wait(check: object, timeout: float, message: str) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if check():  # type: ignore[operator]
-                return
-            time.sleep(0.3)
-        raise TimeoutError(message)
+    def _wait(check: Callable[[], bool], timeout: float, message: str) -> None:
+        if not poll(check, timeout, interval=0.3):
+            raise TimeoutError(message)
 
     def stop(self) -> None:
         for w in self.workers:

@@ -23,6 +23,7 @@ from autoscaler.core.evaluate import batches_since, newest_start
 from autoscaler.core.model import QueryChange, Reason
 from autoscaler.core.settings import SparkSettings
 from autoscaler.runtime.clock import SystemClock
+from autoscaler.runtime.waiting import poll
 from autoscaler.spark.executors import SparkExecutors
 from autoscaler.spark.host import QueryHost
 from autoscaler.spark.pipelines import PipelineSpec
@@ -32,12 +33,11 @@ from autoscaler.tools.traces import RateProfile
 
 
 def _wait(check: Callable[[], bool], timeout: float) -> float:
+    """Seconds until ``check()`` was true, asked every 50 ms."""
     start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        if check():
-            return time.monotonic() - start
-        time.sleep(0.05)
-    raise TimeoutError("condition not reached")
+    if not poll(check, timeout, interval=0.05):
+        raise TimeoutError("condition not reached")
+    return time.monotonic() - start
 
 
 def _summary(values: list[float]) -> dict[str, float]:

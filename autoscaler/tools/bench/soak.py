@@ -38,6 +38,7 @@ from autoscaler.core.model import ActionOutcome, QueryChange, QueryStatus, Reaso
 from autoscaler.core.settings import SparkSettings
 from autoscaler.runtime.clock import SystemClock
 from autoscaler.runtime.files import write_whole
+from autoscaler.runtime.waiting import poll
 from autoscaler.spark.checkpoint import read_checkpoint
 from autoscaler.spark.executors import SparkExecutors
 from autoscaler.spark.host import QueryHost
@@ -118,13 +119,10 @@ def _rows_consumed(checkpoint: Path) -> int:
 
 
 def _wait(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(interval)
-    raise SoakError(f"timed out after {timeout:.0f}s waiting for {what}")
+    value = poll(check, timeout, interval)
+    if not value:
+        raise SoakError(f"timed out after {timeout:.0f}s waiting for {what}")
+    return value
 
 
 class _Soak:
