@@ -151,6 +151,8 @@ def build_session(settings: SparkSettings, extra: Mapping[str, Any] | None = Non
 
     from autoscaler.spark import stopguard
 
+    stopguard.quiet_interrupt_reports()
+
     builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)

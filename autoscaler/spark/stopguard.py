@@ -24,6 +24,7 @@ query as before, with its own traceback.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 QUERY_ID_KEY = "sql.streaming.queryId"  # StreamExecution.QUERY_ID_KEY, a local property of the query's thread
@@ -79,6 +80,26 @@ def query_stopping(session: Any) -> bool:
         return query is None or not query.isActive()
     except Exception:  # the session is going away: report the error as it is
         return False
+
+
+def quiet_interrupt_reports() -> None:
+    """Drop py4j's report of a Ctrl-C or SIGTERM that lands while it waits for the JVM (once per
+    process).
+
+    The daemon's signal handler raises ``KeyboardInterrupt`` until there is something to stop
+    gracefully: in the seconds the session takes to start, that is mostly inside a py4j call.
+    py4j catches it to close its connection, logs ``KeyboardInterrupt while sending command.``
+    at ERROR with the traceback through the root logger, and raises it again; the command then
+    reports the interrupt in one line. Seen on a demo stopped by ``timeout`` while Spark
+    started (2026-11-30): that traceback was all its console said besides "interrupted"."""
+    root = logging.getLogger()
+    if _drop_interrupt_reports not in root.filters:
+        root.addFilter(_drop_interrupt_reports)
+
+
+def _drop_interrupt_reports(record: logging.LogRecord) -> bool:
+    from_py4j = Path(record.pathname).parent.name == "py4j"
+    return not (from_py4j and record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
 
 
 def _drop_stop_reports(record: logging.LogRecord) -> bool:

@@ -130,3 +130,62 @@ def test_installing_twice_wraps_once():
     stopguard.install()
     assert ForeachBatchFunction.call is first
     assert sys.modules["pyspark.sql.utils"].ForeachBatchFunction.call.autoscaler_guard
+
+
+class _Interrupted:
+    """A py4j connection whose JVM call is cut short by our signal handler's KeyboardInterrupt."""
+
+    socket = None
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def send_command(self, command: str) -> str:
+        raise self.error
+
+    def close(self, reset: bool = False) -> None:
+        pass
+
+
+def _root_records_of_a_py4j_call_interrupted_by(error: BaseException) -> list[logging.LogRecord]:
+    """What py4j's own ``GatewayClient.send_command`` logs through the root logger when the call
+    is cut short by ``error`` (re-raised to the caller, as py4j does)."""
+    from py4j.java_gateway import GatewayClient
+
+    kept: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            kept.append(record)
+
+    client = GatewayClient()
+    client._get_connection = lambda: _Interrupted(error)  # type: ignore[method-assign]
+    root, handler = logging.getLogger(), Keep()
+    root.addHandler(handler)
+    try:
+        with pytest.raises(type(error)):
+            client.send_command("c\nt\ngetSparkContext\ne\n")
+    finally:
+        root.removeHandler(handler)
+    return [r for r in kept if r.levelno >= logging.ERROR]
+
+
+def test_a_ctrl_c_while_py4j_waits_for_the_jvm_is_not_reported_as_an_error():
+    root = logging.getLogger()
+    root.removeFilter(stopguard._drop_interrupt_reports)
+    try:
+        # without the filter py4j reports our own interrupt at ERROR, with its traceback
+        [before] = _root_records_of_a_py4j_call_interrupted_by(KeyboardInterrupt())
+        assert before.getMessage() == "KeyboardInterrupt while sending command." and before.exc_info
+        stopguard.quiet_interrupt_reports()
+        stopguard.quiet_interrupt_reports()  # once per process
+        assert root.filters.count(stopguard._drop_interrupt_reports) == 1
+        assert _root_records_of_a_py4j_call_interrupted_by(KeyboardInterrupt()) == []
+        # a record of ours with a KeyboardInterrupt is not py4j's: kept
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            record = logging.LogRecord("root", logging.ERROR, __file__, 1, "ours", None, sys.exc_info())
+        assert root.filter(record)
+    finally:
+        root.removeFilter(stopguard._drop_interrupt_reports)
