@@ -818,6 +818,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from autoscaler.app.signals import StopSignals
+    from autoscaler.runtime.net import listen_problem
     from autoscaler.tools.demo.run import DemoOptions, demo_profile, run_demo
     from autoscaler.tools.traces import TraceError
 
@@ -841,6 +842,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         profile = demo_profile(options)  # a trace, or a compression of it, the demo cannot replay is told before Spark starts
     except TraceError as exc:
         return _fail(str(exc))
+    # the HTTP server starts after the Spark cluster: a port in use is told before that
+    if options.http and options.http_port != 0 and (problem := listen_problem(options.http_host, options.http_port)):
+        return _fail(f"{problem} (another demo or daemon? --http-port picks another, --no-http serves nothing)")
     signals = StopSignals()  # Ctrl-C and SIGTERM interrupt the start-up, then stop at a batch boundary
     signals.install(graceful=False)
     from autoscaler.ops.server import HttpServerError

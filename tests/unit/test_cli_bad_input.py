@@ -241,3 +241,22 @@ def test_run_check_refuses_a_checkpoint_that_is_another_pipelines_default(tmp_pa
     assert main(["run", "--check", "--pipelines", str(module), "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert f"a, b share the checkpoint {str(tmp_path / 'ck' / 'b')!r} (b's by default: pipelines.checkpoint_root/b)" in err
+
+
+def test_the_demo_refuses_a_port_in_use_before_spark_starts(monkeypatch, capsys):
+    # the demo starts a Spark cluster and its driver before its HTTP server: a port in use was
+    # told after 30-60 s of start-up, and uvicorn's own error line came first (2026-11-30)
+    import socket
+
+    def start_spark(*args, **kwargs):
+        raise AssertionError("the demo went on to start Spark")
+
+    monkeypatch.setattr("autoscaler.tools.demo.run.run_demo", start_spark)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["demo", "--duration", "1", "--http-port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert f"spark-autoscaler: error: cannot listen on 127.0.0.1:{port}: Address already in use" in err
+    assert "--no-http serves nothing" in err
