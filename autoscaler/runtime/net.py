@@ -1,5 +1,6 @@
-"""Loopback ports for the processes this package starts on one machine (the demo's standalone
-cluster, a Prometheus server for the dashboard, the tests' servers)."""
+"""Ports for the servers this package starts: free loopback ports for the processes it runs on
+one machine (the demo's standalone cluster, a Prometheus server for the dashboard, the tests'
+servers), and whether a configured address can be listened on before minutes of start-up."""
 
 from __future__ import annotations
 
