@@ -1,4 +1,5 @@
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -76,6 +77,7 @@ def missing_references(doc: Path, root: Path = ROOT) -> list[str]:
     return missing
 
 
+@functools.cache  # the README and the docs name the same few test modules dozens of times
 def _defined_names(module: Path) -> set[str]:
     tree = ast.parse(module.read_text())
     return {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
