@@ -197,6 +197,11 @@ class DriverDaemon:
         view = ex.observe(now)
         mode = resolve_mode(s.mode, view)
         wanted = s.executors.start_count
+        if self._stopped.is_set():
+            # a stop asked for while Spark started: ask for nothing and wait for nothing (the
+            # request would be taken back at once; no query starts either)
+            log.info("stopped_while_starting", executors=view.count, detail="no executors requested, no query started")
+            return StartupReport(mode.mode, "stopped while Spark started", wanted, view.count, timedelta(0))
         if mode.mode == Mode.ACTIVE:
             # standalone and local-cluster start an executor on every worker: keep `wanted`
             extra = choose_removals(view, wanted)

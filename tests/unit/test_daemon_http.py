@@ -13,6 +13,7 @@ from fastapi import FastAPI, Request
 
 from autoscaler.app.driver import DriverDaemon
 from autoscaler.cli import build_parser, main
+from autoscaler.core.model import Executor, ExecutorView, Mode, Reason
 from autoscaler.ops.server import HttpServer, HttpServerError
 from autoscaler.runtime.config import SettingsError, load_settings
 from tests.unit.test_api import answered
@@ -38,6 +39,44 @@ def test_the_daemon_serves_health_and_metrics_before_spark_is_up(tmp_path, monke
     finally:
         daemon.stop_http()
     assert daemon.state_store is not None and daemon.state_store.path == tmp_path / "state.json"
+
+
+class RecordingExecutors:
+    """The executor calls the daemon makes while it starts, on one registered executor."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def observe(self, now):
+        return ExecutorView((Executor("0", 1),), 1, True, Reason.CAN_REQUEST_EXECUTORS)
+
+    def set_target(self, total, now):
+        self.calls.append(f"set_target {total}")
+        return True
+
+    def remove(self, ids, now):
+        self.calls.append(f"remove {list(ids)}")
+        return True
+
+    def wait_for(self, count, timeout, clock, stop=None):
+        self.calls.append(f"wait_for {count}")
+        return count
+
+
+@pytest.mark.parametrize("stopped", [False, True], ids=["running", "stopped-while-spark-started"])
+def test_a_stop_asked_for_while_spark_starts_requests_no_executors(stopped):
+    settings = load_settings(None, {"mode": "active", "http.enabled": False, "executors.initial": 3}, environ={})
+    daemon = DriverDaemon(settings, specs=[])
+    daemon.executors = executors = RecordingExecutors()  # type: ignore[assignment]
+    if stopped:
+        daemon.request_stop()
+    report = daemon._wait_for_resources()
+    if stopped:
+        assert executors.calls == [] and (report.executors, report.waited.total_seconds()) == (1, 0.0)
+        assert report.mode_reason == "stopped while Spark started"
+    else:
+        assert executors.calls == ["set_target 3", "wait_for 3"] and report.executors == 3
+    assert report.mode == Mode.ACTIVE
 
 
 def test_a_port_in_use_is_a_clear_error():
