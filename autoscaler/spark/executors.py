@@ -22,6 +22,10 @@ from autoscaler.spark.rest import driver_api, get_json
 
 log = get_logger("autoscaler.spark.executors")
 
+# failed reads of the driver's executors REST API in a row before a warning (then not again
+# until it has answered)
+REST_FAILURES_TO_WARN = 3
+
 _LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]")
 REMOVAL_TIMEOUT = timedelta(seconds=120)
 
@@ -120,15 +124,24 @@ class SparkExecutors:
         self._removing: dict[str, datetime] = {}  # asked to remove, still registered
         self._removed_by_us: set[str] = set()  # so their disappearance is not reported as lost
         self._previous: set[str] | None = None
+        self._rest_failures = 0  # in a row
 
     # --- observation -----------------------------------------------------------------------
 
     def _fetch(self) -> tuple[Executor, ...]:
         if self._rest:
             try:
-                return parse_executors(get_json(self._rest, 5))
-            except OSError as exc:
-                log.warning("executor_rest_failed", error=str(exc))
+                executors = parse_executors(get_json(self._rest, 5))
+                self._rest_failures = 0
+                return executors
+            except (OSError, ValueError) as exc:
+                # the context's executor ids stand in; one slow answer from a loaded driver is
+                # not worth a user's attention, a REST API that keeps failing is (said once)
+                self._rest_failures += 1
+                warn = self._rest_failures == REST_FAILURES_TO_WARN
+                (log.warning if warn else log.debug)(
+                    "executor_rest_failed", error=str(exc), failures_in_a_row=self._rest_failures, fallback="the context's executor ids"
+                )
         try:
             ids = self._jsc.getExecutorIds()
             return tuple(Executor(id=str(ids.apply(i)), cores=self.cores) for i in range(ids.size()))

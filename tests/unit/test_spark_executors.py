@@ -100,3 +100,30 @@ def test_only_local_masters_run_their_tasks_in_the_driver():
 
     assert [m for m in ("local", "local[1]", "local[*]", "local[4, 2]", " local[2]") if not driver_runs_tasks(m)] == []
     assert [m for m in ("local-cluster[2,1,512]", "spark://127.0.0.1:7077", "k8s://https://api:6443", "yarn") if driver_runs_tasks(m)] == []
+
+
+def test_the_rest_api_failing_once_is_covered_quietly_and_failing_on_is_said_once(httpserver):
+    """A driver too busy to answer its UI's REST API in time (seen once a run on a loaded 2-core
+    machine) is covered by the context's executor ids without a warning; one that keeps
+    failing (a broken UI, an HTML page from a proxy) is warned about once, and again only after
+    it has answered in between."""
+    import structlog
+
+    url = "/api/v1/applications/app-1/executors"
+    driver = _Driver(["0", "1"], grant=True)
+    spark = spark_with(driver)
+    spark.sparkContext.uiWebUrl = httpserver.url_for("").rstrip("/")
+    executors = SparkExecutors(spark)
+    answers = ["html", 500, 500, "json", 500, 500, 500, 500]
+    for answer in answers:
+        if answer == "json":
+            httpserver.expect_oneshot_request(url).respond_with_json([{"id": "driver"}, {"id": "0", "totalCores": 1}, {"id": "1", "totalCores": 1}])
+        elif answer == "html":
+            httpserver.expect_oneshot_request(url).respond_with_data("<html>proxy</html>", content_type="text/html")
+        else:
+            httpserver.expect_oneshot_request(url).respond_with_data("busy", status=500)
+    with structlog.testing.capture_logs() as logs:
+        seen = [tuple(e.id for e in executors.observe(T0).alive) for _ in answers]
+    assert seen == [("0", "1")] * len(answers)  # the context's ids stood in each time
+    failures = [(e["log_level"], e["failures_in_a_row"]) for e in logs if e["event"] == "executor_rest_failed"]
+    assert failures == [("debug", 1), ("debug", 2), ("warning", 3), ("debug", 1), ("debug", 2), ("warning", 3), ("debug", 4)]
