@@ -795,7 +795,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if state:
             restore_state(state, str(store))
         if store is not None:
-            store.check_writable()  # every tick saves: a store that cannot be written is found now
+            store.check_writable()  # the ticks save: a store that cannot be written is found now
     except StateStoreError as exc:
         return _fail(str(exc))
     if args.check:

@@ -422,7 +422,8 @@ class StateSettings(_Model):
     path: Path | None = Field(
         None,
         description="JSON file keeping the daemon's state (scaling history, pending scale-downs, operator "
-        "overrides) across restarts, written atomically every tick; unset: kept in memory only.",
+        "overrides) across restarts, written atomically by each tick that changed it (one that changed only a pending "
+        "scale-down's window: at most once a minute); unset: kept in memory only.",
     )
     configmap: str | None = Field(
         None,

@@ -360,6 +360,66 @@ def test_a_state_store_that_cannot_be_written_does_not_lose_the_ticks_record(res
     assert store.load()["history"]["events"], "the change made while the store failed is saved once it works"
 
 
+class CountingStore(FlakyStateStore):
+    """A state store that counts its saves."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.saves = 0
+
+    def save(self, state) -> None:
+        super().save(state)
+        self.saves += 1
+
+
+def test_a_tick_that_changed_only_the_scale_down_window_saves_at_most_once_a_minute():
+    """A save writes the whole state (every query's remembered rates); a tick that only added a
+    recommendation to the scale-down window does not write it again within a minute, a tick
+    that changed what a restarted daemon must not lose writes it at once."""
+    from dataclasses import replace
+
+    store = CountingStore()
+    clock, cluster, rec = make_with_store(store, executors=1)
+    clock.advance(TICK)
+    rec.tick()  # 1 -> 3 executors: an event, saved
+    assert store.saves == 1 and store.load()["history"]["events"]
+    for _ in range(24):  # two minutes at 3 executors: nothing but the window changes
+        clock.advance(TICK)
+        rec.tick()
+    assert store.saves == 3, "once a minute"
+    assert store.load()["history"]["recommendations"][-1][0] == clock.now().isoformat()
+    clock.advance(TICK)
+    rec.tick()
+    assert store.saves == 3 and store.load()["history"]["recommendations"][-1][0] == (clock.now() - TICK).isoformat()
+    rec.update_control(lambda c: replace(c, max_executors=2))  # saved by the change itself ...
+    clock.advance(TICK)
+    rec.tick()  # ... and the tick that scales 3 -> 2 saves at once
+    assert store.saves == 5 and store.load()["history"]["events"][-1]["to"] == 2
+    clock.advance(TICK)
+    rec.tick()
+    assert store.saves == 5
+    # a recommendation above the newest saved is saved at once (a restart must not forget it)
+    rec.history = rec.history.with_recommendation(clock.now(), 6)
+    rec._save_tick(clock.now())
+    assert store.saves == 6 and store.load()["history"]["recommendations"][-1] == [clock.now().isoformat(), 6]
+
+
+def test_a_restarted_daemon_takes_the_newest_saved_recommendation_as_made_when_it_starts():
+    """What it lost of the scale-down window (at most a minute, none of it above the newest
+    saved recommendation) is covered: its scale-down waits at most one delay longer, never less."""
+    store = CountingStore()
+    clock, cluster, rec = make_with_store(store, executors=1)
+    for _ in range(6):
+        clock.advance(TICK)
+        rec.tick()
+    saved = store.load()["history"]["recommendations"]
+    assert saved[-1][0] < clock.now().isoformat(), "the newest ticks were not saved"
+    clock.advance(timedelta(minutes=3))  # the daemon was down
+    again = Reconciler(settings=rec.settings, observer=cluster, executors=cluster, queries=cluster, clock=clock, state_store=store)
+    assert again.history.recommendations[-1] == (clock.now(), saved[-1][1])
+    assert [(a.isoformat(), n) for a, n in again.history.recommendations[:-1]] == [tuple(r) for r in saved]
+
+
 def test_an_operator_change_that_cannot_be_saved_is_not_applied():
     from dataclasses import replace
 
