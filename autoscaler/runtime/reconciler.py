@@ -292,6 +292,8 @@ class Reconciler:
         daemon counts the newest recommendation saved as made when it starts (:meth:`_restore`),
         so the window it lost holds it no less than the one it had: its scale-down waits at
         most one delay longer, never less."""
+        if self.state_store is None:
+            return
         lasting = self._lasting()
         newest = self.history.recommendations[-1][1] if self.history.recommendations else None
         if self.state_error is None and self._saved is not None:
