@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,7 @@ def executor_pids(app_id: str) -> list[int]:
 class Worker:
     index: int
     process: subprocess.Popen[bytes]
+    webui_port: int  # names the worker in the master's status (its ``webuiaddress``)
 
     @property
     def alive(self) -> bool:
@@ -128,6 +130,7 @@ class LocalStandaloneCluster:
     def add_worker(self) -> Worker:
         index = self._next
         self._next += 1
+        webui_port = free_port()
         work = self.workdir / f"worker-{index}"
         work.mkdir(parents=True, exist_ok=True)
         proc = self._spawn(
@@ -137,21 +140,24 @@ class LocalStandaloneCluster:
                 "--cores", str(self.cores_per_worker),
                 "--memory", self.memory,
                 "--work-dir", str(work),
-                "--webui-port", str(free_port()),
+                "--webui-port", str(webui_port),
                 self.url,
             ],
             f"worker-{index}.log",
         )
-        worker = Worker(index, proc)
+        worker = Worker(index, proc, webui_port)
         self.workers.append(worker)
         return worker
 
     def remove_worker(self, worker: Worker | None = None, *, kill: bool = True) -> Worker | None:
-        """Stop a worker (the newest by default): SIGKILL models a lost node, SIGTERM a drained one."""
+        """Stop a worker: SIGKILL models a lost node, SIGTERM a drained one. By default the newest
+        that runs an executor, else the newest: a node lost is one the application was using (a
+        worker still waiting for its executor to start would take nothing with it)."""
         alive = [w for w in self.workers if w.alive]
         if not alive:
             return None
-        worker = worker or alive[-1]
+        busy = self.workers_running_executors()
+        worker = worker or (busy or alive)[-1]
         worker.process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
         worker.process.wait(timeout=30)
         return worker
@@ -173,6 +179,17 @@ class LocalStandaloneCluster:
         if not isinstance(workers, list):
             return 0
         return sum(1 for w in workers if isinstance(w, dict) and w.get("state") == "ALIVE")
+
+    def workers_running_executors(self) -> list[Worker]:
+        """The live workers the master says have cores in use (an executor's), oldest first."""
+        state = self.state() or {}
+        entries = state.get("workers")
+        busy_ports = {
+            urllib.parse.urlsplit(str(entry.get("webuiaddress", ""))).port
+            for entry in (entries if isinstance(entries, list) else [])
+            if isinstance(entry, dict) and entry.get("state") == "ALIVE" and int(entry.get("coresused") or 0) > 0
+        }
+        return [w for w in self.workers if w.alive and w.webui_port in busy_ports]
 
     def wait_for_workers(self, count: int, timeout: float = 60) -> None:
         self._wait(lambda: self.alive_workers() >= count, timeout, f"{count} worker(s) did not register")

@@ -34,6 +34,7 @@ def test_reactive_mode_uses_workers_that_join_and_survives_a_worker_killed_mid_b
     spark = None
     try:
         cluster.start(workers=1)
+        assert cluster.workers_running_executors() == []  # no application: no executor anywhere
         spark = session(cluster.url)
         # the one worker's executor registered first: the daemon's wait below is then for the
         # second one only (on a loaded 2-core box the first took over 6 s to come, and the daemon
@@ -81,8 +82,9 @@ def test_reactive_mode_uses_workers_that_join_and_survives_a_worker_killed_mid_b
             )
             wait_until(lambda: daemon.host.views()[0].batch_running, 30, "a batch in flight", interval=0.05)
             run_id = str(daemon.host.query("events").runId)
+            assert cluster.workers_running_executors() == cluster.workers  # the master's view: both run one
             killed = cluster.remove_worker(kill=True)
-            assert killed is not None
+            assert killed is cluster.workers[-1]
             wait_until(lambda: records[-1].executors_alive == 1, 30, "the lost executor to be noticed")
             assert any(r.executors_lost for r in records), "the lost executor is reported"
             progressed = newest(daemon.host.views()[0].samples)
