@@ -396,6 +396,18 @@ def test_the_cheapest_path_is_the_schedule_the_programme_prices(need, lengths, p
 
 
 @settings(max_examples=200, deadline=None)
+@given(need=st.lists(st.integers(1, 8), min_size=1, max_size=30), lengths=st.lists(st.integers(1, 4), min_size=30, max_size=30))
+def test_free_changes_follow_the_need_changing_once_between_merged_steps(need, lengths):
+    # budget_price reads the changes at price 0 from the merged steps, without the programme
+    from autoscaler.core.budget import cheapest_path, cheapest_schedule, merge_equal_steps
+
+    lengths, need = np.array(lengths[: len(need)], float), np.array(need, float)
+    merged = merge_equal_steps(lengths, need)[1]
+    assert cheapest_schedule(lengths, need, 0.0) == (float(np.dot(lengths, need)), len(merged) - 1)
+    assert (cheapest_path(lengths, need, 0.0) == need).all()
+
+
+@settings(max_examples=200, deadline=None)
 @given(
     need=st.lists(st.integers(1, 32), min_size=2, max_size=40),
     lengths=st.lists(st.sampled_from([60.0, 300.0, 1800.0]), min_size=40, max_size=40),
