@@ -16,7 +16,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Collection
 
 from autoscaler.runtime.net import free_port
 from autoscaler.runtime.waiting import poll
@@ -190,6 +190,22 @@ class LocalStandaloneCluster:
             if isinstance(entry, dict) and entry.get("state") == "ALIVE" and int(entry.get("coresused") or 0) > 0
         }
         return [w for w in self.workers if w.alive and w.webui_port in busy_ports]
+
+    def executors_on(self, worker: Worker) -> set[str]:
+        """The ids of the executors this worker runs (its own status; empty while it gives none)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{worker.webui_port}/json/", timeout=2) as resp:
+                data = json.load(resp)
+        except (OSError, ValueError):  # not answering, or not JSON
+            return set()
+        executors = data.get("executors") if isinstance(data, dict) else None
+        return {str(e["id"]) for e in (executors if isinstance(executors, list) else []) if isinstance(e, dict) and "id" in e}
+
+    def worker_hosting(self, executor_ids: Collection[str]) -> Worker | None:
+        """The newest live worker running one of these executors (ids as the driver names them:
+        standalone numbers an application's executors itself), or None."""
+        wanted = set(executor_ids)
+        return next((w for w in reversed(self.workers) if w.alive and self.executors_on(w) & wanted), None)
 
     def wait_for_workers(self, count: int, timeout: float = 60) -> None:
         self._wait(lambda: self.alive_workers() >= count, timeout, f"{count} worker(s) did not register")

@@ -83,6 +83,11 @@ def test_reactive_mode_uses_workers_that_join_and_survives_a_worker_killed_mid_b
             wait_until(lambda: daemon.host.views()[0].batch_running, 30, "a batch in flight", interval=0.05)
             run_id = str(daemon.host.query("events").runId)
             assert cluster.workers_running_executors() == cluster.workers  # the master's view: both run one
+            # each worker names the executor it runs, as the driver names them
+            registered = [e.id for e in SparkExecutors(spark).observe(SystemClock().now()).alive]
+            assert sorted(i for w in cluster.workers for i in cluster.executors_on(w)) == sorted(registered)
+            assert cluster.worker_hosting(registered) is cluster.workers[-1]
+            assert cluster.worker_hosting([*cluster.executors_on(cluster.workers[0])]) is cluster.workers[0]
             killed = cluster.remove_worker(kill=True)
             assert killed is cluster.workers[-1]
             wait_until(lambda: records[-1].executors_alive == 1, 30, "the lost executor to be noticed")

@@ -7,7 +7,8 @@ climbs through the morning, peaks in the evening and falls at night.
 * ``--mode active``: the workers for ``max_executors`` exist (spare capacity); the daemon
   requests and removes executors through Spark's executor-request API.
 * ``--mode reactive``: the demo itself adds and kills worker processes on a schedule, as spot
-  capacity would come and go; the daemon never requests executors and rescales the query from
+  capacity would come and go (a killed worker is one running an executor the driver has
+  registered, so the application loses it); the daemon never requests executors and rescales the query from
   its checkpoint so its partitions fit the cores that exist.
 
 At the end the query is stopped at a batch boundary, the rest of the input is drained from
@@ -28,7 +29,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
@@ -39,6 +40,8 @@ from autoscaler.core.model import TickRecord
 from autoscaler.core.settings import Settings, SparkSettings
 from autoscaler.runtime.audit import explain_event
 from autoscaler.runtime.logs import configure_logging
+from autoscaler.runtime.ports import NotReady
+from autoscaler.spark.executors import SparkExecutors
 from autoscaler.spark.pipelines import PipelineSpec
 from autoscaler.spark.session import build_session, stop_session
 from autoscaler.spark.standalone import LocalStandaloneCluster
@@ -272,7 +275,7 @@ def _run(
         for _ in range(options.max_executors - 1):
             cluster.add_worker()  # spare capacity: used only when the daemon asks for it
     else:
-        _schedule_workers(cluster, start, reactive_schedule(options.duration), out)
+        _schedule_workers(cluster, start, reactive_schedule(options.duration), out, registered_executors(SparkExecutors(spark)))
     loop = threading.Thread(target=daemon.loop.run, daemon=True)
     loop.start()
     signals.graceful()  # from here on a signal stops the query at a batch boundary, like the end does
@@ -301,13 +304,30 @@ def _run(
         daemon.stop_http()
 
 
-def _schedule_workers(cluster: LocalStandaloneCluster, start: float, plan: list[tuple[float, str, int]], out: TextIO) -> None:
+def registered_executors(executors: SparkExecutors) -> Callable[[], list[str]]:
+    """The ids of the executors registered with the driver now (none while it cannot tell)."""
+
+    def ids() -> list[str]:
+        try:
+            return [e.id for e in executors.observe(datetime.now(timezone.utc)).alive]
+        except NotReady:
+            return []
+
+    return ids
+
+
+def _schedule_workers(
+    cluster: LocalStandaloneCluster, start: float, plan: list[tuple[float, str, int]], out: TextIO, registered: Callable[[], list[str]]
+) -> None:
     def act(action: str, count: int) -> None:
         for _ in range(count):
             if action == "add":
                 cluster.add_worker()
             else:
-                cluster.remove_worker(kill=True)
+                # a lost node the application was using: one whose executor the driver has
+                # registered (on a slow start a new worker's executor can take 20 s to), else
+                # the newest running any
+                cluster.remove_worker(cluster.worker_hosting(registered()), kill=True)
         print(f"{time.time() - start:5.0f}s   [cluster] {'added' if action == 'add' else 'killed'} {count} worker(s)", file=out, flush=True)
 
     for at, action, count in plan:
