@@ -7,19 +7,18 @@ tests to add and remove capacity the way spot nodes or a cluster autoscaler woul
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Collection
 
 from autoscaler.runtime.net import free_port
 from autoscaler.runtime.waiting import poll
+from autoscaler.spark.rest import get_json
 from autoscaler.spark.session import CLUSTER_LOG_CONFIG, log_config_option
 
 
@@ -43,6 +42,15 @@ def executor_pids(app_id: str) -> list[int]:
         if b"org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmdline and app_id.encode() in cmdline:
             pids.append(int(proc.name))
     return sorted(pids)
+
+
+def _status(webui_port: int) -> dict[str, object] | None:
+    """A master's or worker's JSON status from its web UI, or None while it gives none."""
+    try:
+        data = get_json(f"http://127.0.0.1:{webui_port}/json/", timeout=2)
+    except (OSError, ValueError):  # not answering, or not JSON (the HTML page while it starts)
+        return None
+    return data if isinstance(data, dict) else None
 
 
 @dataclass
@@ -156,8 +164,7 @@ class LocalStandaloneCluster:
         alive = [w for w in self.workers if w.alive]
         if not alive:
             return None
-        busy = self.workers_running_executors()
-        worker = worker or (busy or alive)[-1]
+        worker = worker or (self.workers_running_executors() or alive)[-1]
         worker.process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
         worker.process.wait(timeout=30)
         return worker
@@ -166,12 +173,7 @@ class LocalStandaloneCluster:
         """The master's JSON status, or None while it gives none (not listening yet, or still
         starting: a CI run once got the HTML status page from ``/json/`` right after start-up).
         Callers wait for a usable answer and time out with their own message."""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.webui_port}/json/", timeout=2) as resp:
-                data = json.load(resp)
-        except (OSError, ValueError):  # ValueError: not JSON
-            return None
-        return data if isinstance(data, dict) else None
+        return _status(self.webui_port)
 
     def alive_workers(self) -> int:
         state = self.state() or {}
@@ -193,12 +195,7 @@ class LocalStandaloneCluster:
 
     def executors_on(self, worker: Worker) -> set[str]:
         """The ids of the executors this worker runs (its own status; empty while it gives none)."""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{worker.webui_port}/json/", timeout=2) as resp:
-                data = json.load(resp)
-        except (OSError, ValueError):  # not answering, or not JSON
-            return set()
-        executors = data.get("executors") if isinstance(data, dict) else None
+        executors = (_status(worker.webui_port) or {}).get("executors")
         return {str(e["id"]) for e in (executors if isinstance(executors, list) else []) if isinstance(e, dict) and "id" in e}
 
     def worker_hosting(self, executor_ids: Collection[str]) -> Worker | None:

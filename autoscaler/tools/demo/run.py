@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
@@ -40,9 +40,9 @@ from autoscaler.core.model import TickRecord
 from autoscaler.core.settings import Settings, SparkSettings
 from autoscaler.runtime.audit import explain_event
 from autoscaler.runtime.logs import configure_logging
-from autoscaler.runtime.ports import NotReady
-from autoscaler.spark.executors import SparkExecutors
+from autoscaler.spark.executors import parse_executors
 from autoscaler.spark.pipelines import PipelineSpec
+from autoscaler.spark.rest import driver_api, get_json
 from autoscaler.spark.session import build_session, stop_session
 from autoscaler.spark.standalone import LocalStandaloneCluster
 from autoscaler.tools.bench.step_load import ExecutorSampler
@@ -275,7 +275,7 @@ def _run(
         for _ in range(options.max_executors - 1):
             cluster.add_worker()  # spare capacity: used only when the daemon asks for it
     else:
-        _schedule_workers(cluster, start, reactive_schedule(options.duration), out, registered_executors(SparkExecutors(spark)))
+        _schedule_workers(cluster, start, reactive_schedule(options.duration), out, registered_executors(spark))
     loop = threading.Thread(target=daemon.loop.run, daemon=True)
     loop.start()
     signals.graceful()  # from here on a signal stops the query at a batch boundary, like the end does
@@ -304,13 +304,15 @@ def _run(
         daemon.stop_http()
 
 
-def registered_executors(executors: SparkExecutors) -> Callable[[], list[str]]:
-    """The ids of the executors registered with the driver now (none while it cannot tell)."""
+def registered_executors(spark: Any) -> Callable[[], list[str]]:
+    """The ids of the executors registered with the driver now, from its REST API; none while
+    it does not answer (the kill then falls back to a worker the master says is in use)."""
+    url = driver_api(spark, "executors")
 
     def ids() -> list[str]:
         try:
-            return [e.id for e in executors.observe(datetime.now(timezone.utc)).alive]
-        except NotReady:
+            return [e.id for e in parse_executors(get_json(url, timeout=2))] if url else []
+        except (OSError, ValueError):
             return []
 
     return ids
