@@ -36,9 +36,10 @@ def traces(tmp_path):
     return d
 
 
-def result(cost, slo, bound=1.0, rescales=10.0, overshoot=0.01):
+def result(cost, slo, bound=1.0, rescales=10.0, overshoot=0.01, restarts=4, days=2.0):
     return {"cost_ratio": cost, "slo_violation_fraction": slo, "budget_oracle_cost_ratio": bound,
-            "rescales_per_day": rescales, "overshoot_fraction": overshoot}
+            "rescales_per_day": rescales, "overshoot_fraction": overshoot,
+            "query_restarts": restarts, "simulated_seconds": days * 86400}
 
 
 def test_a_baseline_beats_the_default_only_when_both_cheaper_and_with_fewer_slo_violations():
@@ -68,9 +69,18 @@ def test_the_ceilings_own_slo_violations_are_reported_beside_the_defaults():
     assert judged["ceiling_slo_violation_fraction"] == 0.0131
     assert judged["met"]["slo"] is False  # the target stays the target; the ceiling says why
     rep = {"scales": {"p99": {"title": "p99", "traces": {"aapl": {"judged": judged, "results": {}}}}}}
-    assert "| 1.53 ! | 1.31 | 10.0 |" in format_report(rep)
+    assert "| 1.53 ! | 1.31 | 10.0 | 2.0 |" in format_report(rep)
     rep["scales"]["p99"]["traces"]["aapl"]["judged"] = judge(old, {})
-    assert "| 1.53 ! | - | 10.0 |" in format_report(rep)
+    assert "| 1.53 ! | - | 10.0 | 2.0 |" in format_report(rep)
+
+
+def test_the_query_restarts_a_day_are_reported_and_judge_nothing():
+    # 99 restarts from the checkpoint in 4.5 days: 22 a day, beside 10 executor changes a day
+    judged = judge(result(1.0, 0.0, restarts=99, days=4.5), {})
+    assert judged["query_restarts_per_day"] == pytest.approx(22.0)
+    assert all(judged["met"].values())  # not a target: a pause of the stream each, shown beside the rescales
+    rep = {"scales": {"peak": {"title": "peak", "traces": {"elb": {"judged": judged, "results": {}}}}}}
+    assert "| 0.00 | - | 10.0 | 22.0 | 1.0 |" in format_report(rep)
 
 
 def test_the_online_ski_rental_is_reported_against_the_bound_from_any_result_that_has_it():
@@ -231,8 +241,8 @@ def _keep(results, scale, name, figures):
 
 def test_a_change_is_compared_run_by_run_and_tallied_at_the_precision_shown(traces, tmp_path, capsys):
     before, after = tmp_path / "before", tmp_path / "after"
-    _keep(before, "peak", "default-burst", result(1.50, 0.0144, bound=1.2, rescales=33.8, overshoot=0.099))
-    _keep(after, "peak", "default-burst", result(1.44, 0.0028, bound=1.2, rescales=33.8, overshoot=0.1004))
+    _keep(before, "peak", "default-burst", result(1.50, 0.0144, bound=1.2, rescales=33.8, overshoot=0.099, restarts=30))
+    _keep(after, "peak", "default-burst", result(1.44, 0.0028, bound=1.2, rescales=33.8, overshoot=0.1004, restarts=11))
     _keep(before, "peak", "default-step", result(1.30, 0.0, rescales=10.0))
     _keep(after, "peak", "default-step", result(1.304, 0.0001, rescales=9.0))  # x bound even at 2 decimals
     _keep(before, "p99", "default-step", result(1.0, 0.0))  # the p99 step not run since: named, not compared
@@ -240,12 +250,13 @@ def test_a_change_is_compared_run_by_run_and_tallied_at_the_precision_shown(trac
             "--compare-to", str(before)]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "| burst | peak | 1.25 -> 1.20 | 1.44 -> 0.28 | 33.8 -> 33.8 | 9.9 -> 10.0 |" in out
-    assert "| step | peak | 1.30 -> 1.30 | 0.00 -> 0.01 | 10.0 -> 9.0 | 1.0 -> 1.0 |" in out
+    assert "| burst | peak | 1.25 -> 1.20 | 1.44 -> 0.28 | 33.8 -> 33.8 | 9.9 -> 10.0 | 15.0 -> 5.5 |" in out
+    assert "| step | peak | 1.30 -> 1.30 | 0.00 -> 0.01 | 10.0 -> 9.0 | 1.0 -> 1.0 | 2.0 -> 2.0 |" in out
     assert "- x bound: lower on 1, even on 1, higher on 0" in out
     assert "- SLO %: lower on 1, even on 0, higher on 1" in out
     assert "- rescales/day: lower on 1, even on 1, higher on 0" in out
     assert "- overshoot %: lower on 0, even on 1, higher on 1" in out
+    assert "- query restarts/day: lower on 1, even on 1, higher on 0" in out
     assert "- only before: p99/step" in out
     assert main([*args, "--json"]) == 0
     compared = json.loads(capsys.readouterr().out)["compared"]["policies"]["default"]
