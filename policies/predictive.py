@@ -222,6 +222,11 @@ class PredictivePolicy(Policy):
             description="Give each query at least this many partitions (in whole task waves): executors that arrive "
             "during a batch then take its tasks, and small executor changes need no restart.",
         )
+        keep_partitions: bool = Field(
+            False,
+            description="Keep a query's partitions (no restart from its checkpoint) whenever they run the new size within the "
+            "target with no more cores than aligned partitions plus the restart's pause would need.",
+        )
 
         @model_validator(mode="after")
         def _ordered(self) -> "PredictivePolicy.Params":
@@ -338,6 +343,25 @@ class PredictivePolicy(Policy):
         paid = self._paid(idled, largest + 1, have, price, inp, known) if idled is not None else None
         return None if paid is None else (paid, plan_partitions(view, paid, p.align_partitions, p.min_partitions))
 
+    def _keeps_partitions(self, view: QueryView) -> bool:
+        """Whether a size change may keep the query's partitions: asked for, and they are at
+        least the floor (fewer are raised to it whatever they carry)."""
+        return self.p.keep_partitions and self.p.align_partitions and view.params.parallelism >= self.p.min_partitions
+
+    def _extra_waves_fit(self, model: BatchCostModel, kept: int, aligned: int, cores: int, trigger: timedelta | None) -> bool:
+        """Whether ``kept`` partitions may stay on the ``cores`` of a scale-down instead of
+        ``aligned`` ones: in whole waves their rows take as long (``R / (C x mu)`` either way),
+        and the per-task costs of their extra waves take at most the gap between
+        ``target_utilization`` and ``scale_up_utilization`` of the trigger, so no rate the
+        aligned partitions would carry within the target makes the kept ones scale up. In
+        part-filled waves they carry less (64 partitions on 21 cores run like 16: the size
+        released for the load would not carry it), and many waves on a few cores pay a task's
+        overhead each (94 partitions on 2 cores)."""
+        if not trigger or kept % cores:
+            return False
+        extra = (model.duration(kept, cores, 0.0) - model.duration(aligned, cores, 0.0)) / trigger.total_seconds()
+        return extra <= self.p.scale_up_utilization - self.p.target_utilization
+
     def _largest_release(self, have: int) -> int:
         """The most cores a scale-down from ``have`` may keep: at least ``scale_down_margin``
         fewer, and fewer than there are whatever the margin (0 allows any release)."""
@@ -419,6 +443,8 @@ class PredictivePolicy(Policy):
             note = f"{cores} core(s) once idle cores cost a rescale ({price / 60:.0f} core-min, hindsight {hindsight / 60:.0f})"
             return hold(note, fits=cores, release_after=price)
         size, size_partitions = release
+        if size_partitions != partitions and self._keeps_partitions(view) and self._extra_waves_fit(model, partitions, size_partitions, size, trigger):
+            size_partitions = partitions
         return Sizing(view.name, size, _changed(size_partitions, partitions), busy_now, Reason.SCALE_DOWN_FOR_LOAD, f"{text} -> {size} core(s)")
 
     def _hindsight(self, view: QueryView, model: BatchCostModel, inp: PolicyInput, memo: PredictiveMemo) -> Hindsight:
@@ -550,6 +576,7 @@ class PredictivePolicy(Policy):
         plan_rate = demand.peak + demand.backlog
         sized = self._fewest_cores(model, view, plan_rate, max_cores, memo)
         if sized is not None and sized[1] != view.params.parallelism:
+            no_restart_rate = plan_rate
             # a restart pauses the query: the rows of the pause must be caught up, unless the lag
             # the SLO leaves absorbs them (Flink's restart term, needed only beyond that slack)
             pause = self._restart_seconds(inp, memo)
@@ -557,6 +584,12 @@ class PredictivePolicy(Policy):
             if pause > slack and catch_up > 0:
                 plan_rate += demand.arrival * pause / catch_up
                 sized = self._fewest_cores(model, view, plan_rate, max_cores, memo)
+            if sized is not None and self._keeps_partitions(view):
+                # the current partitions, if no more cores carry the rate with them than the
+                # restart needs: the same cost (or less) without a pause of the stream
+                kept = fewest_cores(model, view, no_restart_rate, p.target_utilization, sized[0], align=False)
+                if kept is not None:
+                    return kept
         if sized is None:
             # nothing within the bounds reaches the target: the fewest cores that give the
             # fewest task waves the bounds allow (more cores than that would not help)

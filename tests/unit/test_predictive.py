@@ -644,6 +644,53 @@ def test_a_scale_up_from_one_core_gets_at_least_min_partitions_in_whole_waves(fl
     assert partitions == plan_partitions(inp(cores=1).snapshot.queries[0], proposal.executors, True, floor)
 
 
+# keep_partitions: a size change keeps the partitions (no restart from the checkpoint) when they
+# run the new size within the target on no more cores than aligned ones would need.
+@pytest.mark.parametrize(
+    "case, executors, aligned, kept",
+    [
+        # 14 cores, 28 partitions, 5000 rows/s: aligned, 7 cores and 14 partitions (above);
+        # 28 partitions on 7 cores run 4 waves: 0.2 + 4 x (0.07 + 50000 / 25200) = 8.42 s, 0.84
+        # <= 0.85: the release keeps them
+        pytest.param(dict(cores=14, rate=5_000, parallelism=28), 7, 14, True, id="scale-down-to-a-divisor"),
+        # 140 partitions on 7 cores run 20 waves: 18 more tasks' 0.07 s than aligned ones, 0.126
+        # of the trigger, beyond the 0.10 between the target and a scale-up: restarted
+        pytest.param(dict(cores=14, rate=5_000, parallelism=140), 7, 14, False, id="scale-down-to-many-waves"),
+        # 42 partitions on 7 cores run 6 waves, 4 more than aligned: 0.028 of the trigger, kept
+        pytest.param(dict(cores=14, rate=5_000, parallelism=42), 7, 14, True, id="scale-down-to-whole-waves"),
+        # 10 cores, 45 partitions, 10000 rows/s: 5 waves carry 7654 rows/s, so 105570 rows pile
+        # up in the 45 s start-up, +586 rows/s -> 14.4 -> 15 cores aligned (30 partitions); 45
+        # partitions on 15 cores, 3 waves: 0.2 + 3 x (0.07 + 105860 / 40500) = 8.25 s, 0.83: kept
+        pytest.param(dict(cores=10, rate=10_000, parallelism=45), 15, 30, True, id="scale-up-to-a-divisor"),
+        # 10 cores, 20 partitions: 15 aligned cores are enough; 20 partitions need 20 cores to
+        # run fewer than 2 waves (1.15 on 10 to 19 cores): the restart is cheaper, taken
+        pytest.param(dict(cores=10, rate=10_000, parallelism=20), 15, 30, False, id="scale-up-past-the-partitions"),
+        # 10 partitions are below the 12-partition floor: raised to it in whole waves (15 on 5
+        # cores) although 10 would carry 5 cores' load (2 waves, about 0.7)
+        pytest.param(dict(cores=2, rate=3_000, parallelism=10), 5, 15, False, id="below-the-floor"),
+    ],
+)
+def test_keep_partitions_keeps_them_when_they_cost_no_more_cores(case, executors, aligned, kept):
+    before = policy().propose(inp(**case))
+    assert (before.executors, before.parallelism) == (executors, {"q": aligned})
+    after = policy(keep_partitions=True).propose(inp(**case))
+    assert after.executors == executors and after.reason == before.reason
+    assert after.parallelism == ({} if kept else {"q": aligned})
+
+
+@pytest.mark.parametrize(
+    "kept, aligned, cores, fits",
+    [
+        (28, 14, 7, True),  # 2 more waves of 0.07 s: 0.014 of the 10 s trigger, within 0.95 - 0.85
+        (64, 42, 21, False),  # part-filled waves (21, 21, 21, 1): 64 partitions carry what 16 cores do
+        (94, 12, 2, False),  # 41 more waves: 0.287 of the trigger
+    ],
+)
+def test_a_scale_down_keeps_partitions_only_in_whole_waves_of_little_overhead(kept, aligned, cores, fits):
+    keeping = PredictivePolicy(PredictivePolicy.Params(target_utilization=0.85, keep_partitions=True))
+    assert keeping._extra_waves_fit(MODEL, kept, aligned, cores, timedelta(seconds=10)) is fits
+
+
 def test_min_partitions_must_be_positive():
     with pytest.raises(PolicyError, match="min_partitions"):
         create_policy("default", {"min_partitions": 0})
