@@ -224,8 +224,9 @@ class PredictivePolicy(Policy):
         )
         keep_partitions: bool = Field(
             False,
-            description="Keep a query's partitions (no restart from its checkpoint) whenever they run the new size within the "
-            "target with no more cores than aligned partitions plus the restart's pause would need.",
+            description="Keep a query's partitions (no restart from its checkpoint) when they run the new size within the "
+            "target on no more cores than aligned partitions plus the restart's pause would need, or, on a scale-down, stand "
+            "in whole waves whose extra tasks cost at most the gap between target_utilization and scale_up_utilization.",
         )
 
         @model_validator(mode="after")
@@ -345,8 +346,9 @@ class PredictivePolicy(Policy):
 
     def _keeps_partitions(self, view: QueryView) -> bool:
         """Whether a size change may keep the query's partitions: asked for, and they are at
-        least the floor (fewer are raised to it whatever they carry)."""
-        return self.p.keep_partitions and self.p.align_partitions and view.params.parallelism >= self.p.min_partitions
+        least the floor (fewer are raised to it whatever they carry). Without aligned partitions
+        no size change proposes others, so nothing is asked of this."""
+        return self.p.keep_partitions and view.params.parallelism >= self.p.min_partitions
 
     def _extra_waves_fit(self, model: BatchCostModel, kept: int, aligned: int, cores: int, trigger: timedelta | None) -> bool:
         """Whether ``kept`` partitions may stay on the ``cores`` of a scale-down instead of
