@@ -159,9 +159,9 @@ class PredictivePolicy(Policy):
     """Cores for the rate expected within a horizon (seasonal forecast) at a target utilization, partitions aligned."""
 
     class Params(PolicyParams):
-        target_utilization: float = Field(0.88, gt=0, le=1, description="Busy share each query is sized for.")
+        target_utilization: float = Field(0.93, gt=0, le=1, description="Busy share each query is sized for.")
         scale_up_utilization: float = Field(
-            0.95, gt=0, le=2, description="Scale up once the current size would run busier than this."
+            1.0, gt=0, le=2, description="Scale up once the current size would run busier than this."
         )
         scale_down_margin: float = Field(
             0.25, ge=0, lt=1, description="Scale down only when it saves at least this share of the cores."
@@ -186,9 +186,9 @@ class PredictivePolicy(Policy):
         )
         forecast: bool = Field(True, description="Use the seasonal forecast when it beats the current rate.")
         rescale_budget: float = Field(
-            10.0, gt=0, description="Executor changes per day that price a rescale: it is priced at what the cheapest "
+            9.0, gt=0, description="Executor changes per day that price a rescale: it is priced at what the cheapest "
             "clairvoyant schedule within this budget paid per change over the remembered load. The price's aim, not a cap: "
-            "on bursty loads the policy makes more (up to 2.5 times on the shared traces; docs/policies.md).",
+            "on bursty loads the policy makes more (up to 2.7 times on the shared traces; docs/policies.md).",
         )
         hindsight: Duration = Field(
             timedelta(days=7),

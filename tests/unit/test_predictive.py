@@ -67,9 +67,12 @@ def policy_input(view, load, cores=1, history=ScalingHistory(), max_executors=64
 
 
 def policy(**params):
-    """The default policy at the 0.85 target, 180 s catch-up and 3-minute rescale price the
-    arithmetic in these tests is written for."""
-    return create_policy("default", {"target_utilization": 0.85, "catch_up_duration": "3m", "rescale_price": "3m", **params})
+    """The default policy at the 0.85 target, 0.95 scale-up threshold, 180 s catch-up and 3-minute
+    rescale price the arithmetic in these tests is written for."""
+    return create_policy(
+        "default",
+        {"target_utilization": 0.85, "scale_up_utilization": 0.95, "catch_up_duration": "3m", "rescale_price": "3m", **params},
+    )
 
 
 def test_predictive_is_the_default_policy():
@@ -295,8 +298,8 @@ def test_quiet_days_lend_their_rescale_budget_to_a_spiky_one():
     # the default hindsight is a week; quiet days older than a shorter hindsight lend nothing
     assert hindsight_price(quiet_days_before(day, 6, 500.0), rescale_budget=budget) == 0.0
     assert hindsight_price(quiet_days_before(day, 6, 500.0), hindsight=timedelta(days=1), rescale_budget=budget) > 0
-    # at the default budget (10 a day) the week's 70 do not hold the 96: still priced
-    assert PredictivePolicy.Params().rescale_budget == 10.0
+    # at the default budget (9 a day) the week's 63 do not hold the 96: still priced
+    assert PredictivePolicy.Params().rescale_budget == 9.0
     assert hindsight_price(quiet_days_before(day, 6, 500.0)) > 0
 
 
@@ -687,7 +690,7 @@ def test_keep_partitions_keeps_them_when_they_cost_no_more_cores(case, executors
     ],
 )
 def test_a_scale_down_keeps_partitions_only_in_whole_waves_of_little_overhead(kept, aligned, cores, fits):
-    keeping = PredictivePolicy(PredictivePolicy.Params(target_utilization=0.85, keep_partitions=True))
+    keeping = PredictivePolicy(PredictivePolicy.Params(target_utilization=0.85, scale_up_utilization=0.95, keep_partitions=True))
     assert keeping._extra_waves_fit(MODEL, kept, aligned, cores, timedelta(seconds=10)) is fits
 
 
