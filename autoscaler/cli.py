@@ -1222,7 +1222,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
             plot_compare(results, args.plot)
         if args.json:
-            print(json.dumps({"trace": trace.name, "results": [r.to_json() for r in results]}, indent=2))
+            record = _run_record({}, settings, dict(args.set))
+            print(json.dumps({"trace": trace.name, "results": [r.to_json() for r in results], **record}, indent=2))
         else:
             print(format_table(results))
         return 0
@@ -1241,10 +1242,25 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
         plot_run(result, args.plot, window=args.plot_hours)
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        print(json.dumps({**result.to_json(), **_run_record(params, settings, dict(args.set))}, indent=2))
     else:
         print(format_table([result]))
     return 0
+
+
+def _run_record(params: dict[str, Any], settings: dict[str, Any], simulator: dict[str, Any]) -> dict[str, Any]:
+    """What a simulation ran with besides the trace and the options its result already names, kept
+    as `benchmark traces` keeps it: the policy parameters given, the daemon settings and simulator
+    parameters given (when any), and the code (:func:`~autoscaler.tools.provenance.code_version`).
+    A result passed around without its command line still says how to make it again."""
+    from autoscaler.tools.provenance import code_version
+
+    return {
+        "policy_params": params,
+        **({"settings": settings} if settings else {}),
+        **({"simulator": simulator} if simulator else {}),
+        "code": code_version(),
+    }
 
 
 @contextlib.contextmanager

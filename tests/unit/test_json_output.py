@@ -35,12 +35,28 @@ def run_json(*args: str, timeout: float = 300, stderr: list[str] | None = None) 
 
 
 def test_simulate_json(trace):
-    assert run_json("simulate", "--trace", str(trace), "--json", "--peak-executors", "4")["policy"] == "default"
+    out = run_json("simulate", "--trace", str(trace), "--json", "--peak-executors", "4")
+    assert out["policy"] == "default" and out["policy_params"] == {}
+    assert "settings" not in out and "simulator" not in out
+    assert set(out["code"]) == {"version", "commit", "modified"}  # autoscaler.tools.provenance
+
+
+def test_simulate_json_keeps_what_it_was_run_with(trace):
+    # the seed files of docs/results/seeds-* were run before this and name their parameters
+    # only in the docs' prose: a result should say how to make it again
+    out = run_json(
+        "simulate", "--trace", str(trace), "--json", "--peak-executors", "4", "--days", "0.05", "--seed", "1",
+        "--param", "target_utilization=0.9", "--setting", "normalize.scale_down_delay=0s", "--set", "executor_startup=5",
+    )
+    assert out["seed"] == 1 and out["policy_params"] == {"target_utilization": 0.9}
+    assert out["settings"] == {"normalize.scale_down_delay": "0s"}
+    assert out["simulator"] == {"executor_startup": "5"}  # as given, as --setting's are
 
 
 def test_simulate_compare_json(trace):
     out = run_json("simulate", "--trace", str(trace), "--compare", "--json", "--peak-executors", "4", "--days", "0.05")
     assert {r["policy"] for r in out["results"]} >= {"default", "static"}
+    assert set(out["code"]) == {"version", "commit", "modified"}
 
 
 def test_benchmark_sim_speed_json(trace):
