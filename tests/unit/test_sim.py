@@ -237,6 +237,11 @@ def test_the_widest_noise_and_jitter_allowed_still_simulate():
 def test_bad_simulator_parameters_are_refused_by_name():
     with pytest.raises(ValueError, match="executor_startup must be a finite number >= 0"):
         SimConfig(executor_startup=-1)
+    with pytest.raises(ValueError) as negative_cores:
+        SimConfig(cores_per_executor=-1)
+    assert str(negative_cores.value) == "cores_per_executor must be a finite number >= 0, got -1"  # told once
+    with pytest.raises(ValueError, match="^cores_per_executor must be > 0$"):
+        SimConfig(cores_per_executor=0)
     with pytest.raises(ValueError, match="unknown simulator parameter 'nope'"):
         SimConfig().with_changes({"nope": "1"})
     assert SimConfig().with_changes({"executor_startup": "10", "partitions": "none"}).executor_startup == 10

@@ -101,15 +101,16 @@ class SimConfig:
     )
 
     def __post_init__(self) -> None:
-        problems = []
+        problems, bad = [], set()
         for f in fields(self):
             value = getattr(self, f.name)
             if value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 problems.append(f"{f.name} must be a finite number >= 0, got {value!r}")
+                bad.add(f.name)
         for name in ("rows_per_core_second", "trigger_interval", "cores_per_executor", "min_partitions"):
-            if not getattr(self, name) > 0:
+            if name not in bad and not getattr(self, name) > 0:  # each parameter's problem told once
                 problems.append(f"{name} must be > 0")
         if self.partitions is not None and self.partitions < 1:
             problems.append("partitions must be >= 1")
