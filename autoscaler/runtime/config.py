@@ -15,6 +15,7 @@ import difflib
 import importlib.util
 import json
 import os
+import reprlib
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Iterator, Mapping, get_origin
@@ -363,9 +364,21 @@ def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
     node[keys[-1]] = value
 
 
+# settings whose values an error never repeats (a token given where a path belongs, say)
+_SECRET_WORDS = ("token", "password", "secret", "key", "credential")
+
+
 def _format_error(err: Mapping[str, Any]) -> str:
     loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown key"
+    elif _tellable(err.get("input"), loc) and "got" not in msg:
+        # what was given, as read: YAML reads `1e9` as text and `yes` as true, which the message
+        # alone does not show
+        msg += f", got {reprlib.repr(err['input'])}"
     return f"{loc}: {msg}" if loc else msg
+
+
+def _tellable(value: object, loc: str) -> bool:
+    return isinstance(value, (str, int, float, bool)) and not any(word in loc.lower() for word in _SECRET_WORDS)

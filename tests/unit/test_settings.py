@@ -150,6 +150,25 @@ def test_an_environment_file_or_flag_value_that_is_wrong_names_its_key():
 
 
 @pytest.mark.parametrize(
+    "yaml_text, problem",
+    [
+        # YAML 1.1 reads 1e9 (no dot) as text: the message alone ("unable to parse string") hid why
+        pytest.param("executors: {max: 1e9}\n", "executors.max: Input should be a valid integer, unable to parse string as an integer, got '1e9'", id="exponent-as-text"),
+        pytest.param("mode: ACTIVE\n", "mode: Input should be 'auto', 'reactive' or 'active', got 'ACTIVE'", id="case"),
+        pytest.param("http: {port: 70000}\n", "http.port: Input should be less than or equal to 65535, got 70000", id="out-of-range"),
+        # a setting that may hold a secret is never repeated
+        pytest.param("http: {token_env: 12345}\n", "http.token_env: Input should be a valid string", id="secret-not-repeated"),
+    ],
+)
+def test_a_wrong_value_is_told_as_it_was_read(tmp_path, yaml_text, problem):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml_text)
+    with pytest.raises(SettingsError) as info:
+        load_settings(path, environ={})
+    assert info.value.problems == [problem]
+
+
+@pytest.mark.parametrize(
     "variable, problem",
     [
         pytest.param("SPARK_AUTOSCALER_MAX_EXECUTORS", "SPARK_AUTOSCALER_MAX_EXECUTORS is no longer read; set SPARK_AUTOSCALER_EXECUTORS__MAX (executors.max)", id="renamed"),

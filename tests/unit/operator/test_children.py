@@ -129,7 +129,7 @@ def test_the_daemon_accepts_the_configuration_it_is_given():
 @pytest.mark.parametrize(
     "settings_, problem",
     [
-        pytest.param({"normalize": {"dead_band": 2}}, "spec.settings.normalize.dead_band: Input should be less than or equal to 1", id="bad-value"),
+        pytest.param({"normalize": {"dead_band": 2}}, "spec.settings.normalize.dead_band: Input should be less than or equal to 1, got 2", id="bad-value"),
         pytest.param({"normalise": {}}, "spec.settings.normalise: unknown key", id="unknown-key"),
         pytest.param({"reconcile_interval": "10ms"}, "spec.settings.reconcile_interval: must be at least 100ms", id="too-fast"),
     ],
