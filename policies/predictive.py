@@ -109,6 +109,10 @@ class Sizing:
     # core-seconds that release waits for; told in the proposal's details for the console
     fits: int | None = None
     release_after: float | None = None
+    # the most cores the query's partitions can use (more run the same task waves), when no size
+    # within the bounds reaches the target and they are fewer than the most allowed: told so an
+    # overloaded hold says why it adds nothing
+    most_useful: int | None = None
 
 
 def plan_partitions(view: QueryView, cores: int, align: bool, floor: int = 1) -> int:
@@ -255,6 +259,7 @@ class PredictivePolicy(Policy):
         details = {f"{s.name}.busy": round(s.busy, 3) for s in sizings}
         details |= {f"{s.name}.fits_cores": s.fits for s in sizings if s.fits is not None}
         details |= {f"{s.name}.release_after_core_seconds": round(s.release_after) for s in sizings if s.release_after is not None}
+        details |= {f"{s.name}.most_useful_cores": s.most_useful for s in sizings if s.most_useful is not None}
         message = sizings[0].message if len(sizings) == 1 else "; ".join([s.message for s in sizings])
         moving = [s for s in sizings if s.reason != Reason.WITHIN_TARGET]
         if not moving:
@@ -393,13 +398,17 @@ class PredictivePolicy(Policy):
         k = max(1, inp.cores_per_executor)
         have = max(1, inp.target_executors * k)  # cores we have or are heading to
         demand = self._demand(view, load, inp, have, memo)
-        cores, new_partitions = self._target_size(view, load, inp, demand, memo)
+        cores, new_partitions, capped = self._target_size(view, load, inp, demand, memo)
         busy_now = utilization(model, partitions, max(1, inp.current_cores), demand.arrival, trigger)
         busy_soon = utilization(model, partitions, have, demand.soon + demand.backlog, trigger)
         text = f"{view.name}: {demand.arrival:.0f} rows/s now, {demand.peak:.0f} planned ({demand.method}), busy {busy_now:.2f}"
 
+        if capped and cores <= have:
+            text += f"; {cores} core(s) are the most {new_partitions} partitions can use"
+
         def hold(note: str = "", fits: int | None = None, release_after: float | None = None) -> Sizing:
-            return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, f"{text}; {note}" if note else text, fits, release_after)
+            message = f"{text}; {note}" if note else text
+            return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, message, fits, release_after, cores if capped else None)
 
         if model.cold and not demand.late and not load.idle:
             # only cold batches so far (a new run, executors just started): they are slow for
@@ -568,9 +577,11 @@ class PredictivePolicy(Policy):
 
     def _target_size(
         self, view: QueryView, load: QueryLoad, inp: PolicyInput, demand: Demand, memo: PredictiveMemo
-    ) -> tuple[int, int]:
-        """(cores, partitions) for the whole horizon's peak and the backlog; a partition change
-        also pays for the rows of its restart pause."""
+    ) -> tuple[int, int, bool]:
+        """(cores, partitions) for the whole horizon's peak and the backlog, and whether the
+        partitions cap them below the most allowed (no size reaches the target, and more cores
+        would run the same task waves); a partition change also pays for the rows of its
+        restart pause."""
         assert load.model is not None
         p, model, trigger = self.p, load.model, view.params.trigger_interval
         max_cores = inp.max_executors * max(1, inp.cores_per_executor)
@@ -591,13 +602,15 @@ class PredictivePolicy(Policy):
                 # restart needs: the same cost (or less) without a pause of the stream
                 kept = fewest_cores(model, view, no_restart_rate, p.target_utilization, sized[0], align=False)
                 if kept is not None:
-                    return kept
+                    return (*kept, False)
         if sized is None:
             # nothing within the bounds reaches the target: the fewest cores that give the
-            # fewest task waves the bounds allow (more cores than that would not help)
+            # fewest task waves the bounds allow (more cores than that would not help); below
+            # the most allowed, the partitions are what caps them
             most = plan_partitions(view, max_cores, p.align_partitions, p.min_partitions)
-            sized = (math.ceil(most / math.ceil(most / max_cores)), most)
-        return sized
+            useful = math.ceil(most / math.ceil(most / max_cores))
+            return useful, most, useful < max_cores
+        return (*sized, False)
 
     def _scale_up_reason(self, model: BatchCostModel, view: QueryView, have: int, demand: Demand, busy_soon: float) -> Reason:
         if demand.lagging:

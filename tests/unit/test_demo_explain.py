@@ -59,6 +59,28 @@ def test_a_query_beyond_the_most_executors_allowed_says_so():
     assert re.fullmatch(rf"keeping 1 executor: {LOAD}; 1 is the most allowed \(executors.max\)", explain_tick(at_most)), explain_tick(at_most)
 
 
+def test_an_overloaded_query_below_the_most_allowed_says_its_partitions_can_use_no_more():
+    # a step-load run on real Spark held 4 of 6 executors at a busy share of 1.04 (8 partitions:
+    # two task waves on 4, 5 or 6 cores) and its console said only "keeping 4 executors"
+    record = first_change("active")
+    [view] = record.queries
+    held = replace(
+        record,
+        decision=replace(record.decision, current=4, target=4, proposed=4, reason=Reason.WITHIN_TARGET),
+        executors_alive=4,
+        executors_cores=4,
+        queries=(replace(view, params=replace(view.params, parallelism=8)),),
+        proposal=replace(record.proposal, details={**record.proposal.details, "taxi.busy": 1.04, "taxi.most_useful_cores": 4}),
+    )
+    text = explain_tick(held)
+    assert text.startswith("keeping 4 executors: taxi gets") and text.endswith(
+        "; 4 cores are the most taxi's 8 partitions can use (more would run the same task waves)"
+    ), text
+    # not overloaded: nothing to explain
+    calm = replace(held, proposal=replace(held.proposal, details={**held.proposal.details, "taxi.busy": 0.7}))
+    assert "partitions can use" not in explain_tick(calm)
+
+
 def test_a_restart_from_the_checkpoint_says_why():
     record = first_change("reactive")
     [view] = record.queries

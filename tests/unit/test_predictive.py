@@ -856,3 +856,18 @@ def test_a_release_the_bet_makes_at_a_price_it_makes_at_any_lower_price(gaps, id
     remembered = np.sort(np.asarray(gaps))
     if release_pays(remembered, idle, spare, price):
         assert release_pays(remembered, idle, spare, price * cheaper)
+
+
+def test_an_overloaded_query_is_held_at_the_most_cores_its_partitions_can_use_and_says_so():
+    # 8 partitions the daemon cannot change, at a rate no size reaches the target with: 4 cores
+    # run them in two waves, as 5 or 6 would (the step-load benchmark's query, busy 1.04 on 4)
+    fixed = dict(parallelism=8, rescalable=False, max_executors=6, rate=200_000.0)
+    up = policy().propose(inp(cores=2, **fixed))
+    assert (up.executors, up.reason) == (4, Reason.SCALE_UP_FOR_LOAD), up.message  # not the 6 allowed
+    held = policy().propose(inp(cores=4, **fixed))
+    assert (held.executors, held.reason) == (4, Reason.WITHIN_TARGET), held.message
+    assert held.details["q.busy"] > 1 and held.details["q.most_useful_cores"] == 4
+    assert "4 core(s) are the most 8 partitions can use" in held.message
+    # where the most allowed is what caps them, the partitions are not blamed
+    bounded = policy().propose(inp(cores=4, parallelism=8, rescalable=False, max_executors=4, rate=200_000.0))
+    assert "most_useful_cores" not in str(bounded.details) and "partitions can use" not in bounded.message

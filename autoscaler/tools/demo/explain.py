@@ -81,7 +81,21 @@ def explain_executors(r: TickRecord) -> str:
         text += "".join(_kept_for(r, load) for load in r.loads if load.known)
     if d.current == r.max_executors and _overloaded(r):
         text += f"; {d.current} is the most allowed (executors.max)"
+    elif _overloaded(r):
+        text += "".join(_most_useful(r, load) for load in r.loads if load.known)
     return text
+
+
+def _most_useful(r: TickRecord, load: QueryLoad) -> str:
+    """Why an overloaded query gets no more executors below the most allowed: its partitions
+    would run the same task waves on more (a step-load run held 4 of 6 at a busy share of 1.04
+    and the console said only that)."""
+    most = r.proposal.details.get(f"{load.name}.most_useful_cores")
+    view = next((q for q in r.queries if q.name == load.name), None)
+    if most is None or view is None or r.executors_cores < most:
+        return ""
+    partitions = view.params.parallelism
+    return f"; {_cores(int(most))} are the most {load.name}'s {partitions} partitions can use (more would run the same task waves)"
 
 
 def _kept_for(r: TickRecord, load: QueryLoad) -> str:
