@@ -374,7 +374,8 @@ def _demo_parser(sub: Any) -> None:
     demo.add_argument("--peak-rate", type=_positive_float, default=2800.0, metavar="ROWS",
                       help="rows per second at the trace's busiest moment")
     demo.add_argument("--max-executors", type=_positive_int, default=6, metavar="N",
-                      help="most executors (and, in active mode, the workers started)")
+                      help="most executors (and, in active mode, the workers started); each is a worker and an executor JVM "
+                      "on this machine, so at most what its available memory has room for (about 0.75 GiB each)")
     demo.add_argument("--warmup", type=_non_negative_float, default=WARMUP_SECONDS, metavar="SECONDS",
                       help="seconds at the trace's first rate before the trace starts (the first batches are slow)")
     demo.add_argument("--workdir", type=Path, metavar="DIR", help="keep checkpoints, output and the logs of the Spark master, workers and executors in DIR (the driver's reach the console) (default: a temporary directory, removed)")
@@ -819,10 +820,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from autoscaler.app.signals import StopSignals
     from autoscaler.runtime.net import listen_problem
-    from autoscaler.tools.demo.run import DemoOptions, demo_profile, run_demo
+    from autoscaler.tools.demo.run import DemoOptions, demo_profile, executors_room_problem, run_demo
     from autoscaler.tools.traces import TraceError
 
     if args.workdir is not None and (problem := _writable_dir(args.workdir, "--workdir")):
+        return _fail(problem)
+    if problem := executors_room_problem(args.max_executors):  # told before a JVM starts
         return _fail(problem)
     options = DemoOptions(
         mode=args.mode,

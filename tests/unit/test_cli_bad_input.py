@@ -243,6 +243,28 @@ def test_run_check_refuses_a_checkpoint_that_is_another_pipelines_default(tmp_pa
     assert f"a, b share the checkpoint {str(tmp_path / 'ck' / 'b')!r} (b's by default: pipelines.checkpoint_root/b)" in err
 
 
+def test_the_demo_refuses_more_executors_than_this_machine_has_room_for_before_spark_starts(monkeypatch, capsys, tmp_path):
+    # asked for 100,000 the demo started worker JVMs until its Python workers failed to connect
+    # back, and ran on, failing (2026-12-01)
+    from autoscaler.tools.demo.run import executors_room_problem
+
+    def start_spark(*args, **kwargs):
+        raise AssertionError("the demo went on to start Spark")
+
+    monkeypatch.setattr("autoscaler.tools.demo.run.run_demo", start_spark)
+    assert main(["demo", "--duration", "1", "--no-http", "--max-executors", "100000"]) == 2
+    err = capsys.readouterr().err
+    assert "spark-autoscaler: error: --max-executors 100000: the demo runs a Spark worker and an executor JVM for each on this machine" in err
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       8000000 kB\nMemFree:         100000 kB\nMemAvailable:    4718592 kB\n")  # 4.5 GiB
+    assert executors_room_problem(6, meminfo) is None  # the demo's default
+    assert executors_room_problem(7, meminfo) == (
+        "--max-executors 7: the demo runs a Spark worker and an executor JVM for each on this machine "
+        "(about 0.75 GiB each), and 4.5 GiB are available: at most 6"
+    )
+    assert executors_room_problem(500, tmp_path / "no-such-file") is None  # unknown: not refused on a guess
+
+
 def test_the_demo_refuses_a_port_in_use_before_spark_starts(monkeypatch, capsys):
     # the demo starts a Spark cluster and its driver before its HTTP server: a port in use was
     # told after 30-60 s of start-up, and uvicorn's own error line came first (2026-11-30)

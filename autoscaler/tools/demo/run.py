@@ -181,6 +181,31 @@ def run_demo(
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+# what one executor of the demo takes on this machine: a Spark worker JVM and an executor JVM
+# (about 0.25 GiB resident each in a demo of 3 executors, 2026-12-01) and the executor's
+# Python workers (about 0.2 GiB)
+DEMO_EXECUTOR_BYTES = 768 << 20
+
+
+def executors_room_problem(max_executors: int, meminfo: Path = Path("/proc/meminfo")) -> str | None:
+    """Why this machine has no room for ``max_executors`` of the demo's executors, or None (also
+    where the memory available cannot be read). Every executor of the demo is a worker and an
+    executor JVM on this machine: asked for 100,000, the demo started worker JVMs until its
+    Python workers failed to connect back, and ran on, failing."""
+    try:
+        fields = dict(line.split(":", 1) for line in meminfo.read_text().splitlines() if ":" in line)
+        available = int(fields["MemAvailable"].split()[0]) * 1024  # kB
+    except (OSError, KeyError, ValueError, IndexError):
+        return None
+    room = max(1, available // DEMO_EXECUTOR_BYTES)
+    if max_executors <= room:
+        return None
+    return (
+        f"--max-executors {max_executors}: the demo runs a Spark worker and an executor JVM for each on this machine "
+        f"(about {DEMO_EXECUTOR_BYTES / 2**30:g} GiB each), and {available / 2**30:.1f} GiB are available: at most {room}"
+    )
+
+
 def demo_profile(options: DemoOptions) -> RateProfile:
     """The load the demo replays (before the warm-up); TraceError for a trace it cannot replay.
     The command line asks for it before anything starts, so that a problem is told at once."""
