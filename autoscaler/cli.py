@@ -658,6 +658,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _discard_stdout()
         return READER_GONE
+    except Exception as exc:  # (after the clauses above: a re-raise here skips them)
+        from autoscaler.spark.session import SparkStartError  # (imported only once something failed)
+
+        if isinstance(exc, SparkStartError):  # any command that starts Spark: one line, not py4j's tracebacks
+            return _fail(str(exc), code=1)
+        raise
 
 
 def _discard_stdout() -> None:

@@ -25,6 +25,22 @@ def get_logger(name: str) -> Any:
     return structlog.get_logger(name)
 
 
+def _one_line_jvm_connection_errors(record: logging.LogRecord) -> bool:
+    """py4j's report of a lost connection to the JVM, in one line: it logs it to the root logger
+    with the traceback of its own socket code, chained three deep (a driver JVM that ran out of
+    files while Spark started printed three such tracebacks before our one-line error,
+    2026-12-01). A failure of the user's code that py4j reports (a ``foreachBatch`` that
+    raised) keeps its traceback: those frames are the user's."""
+    if record.exc_info and record.exc_info[1] is not None and "py4j" in record.pathname:
+        exc = record.exc_info[1]
+        # by name: only the Spark adapter imports py4j (the layer contracts)
+        if isinstance(exc, ConnectionError) or type(exc).__name__ == "Py4JNetworkError":
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            record.msg = f"{record.getMessage()} | {type(exc).__name__}" + (f": {first}" if first else "")
+            record.args, record.exc_info, record.exc_text = (), None, None
+    return True
+
+
 def configure_logging(fmt: str = "json", level: str | int = "INFO", stream: TextIO | None = None) -> None:
     """``fmt`` is ``json`` (one object per line) or ``console``."""
     renderer: structlog.types.Processor
@@ -48,6 +64,7 @@ def configure_logging(fmt: str = "json", level: str | int = "INFO", stream: Text
     )
     handler = logging.StreamHandler(stream or sys.stdout)
     handler.setFormatter(structlog.stdlib.ProcessorFormatter(foreign_pre_chain=_SHARED, processors=final))
+    handler.addFilter(_one_line_jvm_connection_errors)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level if isinstance(level, int) else level.upper())

@@ -140,6 +140,29 @@ def with_log_config(conf: Mapping[str, str], master: str) -> dict[str, str]:
     return out
 
 
+class SparkStartError(RuntimeError):
+    """Spark's driver did not start (its JVM failed or went away while the session was created):
+    the reason in one line, for the console; the JVM's own errors reach it through its log."""
+
+
+def _start_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is Spark failing to start rather than a bug of ours or a signal: py4j's
+    errors (the JVM answered with an error, or stopped answering), a refused or reset connection
+    to it, or PySpark's own report that the gateway exited."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkRuntimeError
+
+    return isinstance(exc, (Py4JError, ConnectionError, PySparkRuntimeError))
+
+
+def _one_line(exc: BaseException) -> str:
+    try:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    except Exception:  # a Java exception whose JVM is gone cannot say what it was
+        text = ""
+    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
+
+
 def build_session(settings: SparkSettings, extra: Mapping[str, Any] | None = None) -> Any:
     conf = spark_conf(settings, extra)
     # a k8s:// master: the driver's pod address and identity (refused when it is loopback)
@@ -159,11 +182,17 @@ def build_session(settings: SparkSettings, extra: Mapping[str, Any] | None = Non
     try:
         launch_driver_jvm({**conf, "spark.master": settings.master, "spark.app.name": settings.app_name})
         spark = builder.getOrCreate()
-    except BaseException:
+    except BaseException as exc:
         # interrupted (Ctrl-C, SIGTERM) or failed while the driver JVM started: nothing holds
         # the session to stop, and that JVM outlives us (measured: it ignores its closed stdin
         # until its gateway is up)
         _kill_gateway_jvms()
+        if _start_failure(exc):
+            # not py4j's chained tracebacks: `run --master 'local-cluster[100000,1,512]'` ran the
+            # JVM out of files and printed three of them (2026-12-01)
+            raise SparkStartError(
+                f"Spark did not start on master {settings.master}: {_one_line(exc)} (the JVM's own errors, if any, are above)"
+            ) from None
         raise
     spark.sparkContext.setLogLevel(conf.get("spark.log.level", "ERROR"))
     stopguard.install()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import sys
 
 from autoscaler.runtime.logs import configure_logging
 
@@ -37,3 +38,22 @@ def test_the_console_shows_pythons_plain_traceback(restore_logging):
     text = log_failure("console")
     assert "Traceback (most recent call last):" in text and "RuntimeError: the sink is down" in text
     assert "hunter2" not in text and "╭" not in text
+
+
+def test_py4js_report_of_a_lost_jvm_connection_is_one_line(restore_logging, tmp_path):
+    # py4j logs a lost connection to the root logger with its own socket code's traceback: a
+    # driver JVM that ran out of files while Spark started printed three of them (2026-12-01)
+    import py4j.java_gateway
+    from py4j.protocol import Py4JNetworkError
+
+    stream = io.StringIO()
+    configure_logging("console", "INFO", stream=stream)
+    try:
+        raise Py4JNetworkError("Answer from Java side is empty")
+    except Py4JNetworkError:
+        record = logging.LogRecord("root", logging.ERROR, py4j.java_gateway.__file__, 1060, "Exception while sending command.", (), sys.exc_info())
+        logging.getLogger().handle(record)
+    [line] = stream.getvalue().splitlines()
+    assert line.endswith("Exception while sending command. | Py4JNetworkError: Answer from Java side is empty [root]"), line
+    # a failure of the user's code that py4j reports keeps its traceback (the test above)
+    assert "Traceback" in log_failure("console")

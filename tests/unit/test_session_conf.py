@@ -92,3 +92,61 @@ def test_a_session_the_daemon_did_not_build_is_told_which_settings_slow_it(value
     assert len(advice) == len(slow)
     for line, expected in zip(advice, slow, strict=True):
         assert expected in line and "the daemon's own session sets" in line
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        pytest.param(ConnectionRefusedError(111, "Connection refused"), id="jvm-gone"),
+        pytest.param("py4j", id="py4j-network-error"),
+    ],
+)
+def test_spark_that_fails_to_start_is_one_line_not_py4js_tracebacks(monkeypatch, failure):
+    # `run --master 'local-cluster[100000,1,512]'` ran the driver JVM out of files, and the
+    # console showed three chained py4j tracebacks (2026-12-01)
+    from py4j.protocol import Py4JNetworkError
+
+    from autoscaler.core.settings import SparkSettings
+    from autoscaler.spark import session
+
+    error = Py4JNetworkError("Answer from Java side is empty") if failure == "py4j" else failure
+
+    def jvm_fails(conf):
+        raise error
+
+    monkeypatch.setattr(session, "launch_driver_jvm", jvm_fails)
+    monkeypatch.setattr(session, "_kill_gateway_jvms", lambda: None)  # (this process's JVM is the suite's)
+    with pytest.raises(session.SparkStartError) as info:
+        session.build_session(SparkSettings(master="local-cluster[2,1,512]"))
+    assert str(info.value).startswith(f"Spark did not start on master local-cluster[2,1,512]: {type(error).__name__}: ")
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_a_signal_while_spark_starts_is_not_taken_for_a_start_failure(monkeypatch):
+    from autoscaler.core.settings import SparkSettings
+    from autoscaler.spark import session
+
+    def interrupted(conf):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(session, "launch_driver_jvm", interrupted)
+    monkeypatch.setattr(session, "_kill_gateway_jvms", lambda: None)
+    with pytest.raises(KeyboardInterrupt):
+        session.build_session(SparkSettings(master="local-cluster[2,1,512]"))
+
+
+def test_every_command_tells_a_spark_start_failure_in_one_line_with_exit_code_1(monkeypatch, capsys, tmp_path):
+    from autoscaler.cli import main
+    from autoscaler.spark.session import SparkStartError
+
+    def start_fails(*args, **kwargs):
+        raise SparkStartError("Spark did not start on master local-cluster[2,1,512]: ConnectionRefusedError: [Errno 111] Connection refused")
+
+    monkeypatch.setattr("autoscaler.app.driver.build_session", start_fails)
+    pipelines = tmp_path / "p.py"
+    pipelines.write_text("from autoscaler import pipeline\n\n@pipeline('a')\ndef a(spark, ctx):\n    return spark.readStream.format('rate').load()\n")
+    code = main(["run", "--pipelines", str(pipelines), "--master", "local-cluster[2,1,512]", "--http-port", "0", "--log-format", "console"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "spark-autoscaler: error: Spark did not start on master local-cluster[2,1,512]: ConnectionRefusedError" in err
+    assert "Traceback" not in err
