@@ -500,7 +500,7 @@ def _benchmark_parser(sub: Any) -> None:
     )
     load.add_argument("--queries", default="1,10,50,100", metavar="N[,N...]", help="comma-separated query counts to time")
     load.add_argument("--ticks", type=_positive_int, default=60, metavar="N", help="ticks timed per query count, after 30 of warm-up")
-    load.add_argument("--clients", type=_positive_int, default=50, metavar="N", help="concurrent API clients")
+    load.add_argument("--clients", type=_positive_int, default=50, metavar="N", help="concurrent API clients (at most 1000)")
     load.add_argument("--requests-per-client", type=_positive_int, default=40, metavar="N", help="requests each client sends")
     load.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout")
 
@@ -979,6 +979,9 @@ def _cmd_soak(args: argparse.Namespace) -> int:
     return 0 if result["lost_rows"] == 0 and result["duplicate_rows"] == 0 else 1
 
 
+MAX_LOAD_CLIENTS = 1000  # `benchmark load --clients`
+
+
 def _cmd_load(args: argparse.Namespace) -> int:
     from autoscaler.tools.bench.load import format_table, run
 
@@ -988,6 +991,8 @@ def _cmd_load(args: argparse.Namespace) -> int:
         return _fail(f"--queries: {args.queries!r} must be comma-separated whole numbers")
     if not counts or any(n < 1 or n > 1000 for n in counts):
         return _fail(f"--queries: {args.queries!r}: each count must be within 1..1000")
+    if args.clients > MAX_LOAD_CLIENTS:  # a thread each, on this machine: 100,000 ran on, each refused request printed
+        return _fail(f"--clients: {args.clients}: at most {MAX_LOAD_CLIENTS} (each is a thread on this machine)")
     result = run(sorted(counts), ticks=args.ticks, clients=args.clients, requests_per_client=args.requests_per_client)
     print(json.dumps(result, indent=2) if args.json else format_table(result))
     return 0

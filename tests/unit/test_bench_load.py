@@ -38,3 +38,13 @@ def test_the_cli_prints_one_json_document(capsys):
 def test_query_counts_out_of_range_are_refused(capsys):
     assert main(["benchmark", "load", "--queries", "0,5"]) == 2
     assert "each count must be within 1..1000" in capsys.readouterr().err
+
+
+def test_more_clients_than_threads_we_would_start_are_refused(capsys, monkeypatch):
+    # 100,000 clients ran on, a thread each, every refused request printed (2026-12-01)
+    def measure(*args, **kwargs):
+        raise AssertionError("the benchmark ran")
+
+    monkeypatch.setattr("autoscaler.tools.bench.load.run", measure)
+    assert main(["benchmark", "load", "--clients", "100000"]) == 2
+    assert "spark-autoscaler: error: --clients: 100000: at most 1000 (each is a thread on this machine)" in capsys.readouterr().err
