@@ -38,14 +38,18 @@ def java_error(exc: BaseException) -> str:
     """A JVM exception in one line: its innermost cause (``IOException: Failed to send RPC ...``),
     not the stack trace py4j carries along."""
     java = getattr(exc, "java_exception", None)
-    if java is None:
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    if java is not None:
+        try:
+            while java.getCause() is not None and java.getCause() != java:
+                java = java.getCause()
+            return str(java.toString())
+        except Exception:  # the JVM is going away: the Python side's first line is the best there is
+            pass
     try:
-        while java.getCause() is not None and java.getCause() != java:
-            java = java.getCause()
-        return str(java.toString())
-    except Exception:  # the JVM is going away: the Python side's first line is the best there is
-        return str(exc).splitlines()[0]
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    except Exception:  # a Java exception whose JVM is gone cannot even say what it was
+        first = ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def driver_runs_tasks(master: str) -> bool:

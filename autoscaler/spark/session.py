@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from autoscaler.core.settings import SparkSettings
+from autoscaler.spark.executors import java_error
 from autoscaler.spark.kubernetes import kubernetes_driver_conf
 
 # Facts measured on the project machines (docs/architecture.md): without SPARK_LOCAL_IP the
@@ -155,14 +156,6 @@ def _start_failure(exc: BaseException) -> bool:
     return isinstance(exc, (Py4JError, ConnectionError, PySparkRuntimeError))
 
 
-def _one_line(exc: BaseException) -> str:
-    try:
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    except Exception:  # a Java exception whose JVM is gone cannot say what it was
-        text = ""
-    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
-
-
 def build_session(settings: SparkSettings, extra: Mapping[str, Any] | None = None) -> Any:
     conf = spark_conf(settings, extra)
     # a k8s:// master: the driver's pod address and identity (refused when it is loopback)
@@ -191,7 +184,7 @@ def build_session(settings: SparkSettings, extra: Mapping[str, Any] | None = Non
             # not py4j's chained tracebacks: `run --master 'local-cluster[100000,1,512]'` ran the
             # JVM out of files and printed three of them (2026-12-01)
             raise SparkStartError(
-                f"Spark did not start on master {settings.master}: {_one_line(exc)} (the JVM's own errors, if any, are above)"
+                f"Spark did not start on master {settings.master}: {java_error(exc)} (the JVM's own errors, if any, are above)"
             ) from None
         raise
     spark.sparkContext.setLogLevel(conf.get("spark.log.level", "ERROR"))
