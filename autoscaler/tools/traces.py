@@ -19,6 +19,12 @@ most (EC2 network in, 01:56 to 03:00 at the spring-forward change; EC2 disk 12.2
 others 1.0), far under either bound. **A trace spanning more than 3650 days** (the longest
 duration the daemon takes) is refused too, naming its first and last row: the step is read from
 the trace's own gaps, so a few rows far apart pass the gap rule.
+
+**A row of more than two columns** is refused, naming the line: a value written with a
+thousands separator (``10,844``) would otherwise read as its first digits. **A trace whose
+timestamps mostly go backwards** (more rows earlier than the row before them than later: a trace
+sorted newest first) is refused too: merge by order would fold it into one step. Sort it
+ascending.
 """
 
 from __future__ import annotations
@@ -119,13 +125,18 @@ def _read_rows(name: str, reader: Iterator[list[str]]) -> tuple[list[datetime], 
     header = next(reader, None)
     if header is None:
         raise TraceError(f"trace {name!r} is empty")
-    if [h.strip().lower() for h in header[:2]] != ["timestamp", "value"]:
+    if [h.strip().lower() for h in header] != ["timestamp", "value"]:
         raise TraceError(f"trace {name!r}: line 1 must be the header 'timestamp,value', got {','.join(header)!r}")
+    backwards = 0  # rows earlier than the row before them (not merely equal: a repeat)
+    previous: datetime | None = None
     for line, row in enumerate(reader, start=2):
         if not row or all(not c.strip() for c in row):
             continue
-        if len(row) < 2:
-            raise TraceError(f"trace {name!r}: line {line} needs two columns, got {row!r}")
+        if len(row) != 2:
+            raise TraceError(
+                f"trace {name!r}: line {line} has {len(row)} column(s), expected 2 (timestamp,value), got {row!r}"
+                + ("; a thousands separator? write the value without it, or quote it" if len(row) > 2 else "")
+            )
         try:
             ts = datetime.fromisoformat(row[0].strip())
         except ValueError:
@@ -138,6 +149,8 @@ def _read_rows(name: str, reader: Iterator[list[str]]) -> tuple[list[datetime], 
             raise TraceError(f"trace {name!r}: line {line}: value {row[1]!r} must be a finite number >= 0")
         if stamps and (ts.tzinfo is None) != (stamps[0].tzinfo is None):
             raise TraceError(f"trace {name!r}: line {line}: timestamps mix a time zone and none ({row[0].strip()!r})")
+        backwards += previous is not None and ts < previous
+        previous = ts
         if stamps and ts <= stamps[-1]:
             merged[-1].append(value)  # merge by order (module docstring)
             moved += 1
@@ -147,6 +160,11 @@ def _read_rows(name: str, reader: Iterator[list[str]]) -> tuple[list[datetime], 
         lines.append(line)
         values.append(value)
         merged.append([value])
+    if backwards and backwards > len(values) + moved - 1 - backwards:
+        raise TraceError(
+            f"trace {name!r}: {backwards} of its {len(values) + moved} rows have a timestamp earlier than the row before "
+            "them: sorted newest first? Sort it by timestamp, oldest first"
+        )
     _refuse_far_gap(name, stamps, lines)
     _refuse_long_span(name, stamps, lines)
     if moved:

@@ -34,7 +34,13 @@ def test_loads_nab_format(tmp_path):
         pytest.param("timestamp,value\n2014-07-01 00:00:00,abc\n", "line 2: 'abc' is not a number", id="non-numeric"),
         pytest.param("timestamp,value\nyesterday,1\n", "line 2: 'yesterday' is not a timestamp", id="bad-timestamp"),
         pytest.param("timestamp,value\n2014-07-01 00:00:00,-3\n", "must be a finite number >= 0", id="negative"),
-        pytest.param("timestamp,value\n2014-07-01 00:00:00\n", "line 2 needs two columns", id="one-column"),
+        pytest.param("timestamp,value\n2014-07-01 00:00:00\n", "line 2 has 1 column", id="one-column"),
+        # a thousands separator splits the value: read as 10, it was 10844
+        pytest.param("timestamp,value\n2014-07-01 00:00:00,5\n2014-07-01 00:05:00,10,844\n",
+                     r"line 3 has 3 column\(s\), expected 2 \(timestamp,value\).*a thousands separator", id="three-columns"),
+        pytest.param("timestamp,value,extra\n2014-07-01 00:00:00,1,2\n", "line 1 must be the header 'timestamp,value'", id="three-column-header"),
+        pytest.param("timestamp,value\n2014-07-01 00:10:00,1\n2014-07-01 00:05:00,2\n2014-07-01 00:00:00,3\n",
+                     "2 of its 3 rows have a timestamp earlier than the row before them: sorted newest first", id="newest-first"),
         pytest.param("timestamp,value\n2014-07-01 00:00:00,0\n", "every value is zero", id="all-zero"),
         # one stray quote swallows the rest of a real export into a field, past the csv module's limit
         pytest.param("timestamp,value\n2014-07-01 00:00:00,1\n\"2014-07-01 00:05:00,1\n" + "2014-07-01 00:10:00,1\n" * 8000,
