@@ -167,6 +167,10 @@ def validate_spec(spec: PipelineSpec) -> None:
         problems.append("initial_parallelism must lie within [min_parallelism, max_parallelism]")
     if spec.partitions_per_core < 1:
         problems.append("partitions_per_core must be at least 1")
+    if spec.trigger is not None and spec.trigger <= timedelta(0):
+        # the daemon's query changes carry the trigger on (each must be positive): a 0 one would
+        # pass here and refuse every rescale of the query later
+        problems.append(f"trigger must be positive, got {spec.trigger.total_seconds():g} s; None runs batches back to back (Spark's default trigger)")
     if spec.max_rows_per_batch is not None and not 1 <= spec.max_rows_per_batch <= JAVA_LONG_MAX:
         problems.append(f"max_rows_per_batch must be at least 1 and at most {JAVA_LONG_MAX} (a Java long)")
     if spec.shuffle_partitions is not None and not 1 <= spec.shuffle_partitions <= JAVA_INT_MAX:

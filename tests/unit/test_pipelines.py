@@ -58,6 +58,12 @@ def test_module_pipelines_are_loaded_with_their_declarations(tmp_path):
             "pipeline 'a': trigger does not apply to an available_now pipeline",
             id="trigger-on-a-bounded-pipeline",
         ),
+        # passed `run --check`, then every REST change of the query was refused for a trigger it never sent
+        pytest.param(
+            "from autoscaler import pipeline\n@pipeline('a', trigger='0s')\ndef a(s, c): pass\n",
+            r"pipeline 'a': trigger must be positive, got 0 s; None runs batches back to back",
+            id="zero-trigger",
+        ),
         pytest.param(
             "from autoscaler import pipeline\n@pipeline('a', max_rows_per_batch=2**63)\ndef a(s, c): pass\n",
             "pipeline 'a': max_rows_per_batch must be at least 1 and at most 9223372036854775807 (a Java long)",
