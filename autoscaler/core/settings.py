@@ -361,7 +361,22 @@ def _spark_master(url: str) -> str:
             f"{url!r} is not a Spark master URL (local, local[N], local[*], local[N,F], local-cluster[N,C,M], "
             "spark://HOST:PORT, k8s://URL, yarn)"
         )
+    # Spark refuses 0 threads at start ("Asked to run locally with 0 threads"), and a cluster of
+    # no workers, cores or memory never gets an executor: told here, before a JVM starts
+    counts = [int(n) for n in re.findall(r"[0-9]+", url)]
+    if url.startswith("local[") and counts and counts[0] < 1:
+        raise ValueError("the threads must be at least 1")
+    if url.startswith("local-cluster[") and min(counts) < 1:
+        raise ValueError("the workers, cores per worker and MiB per worker must each be at least 1")
     return url
+
+
+def _positive_whole(key: str, value: str | int | float | bool) -> str | None:
+    """The problem with ``value`` as a count of at least 1 (Spark reads it as an int), or None."""
+    text = str(value).strip()
+    if isinstance(value, bool) or not text.isdigit() or int(text) < 1:
+        return f"{key}: must be a whole number of at least 1, got {value!r}"
+    return None
 
 
 class SparkSettings(_Model):
@@ -379,6 +394,15 @@ class SparkSettings(_Model):
             for key, value in conf.items():
                 if value is None or isinstance(value, (dict, list)):
                     raise ValueError(f"{key}: must be a string, number or boolean, got {value!r}")
+        return conf
+
+    @field_validator("conf")
+    @classmethod
+    def _executor_cores(cls, conf: dict[str, str | int | float | bool]) -> dict[str, str | int | float | bool]:
+        # the daemon sizes executors by it (cores per executor): "abc" failed at the first tick,
+        # 0 made every executor worth no cores
+        if "spark.executor.cores" in conf and (problem := _positive_whole("spark.executor.cores", conf["spark.executor.cores"])):
+            raise ValueError(problem)
         return conf
 
 

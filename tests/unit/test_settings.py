@@ -97,6 +97,12 @@ def test_yaml_env_and_overrides_in_order_of_precedence(tmp_path):
     assert s.reconcile_interval == timedelta(seconds=10)
 
 
+def test_an_empty_environment_variable_counts_as_unset_as_docs_settings_says(tmp_path):
+    cfg = write(tmp_path, "executors: {max: 5}\n")
+    assert load_settings(cfg, environ={"SPARK_AUTOSCALER_EXECUTORS__MAX": ""}).executors.max == 5
+    assert "an empty variable counts as unset" in (Path(__file__).parents[2] / "docs" / "settings.md").read_text()
+
+
 def test_relative_pipeline_module_is_resolved_against_the_config_file(tmp_path):
     (tmp_path / "p.py").write_text("")
     cfg = write(tmp_path, "pipelines: {module: p.py}\n")
@@ -256,6 +262,12 @@ def test_the_token_variable_is_not_taken_for_a_setting():
         pytest.param("spark: {master: 'locall[4]'}\n", "spark.master: 'locall[4]' is not a Spark master URL (local, local[N]", id="misspelt-master"),
         pytest.param("spark: {master: 'local-cluster[4,1,512'}\n", "spark.master: 'local-cluster[4,1,512' is not a Spark master URL", id="unclosed-master"),
         pytest.param("spark: {master: ''}\n", "spark.master: '' is not a Spark master URL", id="empty-master"),
+        # passed --check, then Spark refused them at start (or waited for executors that never come)
+        pytest.param("spark: {master: 'local[0]'}\n", "spark.master: the threads must be at least 1, got 'local[0]'", id="no-threads"),
+        pytest.param("spark: {master: 'local-cluster[2,0,512]'}\n", "spark.master: the workers, cores per worker and MiB per worker must each be at least 1", id="no-cores"),
+        pytest.param("spark: {master: 'local-cluster[0,1,512]'}\n", "spark.master: the workers, cores per worker and MiB per worker must each be at least 1", id="no-workers"),
+        pytest.param("spark: {conf: {spark.executor.cores: abc}}\n", "spark.conf: spark.executor.cores: must be a whole number of at least 1, got 'abc'", id="cores-not-a-number"),
+        pytest.param("spark: {conf: {spark.executor.cores: 0}}\n", "spark.conf: spark.executor.cores: must be a whole number of at least 1, got 0", id="no-executor-cores"),
         pytest.param("spark: {conf: {spark.executor.memory: null}}\n", "spark.conf: spark.executor.memory: must be a string, number or boolean, got None",
                      id="null-spark-conf"),
     ],
