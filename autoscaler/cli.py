@@ -1156,13 +1156,19 @@ def _cmd_latencies(args: argparse.Namespace) -> int:
 def _cmd_dashboard(args: argparse.Namespace) -> int:
     import time
 
+    from autoscaler.runtime.config import file_problem
     from autoscaler.tools.dashboard.prometheus import PrometheusError, PrometheusQueries
     from autoscaler.tools.dashboard.recording import Recording
-    from autoscaler.tools.dashboard.render import DASHBOARD, render_dashboard, render_recording
+    from autoscaler.tools.dashboard.render import DASHBOARD, DashboardError, read_dashboard, render_dashboard, render_recording
 
-    dashboard = args.dashboard or DASHBOARD
-    if not dashboard.is_file():
-        return _fail(f"--dashboard: {dashboard} not found (it ships with the package as autoscaler/ops/monitoring/); pass --dashboard PATH")
+    path = args.dashboard or DASHBOARD
+    if problem := file_problem(path):
+        shipped = "" if args.dashboard else " (it ships with the package as autoscaler/ops/monitoring/); pass --dashboard PATH"
+        return _fail(f"--dashboard: {path} {problem}{shipped}")
+    try:
+        dashboard = read_dashboard(path)  # before a Prometheus starts
+    except DashboardError as exc:
+        return _fail(f"--dashboard: {exc}")
     if args.prometheus is None and args.since is not None:
         return _fail("--since goes with --prometheus (a recording is drawn whole)")
     try:

@@ -104,6 +104,41 @@ def test_a_recording_that_cannot_be_drawn_is_named_with_its_line(tmp_path, capsy
     assert not (tmp_path / "d.png").exists()
 
 
+PANEL = '{"type": "timeseries", "title": "t", "gridPos": {"x": 0, "y": 0, "w": 12, "h": 8}, "targets": [{"expr": "up"}]}'
+
+
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        # each was a Python traceback (JSONDecodeError, KeyError, AttributeError) with exit code 1
+        pytest.param("{bad", ": not valid JSON (line 1, column 2: Expecting property name", id="not-json"),
+        pytest.param("{}", ": a Grafana dashboard is a JSON object with a non-empty 'panels' list", id="no-panels"),
+        pytest.param("[]", ": a Grafana dashboard is a JSON object with a non-empty 'panels' list", id="a-list"),
+        pytest.param('{"panels": [{"type": "stat"}]}', ": panel 0: needs a 'gridPos' of whole numbers x, y, w and h", id="no-grid"),
+        pytest.param('{"panels": [' + PANEL.replace('"w": 12', '"w": 30') + "]}", ": panel 0 ('t'): gridPos", id="beyond-24-columns"),
+        pytest.param('{"panels": [' + PANEL.replace('[{"expr": "up"}]', '"up"') + "]}", ": panel 0 ('t'): 'targets' must be a list", id="targets-text"),
+        pytest.param(None, " is not a file", id="a-directory"),  # was "not found"
+    ],
+)
+def test_a_dashboard_that_cannot_be_drawn_is_named_before_prometheus_is_asked(tmp_path, capsys, content, problem):
+    path = tmp_path / "board"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_text(content)
+    # nothing listens on port 1: a file that passed would fail on the query instead
+    assert main(["dashboard", "render", "--prometheus", "http://127.0.0.1:1", "--output", str(tmp_path / "d.png"), "--dashboard", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"--dashboard: {path}{problem}" in err and "Traceback" not in err
+    assert not (tmp_path / "d.png").exists()
+
+
+def test_the_shipped_dashboard_reads_as_drawable():
+    from autoscaler.tools.dashboard.render import DASHBOARD, read_dashboard
+
+    assert len(read_dashboard(DASHBOARD)["panels"]) > 10
+
+
 @pytest.mark.parametrize("url", ["notaurl", "http://", "ftp://prometheus", "http://prometheus:99999"])
 def test_a_prometheus_that_is_no_http_url_is_a_usage_error(tmp_path, capsys, url):
     # urllib's "unknown url type" was a ValueError traceback after the render began

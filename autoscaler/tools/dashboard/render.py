@@ -66,6 +66,52 @@ def legend(fmt: str, labels: frozenset[tuple[str, str]]) -> str:
     return _LEGEND.sub(lambda m: values.get(m.group(1), ""), fmt).strip()
 
 
+class DashboardError(ValueError):
+    """A dashboard file the renderer cannot draw; the message names the file and what is wrong."""
+
+
+def read_dashboard(path: Path | str) -> dict[str, Any]:
+    """The dashboard JSON at ``path``, checked for what drawing it reads (:class:`DashboardError`
+    otherwise): an object whose ``panels`` are objects, each with a ``type``, a ``gridPos`` of
+    whole ``x``, ``y``, ``w`` and ``h`` within Grafana's 24 columns, and ``targets`` of ``expr``
+    text (a stat panel at least one)."""
+    try:
+        board = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DashboardError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except UnicodeDecodeError:
+        raise DashboardError(f"{path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise DashboardError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    if not isinstance(board, dict) or not isinstance(board.get("panels"), list) or not board["panels"]:
+        raise DashboardError(f"{path}: a Grafana dashboard is a JSON object with a non-empty 'panels' list")
+    for i, panel in enumerate(iter_panels(board)):
+        if problem := _panel_problem(panel):
+            title = panel.get("title") if isinstance(panel, dict) else None
+            raise DashboardError(f"{path}: panel {i}{f' ({title!r})' if title else ''}: {problem}")
+    return board
+
+
+def _panel_problem(panel: Any) -> str | None:
+    if not isinstance(panel, dict):
+        return f"must be an object, got {panel!r}"
+    if not isinstance(panel.get("type"), str):
+        return "has no 'type'"
+    grid = panel.get("gridPos")
+    if not isinstance(grid, dict) or not all(type(grid.get(k)) is int for k in "xywh"):
+        return "needs a 'gridPos' of whole numbers x, y, w and h"
+    if grid["x"] < 0 or grid["y"] < 0 or grid["w"] < 1 or grid["h"] < 1 or grid["x"] + grid["w"] > 24:
+        return f"gridPos {grid} is outside Grafana's 24-column grid (x >= 0, y >= 0, w and h >= 1, x + w <= 24)"
+    targets = panel.get("targets", [])
+    if not isinstance(targets, list) or not all(isinstance(t, dict) and isinstance(t.get("expr", ""), str) for t in targets):
+        return "'targets' must be a list of objects whose 'expr' is PromQL text"
+    if panel["type"] == "stat" and not targets:
+        return "a stat panel needs a target"
+    if not isinstance(panel.get("panels", []), list):
+        return "'panels' of a row must be a list"
+    return None
+
+
 @dataclass
 class RenderReport:
     """What was drawn: series per panel title (empty panels are worth a look)."""
@@ -105,7 +151,7 @@ def render_dashboard(
     import matplotlib.pyplot as plt
     from matplotlib.gridspec import GridSpec
 
-    board = dashboard if isinstance(dashboard, dict) else json.loads(Path(dashboard).read_text())
+    board = dashboard if isinstance(dashboard, dict) else read_dashboard(dashboard)
     rate_interval = promql_duration(4 * queries.step)  # Grafana: max(interval + scrape, 4 x scrape)
     evaluator = queries
     t0, t1 = queries.start, queries.end
