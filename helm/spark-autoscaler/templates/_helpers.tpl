@@ -133,6 +133,16 @@ parse_duration reads it: each number times its unit, summed. */}}
 {{- fail (printf "apps[%d]: %s is apps[%v] already: one SparkStreamingApp would overwrite the other" $i $key (get $seen $key)) -}}
 {{- end -}}
 {{- $_ := set $seen $key $i -}}
+{{- /* the CRD's cross-field rules (x-kubernetes-validations in crds/): the API server refuses
+       such an app after the rest of the release is installed, a release failed half applied */ -}}
+{{- $pipelines := $app.spec.pipelines | default dict -}}
+{{- if eq (hasKey $pipelines "module") (hasKey $pipelines "configMapRef") -}}
+{{- fail (printf "apps[%d].spec.pipelines: set exactly one of pipelines.module and pipelines.configMapRef" $i) -}}
+{{- end -}}
+{{- $scaling := $app.spec.scaling | default dict -}}
+{{- if and (hasKey $scaling "minExecutors") (hasKey $scaling "maxExecutors") (gt (int $scaling.minExecutors) (int $scaling.maxExecutors)) -}}
+{{- fail (printf "apps[%d].spec.scaling: minExecutors (%v) must not exceed maxExecutors (%v)" $i $scaling.minExecutors $scaling.maxExecutors) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 

@@ -127,6 +127,13 @@ def test_values_for_a_parent_chart_are_accepted():
         # one name twice: one SparkStreamingApp silently won, or the install failed half-applied
         pytest.param({"apps": [{"name": "a", "namespace": "default", "spec": APP_SPEC}, {"name": "a", "namespace": "default", "spec": APP_SPEC}]},
                      "apps[1]: default/a is apps[0] already: one SparkStreamingApp would overwrite the other", id="app-twice"),
+        # the CRD's cross-field rules: the API server refused the app after the operator was installed
+        pytest.param({"apps": [{"name": "a", "namespace": "default", "spec": {**APP_SPEC, "scaling": {"minExecutors": 5, "maxExecutors": 2}}}]},
+                     "apps[0].spec.scaling: minExecutors (5) must not exceed maxExecutors (2)", id="app-bounds-crossed"),
+        pytest.param({"apps": [{"name": "a", "namespace": "default", "spec": {**APP_SPEC, "pipelines": {"module": "m", "configMapRef": {"name": "x"}}}}]},
+                     "apps[0].spec.pipelines: set exactly one of pipelines.module and pipelines.configMapRef", id="app-two-pipeline-sources"),
+        pytest.param({"apps": [{"name": "a", "namespace": "default", "spec": {**APP_SPEC, "pipelines": {}}}]},
+                     "apps[0].spec.pipelines: set exactly one of pipelines.module and pipelines.configMapRef", id="app-no-pipeline-source"),
         pytest.param({"operator": {"resyncInterval": "99999999h"}},
                      'operator.resyncInterval: duration must be at most 3650d (about ten years), got "99999999h"', id="duration-too-long"),
         pytest.param({"appDefaults": {"requestTimeout": "87600h1ms"}},  # 3650d and a millisecond
@@ -142,6 +149,29 @@ def test_what_a_schema_cannot_say_fails_the_render_naming_it(values, message):
     with pytest.raises(helm_python.HelmRenderError) as info:
         render(values)
     assert message in str(info.value)
+
+
+def test_every_cross_field_rule_of_the_crd_is_checked_at_render_too():
+    # the API server applies the CRD's CEL rules when Helm creates the app, after the operator is
+    # installed: each one a rendered app can break is mirrored in the chart's checks (the cases
+    # above); a transition rule (oldSelf) cannot be, an install has no old object
+    import yaml
+
+    def rules(node):
+        if isinstance(node, dict):
+            for rule in node.get("x-kubernetes-validations", ()):
+                yield rule["rule"]
+            for value in node.values():
+                yield from rules(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from rules(value)
+
+    crd = yaml.safe_load((CHART / "crds" / "sparkstreamingapps.yaml").read_text())
+    assert {r for r in rules(crd) if "oldSelf" not in r} == {
+        "has(self.module) != has(self.configMapRef)",  # app-two-pipeline-sources, app-no-pipeline-source
+        "!has(self.minExecutors) || !has(self.maxExecutors) || self.minExecutors <= self.maxExecutors",  # app-bounds-crossed
+    }
 
 
 @cache
