@@ -116,9 +116,9 @@ def create_policy(name: str, params: Mapping[str, Any] | None = None) -> Policy:
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"])
+            loc = ".".join(str(p) or "''" for p in err["loc"])  # an empty name shown as ''
             msg = "unknown parameter" if err["type"] == "extra_forbidden" else str(err["msg"]).removeprefix("Value error, ")
-            problems.append(f"params.{loc}: {msg}" if loc else msg)
+            problems.append(f"params.{loc}: {msg}" if err["loc"] else msg)
         raise PolicyError(f"policy {name!r}: " + "; ".join(problems)) from None
     try:
         policy = cls(parsed)  # type: ignore[call-arg]  # a policy takes its Params

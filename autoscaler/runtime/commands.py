@@ -81,11 +81,18 @@ class Commands:
         def apply(old: ControlState) -> ControlState:
             new = replace(old, **values)
             problems = self.reconciler.override_problems(new)
-            if "manual_executors" in values and new.manual_executors is not None:
+            if new.manual_executors is not None and values.keys() & {"manual_executors", "min_executors", "max_executors"}:
                 lo = new.min_executors if new.min_executors is not None else settings.executors.min
                 hi = new.max_executors if new.max_executors is not None else settings.executors.max
                 if not lo <= new.manual_executors <= hi and lo <= hi:
-                    problems.append(("manual_executors", f"{new.manual_executors} is outside the executor bounds [{lo}, {hi}]"))
+                    if "manual_executors" in values:
+                        problems.append(("manual_executors", f"{new.manual_executors} is outside the executor bounds [{lo}, {hi}]"))
+                    else:
+                        # a bound moved past the manual target: the same state refused when the
+                        # target comes second is refused when it came first
+                        bound = "max_executors" if "max_executors" in values and new.manual_executors > hi else "min_executors"
+                        problems.append((bound, f"the manual target {new.manual_executors} would be outside the executor bounds "
+                                                f"[{lo}, {hi}]; change or clear manual_executors in the same request"))
             if problems:
                 raise ChangeError(problems)
             seen["old"] = old

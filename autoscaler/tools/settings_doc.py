@@ -60,7 +60,8 @@ def render_settings_doc() -> str:
         f"`{ENV_PREFIX}` and the key with `{ENV_DELIMITER}` between its levels; a mapping "
         "(`spark.conf`, `policy.params`) takes JSON, or one entry per variable "
         f"(`{env_var('policy.params')}{ENV_DELIMITER}HORIZON=1h`). A variable with the prefix that is no "
-        f"setting is an error (except `{sorted(NOT_SETTINGS)[0]}`, a token: see `http.token_env`).",
+        f"setting is an error (except `{sorted(NOT_SETTINGS)[0]}`, a token: see `http.token_env`); an empty "
+        "variable counts as unset (the file or the default applies).",
         "",
         "Durations accept `250ms`, `30s`, `5m`, `1h`, `2d`, combinations such as `1h30m` (largest unit first) or a number of seconds, up to `3650d`. Unknown keys are errors.",
         "",

@@ -30,6 +30,7 @@ def commands(overrides=None, **kw):
         pytest.param({"manual_executors": 9}, "manual_executors", "9 is outside the executor bounds [1, 6]", id="manual-outside-bounds"),
         pytest.param({"policy_params": {"target_utilization": 3}}, "policy_params", "params.target_utilization", id="param-out-of-range"),
         pytest.param({"policy_params": {"no_such": 1}}, "policy_params", "params.no_such: unknown parameter", id="unknown-param"),
+        pytest.param({"policy_params": {"": 1}}, "policy_params", "params.'': unknown parameter", id="empty-param-name"),
         pytest.param({"policy_params": {"catch_up_duration": "soon"}}, "policy_params", "expected a duration", id="bad-duration-param"),
         pytest.param({"speed": 11}, "speed", "not a control field", id="unknown-field"),
         pytest.param({}, "body", "give at least one of", id="empty"),
@@ -45,6 +46,24 @@ def test_an_invalid_change_names_the_field_and_changes_nothing(changes, field, m
     assert field in fields and message in str(info.value)
     assert rec.control is before and rec.policy is policy  # nothing half-applied (not even `paused`)
     assert rec.audit.entries(kind=OPERATOR) == []
+
+
+@pytest.mark.parametrize(
+    "bounds, field",
+    [pytest.param({"max_executors": 3}, "max_executors", id="max-below"), pytest.param({"min_executors": 6}, "min_executors", id="min-above")],
+)
+def test_a_bound_moved_past_the_manual_target_is_refused_as_the_target_outside_the_bounds_is(bounds, field):
+    # manual 5 then max 3 was taken (a state manual 5 then max 3 in the other order was refused)
+    _, _, rec, cmd = commands()
+    cmd.change_control("alice", {"manual_executors": 5 if field == "max_executors" else 4})
+    before = rec.control
+    with pytest.raises(ChangeError) as info:
+        cmd.change_control("alice", bounds)
+    assert [f for f, _ in info.value.problems] == [field]
+    assert "would be outside the executor bounds" in str(info.value) and "in the same request" in str(info.value)
+    assert rec.control is before
+    cmd.change_control("alice", {**bounds, "manual_executors": None})  # both at once: taken
+    assert rec.control.manual_executors is None and rec.bounds() == ((1, 3) if field == "max_executors" else (6, 6))
 
 
 def test_a_valid_change_is_applied_at_once_audited_and_effective_on_the_next_tick():
