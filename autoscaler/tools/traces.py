@@ -20,11 +20,11 @@ others 1.0), far under either bound. **A trace spanning more than 3650 days** (t
 duration the daemon takes) is refused too, naming its first and last row: the step is read from
 the trace's own gaps, so a few rows far apart pass the gap rule.
 
-**A row of more than two columns** is refused, naming the line: a value written with a
-thousands separator (``10,844``) would otherwise read as its first digits. **A trace whose
-timestamps mostly go backwards** (more rows earlier than the row before them than later: a trace
-sorted newest first) is refused too: merge by order would fold it into one step. Sort it
-ascending.
+**A trace sorted newest first** (more rows earlier than the row before them than later) is
+read in reverse, oldest first, with a warning: merge by order alone would fold it into one step.
+Merge by order then applies to what is still out of order. **A row of more than two columns** is
+refused, naming the line: a value written with a thousands separator (``10,844``) would otherwise
+read as its first digits.
 """
 
 from __future__ import annotations
@@ -116,19 +116,52 @@ def _records(reader: Any, start: list[int]) -> Iterator[list[str]]:
 
 
 def _read_rows(name: str, reader: Iterator[list[str]]) -> tuple[list[datetime], list[float]]:
+    rows = _parsed_rows(name, reader)
+    backwards = sum(b[1] < a[1] for a, b in pairwise(rows))  # earlier than the row before (a repeat is not)
+    newest_first = backwards > 0 and backwards > len(rows) - 1 - backwards
+    if newest_first:
+        rows.reverse()  # an export sorted newest first: read oldest first (module docstring)
     stamps: list[datetime] = []
     lines: list[int] = []  # the file line of each step's first row, for the gap check's message
-    values: list[float] = []
     merged: list[list[float]] = []  # the rows of each step
     moved = 0
     first = 0
+    for line, ts, value in rows:
+        if stamps and ts <= stamps[-1]:
+            merged[-1].append(value)  # merge by order (module docstring)
+            moved += 1
+            first = first or line
+            continue
+        stamps.append(ts)
+        lines.append(line)
+        merged.append([value])
+    _refuse_far_gap(name, stamps, lines)
+    _refuse_long_span(name, stamps, lines)
+    if newest_first:
+        warnings.warn(
+            f"trace {name!r}: {backwards} of its {len(rows)} rows have a timestamp earlier than the row before them "
+            "(sorted newest first); read in reverse, oldest first",
+            TraceOrderWarning,
+            stacklevel=3,
+        )
+    if moved:
+        warnings.warn(
+            f"trace {name!r}: {moved} row(s) with a timestamp not after the previous row's, the first on line {first}; "
+            "merged by order into the step before them (its value the mean of its rows)",
+            TraceOrderWarning,
+            stacklevel=3,
+        )
+    return stamps, [sum(group) / len(group) for group in merged]
+
+
+def _parsed_rows(name: str, reader: Iterator[list[str]]) -> list[tuple[int, datetime, float]]:
+    """``(line, timestamp, value)`` of each data row in file order, each checked on its own."""
     header = next(reader, None)
     if header is None:
         raise TraceError(f"trace {name!r} is empty")
     if [h.strip().lower() for h in header] != ["timestamp", "value"]:
         raise TraceError(f"trace {name!r}: line 1 must be the header 'timestamp,value', got {','.join(header)!r}")
-    backwards = 0  # rows earlier than the row before them (not merely equal: a repeat)
-    previous: datetime | None = None
+    rows: list[tuple[int, datetime, float]] = []
     for line, row in enumerate(reader, start=2):
         if not row or all(not c.strip() for c in row):
             continue
@@ -147,35 +180,10 @@ def _read_rows(name: str, reader: Iterator[list[str]]) -> tuple[list[datetime], 
             raise TraceError(f"trace {name!r}: line {line}: {row[1]!r} is not a number") from None
         if not math.isfinite(value) or value < 0:
             raise TraceError(f"trace {name!r}: line {line}: value {row[1]!r} must be a finite number >= 0")
-        if stamps and (ts.tzinfo is None) != (stamps[0].tzinfo is None):
+        if rows and (ts.tzinfo is None) != (rows[0][1].tzinfo is None):
             raise TraceError(f"trace {name!r}: line {line}: timestamps mix a time zone and none ({row[0].strip()!r})")
-        backwards += previous is not None and ts < previous
-        previous = ts
-        if stamps and ts <= stamps[-1]:
-            merged[-1].append(value)  # merge by order (module docstring)
-            moved += 1
-            first = first or line
-            continue
-        stamps.append(ts)
-        lines.append(line)
-        values.append(value)
-        merged.append([value])
-    if backwards and backwards > len(values) + moved - 1 - backwards:
-        raise TraceError(
-            f"trace {name!r}: {backwards} of its {len(values) + moved} rows have a timestamp earlier than the row before "
-            "them: sorted newest first? Sort it by timestamp, oldest first"
-        )
-    _refuse_far_gap(name, stamps, lines)
-    _refuse_long_span(name, stamps, lines)
-    if moved:
-        warnings.warn(
-            f"trace {name!r}: {moved} row(s) with a timestamp not after the previous row's, the first on line {first}; "
-            "merged by order into the step before them (its value the mean of its rows)",
-            TraceOrderWarning,
-            stacklevel=3,
-        )
-        values = [sum(group) / len(group) for group in merged]
-    return stamps, values
+        rows.append((line, ts, value))
+    return rows
 
 
 def _refuse_far_gap(name: str, stamps: Sequence[datetime], lines: Sequence[int]) -> None:

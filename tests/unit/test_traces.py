@@ -39,8 +39,6 @@ def test_loads_nab_format(tmp_path):
         pytest.param("timestamp,value\n2014-07-01 00:00:00,5\n2014-07-01 00:05:00,10,844\n",
                      r"line 3 has 3 column\(s\), expected 2 \(timestamp,value\).*a thousands separator", id="three-columns"),
         pytest.param("timestamp,value,extra\n2014-07-01 00:00:00,1,2\n", "line 1 must be the header 'timestamp,value'", id="three-column-header"),
-        pytest.param("timestamp,value\n2014-07-01 00:10:00,1\n2014-07-01 00:05:00,2\n2014-07-01 00:00:00,3\n",
-                     "2 of its 3 rows have a timestamp earlier than the row before them: sorted newest first", id="newest-first"),
         pytest.param("timestamp,value\n2014-07-01 00:00:00,0\n", "every value is zero", id="all-zero"),
         # one stray quote swallows the rest of a real export into a field, past the csv module's limit
         pytest.param("timestamp,value\n2014-07-01 00:00:00,1\n\"2014-07-01 00:05:00,1\n" + "2014-07-01 00:10:00,1\n" * 8000,
@@ -87,6 +85,18 @@ def test_timestamps_that_do_not_increase_merge_by_order_with_one_warning(tmp_pat
     assert len(caught) == 1
     assert f"{merged} row(s) with a timestamp not after the previous row's, the first on line {line}" in str(caught[0].message)
     assert list(zip(stamps(trace), trace.values)) == [(t, float(v)) for t, v in expected]
+
+
+def test_a_trace_sorted_newest_first_is_read_in_reverse_with_one_warning(tmp_path):
+    # merge by order alone folded it into one step, and the simulation ran on it (exit 0)
+    rows = ["01:00,4", "00:30,3", "00:30,5", "00:00,1"]  # newest first, one step exported twice
+    text = "timestamp,value\n" + "".join(f"2014-03-09 {r}\n" for r in rows)
+    with pytest.warns(TraceOrderWarning) as caught:
+        trace = load_trace(write(tmp_path, text))
+    messages = [str(w.message) for w in caught]
+    assert messages[0].endswith("2 of its 4 rows have a timestamp earlier than the row before them (sorted newest first); read in reverse, oldest first")
+    assert "1 row(s) with a timestamp not after the previous row's" in messages[1] and len(messages) == 2
+    assert list(zip(stamps(trace), trace.values)) == [("00:00", 1.0), ("00:30", 4.0), ("01:00", 4.0)]
 
 
 def test_both_ec2_traces_with_a_daylight_saving_change_load():
