@@ -6,12 +6,12 @@ Before (a whole run of the README's commands): the active demo printed 1417 line
 `StacklessClosedChannelException` errors when executors were removed, Spark's start-up
 chatter); the reactive one 2817 lines, 2048 of them frames, and three `Lost executor` errors.
 
-A short run (``DAY``: reactive, a day in 40 s after 10 s of warm-up, 91 s against 141 s for a
-day in a minute after 20 s; active, a day in a minute after 20 s): the start-up, the stop at the
-end and the drain, and in active mode executors added (1 -> 2 -> 3, and no scale-down, so the
-removal noise above is not exercised here), in reactive mode workers added and killed
-mid-batch and the query rescaled from its checkpoint twice. The test asserts those events
-happened, so a shorter run cannot pass on a quiet console it never put to the test.
+A short run (``RUN``: a day in a minute; active after 20 s of warm-up, reactive after 10 s at a
+peak of 1200 rows/s): the start-up, the stop at the end and the drain, and in active mode
+executors added (1 -> 2 -> 3, and no scale-down, so the removal noise above is not exercised
+here), in reactive mode workers added and killed mid-batch and the query rescaled from its
+checkpoint twice. The test asserts those events happened, so a shorter run cannot pass on a
+quiet console it never put to the test.
 """
 
 from __future__ import annotations
@@ -34,15 +34,22 @@ REAL_FAILURE = "a Python process of the Spark driver failed: "  # autoscaler/spa
 # active: a day of a minute after 20 s of warm-up, as in every CI run before 2026-11-28. In a
 # day of 40 s after 10 s, a CI run had three batches in all, the last running from 21 s to the
 # stop, the daemon keeping its one executor, and so no executor change to assert.
-DAY = {"active": ("60", "20"), "reactive": ("40", "10")}  # seconds per day (and run), warm-up
+# reactive: a day of a minute after 10 s at a peak of 1200 rows/s. At the default peak (2800 rows/s
+# of 1 ms each, more than this 2-core machine's cores) in a day of 40 s, the workers added at 6 s
+# and 12 s started their executors 20-25 s later, so the one rescale came at 34-37 s of the 40 and
+# a CI run (2026-12-01) had none; at 1200 rows/s in a minute, three runs rescaled 1 -> 2 at
+# 27.5-28.0 s and 2 -> 3 at 41.9-42.8 s, in 114-119 s each (a 40 s run at 2800: 139-150 s)
+RUN = {
+    "active": ["--duration", "60", "--seconds-per-day", "60", "--warmup", "20"],
+    "reactive": ["--duration", "60", "--seconds-per-day", "60", "--warmup", "10", "--peak-rate", "1200"],
+}
 
 
 @pytest.mark.parametrize("mode", ["active", "reactive"])
 def test_the_demo_prints_our_lines_and_no_spark_noise(tmp_path, mode):
-    day, warmup = DAY[mode]
     result = subprocess.run(
-        [sys.executable, "-m", "autoscaler", "demo", "--mode", mode, "--duration", day, "--seconds-per-day", day,
-         "--warmup", warmup, "--max-executors", "3", "--no-http", "--workdir", str(tmp_path / "work")],
+        [sys.executable, "-m", "autoscaler", "demo", "--mode", mode, *RUN[mode],
+         "--max-executors", "3", "--no-http", "--workdir", str(tmp_path / "work")],
         capture_output=True, text=True, timeout=600,
     )
     (tmp_path / "stdout").write_text(result.stdout)  # to read after a failure
