@@ -1,8 +1,10 @@
 """Every test session sees the policies loaded, as the daemon's composition root loads them;
-every test starts with structlog at its defaults; and the fixture that gives a test's changes to
-the process's logging back."""
+every Spark JVM it starts compiles with C1 only; every test starts with structlog at its
+defaults; and the fixture that gives a test's changes to the process's logging back."""
 
 import logging
+import os
+from pathlib import Path
 
 import pytest
 import structlog
@@ -10,6 +12,12 @@ import structlog
 from autoscaler.app.compose import load_policies
 
 load_policies()
+
+# Every Spark JVM the suite starts, in this process or a command it runs, compiles with C1 only
+# (spark-conf/spark-defaults.conf says why and what it saved); a value the caller set is kept
+JIT_C1_ONLY = "-XX:TieredStopAtLevel=1"
+os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).with_name("spark-conf")))
+os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", JIT_C1_ONLY)
 
 
 @pytest.fixture
