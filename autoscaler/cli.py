@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from autoscaler._version import __version__
-from autoscaler.tools.demo.params import WARMUP_SECONDS
+from autoscaler.tools.demo.params import PEAK_RATE_MAX, PEAK_RATE_PER_CORE, WARMUP_SECONDS, default_peak_rate, usable_cores
 
 INTERRUPTED = 130  # exit code after Ctrl-C or SIGTERM cut a command short (128 + SIGINT, as shells report it)
 READER_GONE = 141  # exit code when stdout's reader went away (`| head -1`): 128 + SIGPIPE, as shells report `yes | head -1`
@@ -371,8 +371,10 @@ def _demo_parser(sub: Any) -> None:
                       help="trace with a 'timestamp,value' header (default: ../shared/traces/nyc_taxi.csv, else the bundled copy)")
     demo.add_argument("--seconds-per-day", type=_positive_float, default=150.0, metavar="SECONDS",
                       help="how long one day of the trace lasts in the demo (--duration may hold at most 10,000 of the trace's steps)")
-    demo.add_argument("--peak-rate", type=_positive_float, default=2800.0, metavar="ROWS",
-                      help="rows per second at the trace's busiest moment")
+    demo.add_argument("--peak-rate", type=_positive_float, default=default_peak_rate(), metavar="ROWS",
+                      help=f"rows per second at the trace's busiest moment: {PEAK_RATE_PER_CORE:g} for each core this machine gives "
+                      f"the demo ({usable_cores()} here), at most {PEAK_RATE_MAX:g}, unless given; every Spark JVM of the demo "
+                      "shares those cores")
     demo.add_argument("--max-executors", type=_positive_int, default=6, metavar="N",
                       help="most executors (and, in active mode, the workers started); each is a worker and an executor JVM "
                       "on this machine, so at most what its available memory has room for (about 0.75 GiB each)")

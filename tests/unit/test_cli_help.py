@@ -50,8 +50,10 @@ def test_every_command_has_a_description_examples_and_the_exit_codes(path, parse
 
 
 def test_the_help_shows_defaults_examples_and_exit_codes_as_written():
+    from autoscaler.tools.demo.params import default_peak_rate
+
     demo = subprocess.run([sys.executable, "-m", "autoscaler", "demo", "--help"], capture_output=True, text=True, timeout=60, check=True).stdout
-    for option, default in (("--mode", "active"), ("--max-executors", "6"), ("--seconds-per-day", "150.0"), ("--peak-rate", "2800.0")):
+    for option, default in (("--mode", "active"), ("--max-executors", "6"), ("--seconds-per-day", "150.0"), ("--peak-rate", str(default_peak_rate()))):
         section = demo.split("\noptions:\n", 1)[1].split(f"\n  {option}", 1)[1].split("\n  --", 1)[0]
         assert f"(default: {default})" in " ".join(section.split()), (option, section)
     assert "\nexamples:\n  spark-autoscaler demo\n" in demo

@@ -237,6 +237,9 @@ def test_capacity_held_above_the_need_is_explained_with_the_policys_figures():
     assert explain_tick(ski).endswith(
         "; 2 cores would carry taxi's load, the rest are kept until their idle time has cost what a rescale is worth (14 core-min)"
     ), explain_tick(ski)
+    # the demo's compressed price, 3 s of the cores: before, "(0 core-min)"
+    compressed = replace(hold, proposal=replace(ski.proposal, details={**ski.proposal.details, "taxi.release_after_core_seconds": 18}))
+    assert explain_tick(compressed).endswith("a rescale is worth (18 core-s)"), explain_tick(compressed)
     dwell = replace(hold, proposal=replace(ski.proposal, details={"taxi.busy": 0.3, "taxi.fits_cores": 4}))
     assert explain_tick(dwell).endswith("; 4 cores would carry taxi's load, the rest are kept a while after a scale-up (min_dwell)"), explain_tick(dwell)
     # no figures, or a size no smaller than the cores there are: nothing to explain

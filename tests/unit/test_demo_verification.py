@@ -64,3 +64,23 @@ def test_the_live_view_prints_a_lag_of_zero(lag, shown):
     LiveView(0.0, RateProfile((0.0,), (100.0,)).rate_at, out)(replace(record, loads=(load,)))
     line = out.getvalue().splitlines()[-1]
     assert f"{shown} " in line, line
+
+
+@pytest.mark.parametrize("cores, peak", [(1, 600.0), (2, 1200.0), (4, 2400.0), (5, 2800.0), (64, 2800.0)])
+def test_the_demos_default_peak_is_sized_to_the_cores(cores, peak):
+    from autoscaler.tools.demo.params import default_peak_rate
+
+    assert default_peak_rate(cores) == peak
+
+
+def test_the_demos_cores_are_the_ones_this_process_may_run_on(monkeypatch):
+    import os
+
+    from autoscaler.tools.demo import params
+    from autoscaler.tools.demo.run import DemoOptions
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 32)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)  # a container narrowed to 3 cores
+    assert params.usable_cores() == 3 and DemoOptions().peak_rate == 1800.0
+    monkeypatch.delattr(os, "sched_getaffinity")  # macOS, Windows: the machine's count
+    assert params.usable_cores() == 32 and DemoOptions().peak_rate == 2800.0

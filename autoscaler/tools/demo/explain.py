@@ -98,6 +98,14 @@ def _most_useful(r: TickRecord, load: QueryLoad) -> str:
     return f"; {_cores(int(most))} are the most {load.name}'s {partitions} partitions can use (more would run the same task waves)"
 
 
+def _core_time(core_seconds: float) -> str:
+    """Core-minutes, or core-seconds under two minutes: the demo's compressed price (a rescale
+    worth 3 s of the cores) printed as "0 core-min"."""
+    if core_seconds < 120:
+        return f"{core_seconds:.0f} core-s"
+    return f"{core_seconds / 60:.0f} core-min"
+
+
 def _kept_for(r: TickRecord, load: QueryLoad) -> str:
     """Why capacity the load does not need stays (a demo held 6 executors through a trough of
     257-489 rows/s and said nothing of it): the policy's own figures, when it gives them."""
@@ -106,7 +114,7 @@ def _kept_for(r: TickRecord, load: QueryLoad) -> str:
         return ""
     price = r.proposal.details.get(f"{load.name}.release_after_core_seconds")
     until = (
-        f"until their idle time has cost what a rescale is worth ({price / 60:.0f} core-min)"
+        f"until their idle time has cost what a rescale is worth ({_core_time(price)})"
         if price is not None
         else "a while after a scale-up (min_dwell)"
     )

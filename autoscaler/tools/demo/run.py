@@ -28,7 +28,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
@@ -48,7 +48,7 @@ from autoscaler.spark.standalone import LocalStandaloneCluster
 from autoscaler.tools.bench.step_load import ExecutorSampler
 from autoscaler.tools.dashboard.recording import MetricsRecorder
 from autoscaler.tools.demo.explain import explain_rescale, explain_tick
-from autoscaler.tools.demo.params import ACTIVE_PARAMS, COMPRESSED_TIME_PARAMS, WARMUP_SECONDS
+from autoscaler.tools.demo.params import ACTIVE_PARAMS, COMPRESSED_TIME_PARAMS, WARMUP_SECONDS, default_peak_rate
 from autoscaler.tools.demo.workload import drain, trace_pipeline, verify_output
 from autoscaler.tools.traces import RateProfile, compress_trace, load_trace, prefixed
 
@@ -62,7 +62,7 @@ class DemoOptions:
     duration: float = 180.0
     trace: Path | None = None
     seconds_per_day: float = 150.0
-    peak_rate: float = 2800.0
+    peak_rate: float = field(default_factory=default_peak_rate)  # rows/s, sized to the machine's cores
     max_executors: int = 6
     workdir: Path | None = None
     cost_seconds: float = 0.001  # per-row work
