@@ -66,6 +66,8 @@ def test_the_demo_prints_our_lines_and_no_spark_noise(tmp_path, mode):
     # (CANNOT_OPEN_SOCKET), and the query restarts from its checkpoint (seen in a CI run)
     assert [line for line in lines if SPARK_CHATTER.search(line) and REAL_FAILURE not in line] == []
     assert [line for line in lines if line.startswith("Traceback") or "StackOverflowError" in line] == []
+    # the first line names the load asked for (the default peak is sized to the machine)
+    assert out[0].startswith(f"demo: {mode} mode, trace ") and re.search(r", 60s at a peak of (2800|1200) rows/s, workdir ", out[0]), out[0]
     # the live view and the summary, each rescale line naming its change once
     assert any(line.startswith("summary: executor-seconds") for line in out)
     rescales = [line for line in out[out.index(next(x for x in out if x.startswith("summary:"))):] if re.match(r"^\s+\d+\.\d+s  ", line)]

@@ -66,6 +66,17 @@ def test_the_live_view_prints_a_lag_of_zero(lag, shown):
     assert f"{shown} " in line, line
 
 
+@pytest.mark.parametrize("t, shown", [(-0.4, "    0s "), (-0.6, "   -1s "), (0.4, "    0s "), (179.5, "  180s ")])
+def test_the_live_view_prints_no_negative_zero_time(t, shown):
+    """The last tick of the warm-up printed "-0s" (-0.4 s formatted with :5.0f)."""
+    from autoscaler.tools.demo.run import PIPELINE, LiveView
+    from autoscaler.tools.traces import RateProfile
+    from tests.harness import build
+
+    record = build(query_name=PIPELINE).tick(rate=100.0)
+    assert LiveView(0.0, RateProfile((0.0,), (100.0,)).rate_at).line(record, t).startswith(shown)
+
+
 @pytest.mark.parametrize("cores, peak", [(1, 600.0), (2, 1200.0), (4, 2400.0), (5, 2800.0), (64, 2800.0)])
 def test_the_demos_default_peak_is_sized_to_the_cores(cores, peak):
     from autoscaler.tools.demo.params import default_peak_rate

@@ -130,8 +130,9 @@ class LiveView:
         rate, processing, backlog, parts = (None, None, None, None) if load is None else (
             load.input_rate, load.processing_rate, load.backlog_rows, load.parallelism
         )
+        seconds = round(t)  # an int: the warm-up's last -0.4 s prints as 0s, where :5.0f printed "-0s"
         return (
-            f"{t:5.0f}s {self.load_at(t):6.0f} {_num(rate, 6)} {_num(processing, 6)} {_num(backlog, 8)} "
+            f"{seconds:5d}s {self.load_at(t):6.0f} {_num(rate, 6)} {_num(processing, 6)} {_num(backlog, 8)} "
             f"{_num(lag, 6, '.1f', 's')} {r.executors_alive:>4}/{target:<4} {_num(parts, 5)}  {explain_tick(r)}{self._over_slo(lag)}"
         )
 
@@ -162,7 +163,8 @@ def run_demo(
     if not own_dir and (workdir / "checkpoints").exists():
         shutil.rmtree(workdir / "checkpoints")
         shutil.rmtree(workdir / "output", ignore_errors=True)
-    print(f"demo: {options.mode} mode, trace {trace_path.name}, {options.duration:.0f}s, workdir {workdir}", file=out, flush=True)
+    print(f"demo: {options.mode} mode, trace {trace_path.name}, {options.duration:.0f}s at a peak of {options.peak_rate:.0f} rows/s, "
+          f"workdir {workdir}", file=out, flush=True)
     cluster = LocalStandaloneCluster(workdir / "cluster")
     spark = None
     # 20-30 s here before the first line of the live view: said, not left silent
@@ -393,6 +395,7 @@ def _summary(
     summary: dict[str, Any] = {
         "mode": options.mode,
         "duration_seconds": options.duration,
+        "peak_rate": options.peak_rate,
         "executor_seconds": round(seconds, 1),
         "mean_executors": round(mean, 2),
         "rescales": len(executor_changes) + len(query_rescales),
