@@ -38,8 +38,8 @@ ACTIVE_PARAMS: dict[str, Any] = {**COMPRESSED_TIME_PARAMS, "align_partitions": F
 # of its trigger on 6 cores at 1641 rows/s: more executor JVMs than cores slow each other), 2800
 # held the lag at 40-65 s with no scale-down in 180 s, while at 1200 (600 a core) two runs used
 # 1 to 3 executors and 1 to 6 and released them at night (docs/benchmarks.md, "The demo's peak
-# on this machine"). 2800 is the most: the day's
-# peak needs 3 of the 6 one-core executors allowed by default at 1 ms a row before any overhead.
+# on this machine"). 2800 is the most: the day's peak then needs 3 of the 6 one-core executors
+# allowed by default, at 1 ms a row before any overhead.
 PEAK_RATE_PER_CORE = 600.0
 PEAK_RATE_MAX = 2800.0
 
