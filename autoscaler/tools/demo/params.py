@@ -45,7 +45,8 @@ PEAK_RATE_MAX = 2800.0
 
 
 def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity, which containers narrow), else the machine's."""
+    """The cores this process may run on: its CPU affinity (which a cpuset, docker's --cpuset-cpus,
+    narrows), else the machine's. A CPU quota (docker's --cpus, a pod's CPU limit) is not seen."""
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
     return max(1, os.cpu_count() or 1)
