@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from autoscaler._version import __version__
-from autoscaler.tools.demo.params import PEAK_RATE_MAX, PEAK_RATE_PER_CORE, WARMUP_SECONDS, default_peak_rate, usable_cores
+from autoscaler.tools.demo.params import DEMO_MAX_EXECUTORS, PEAK_RATE_MAX, PEAK_RATE_PER_CORE, WARMUP_SECONDS, default_peak_rate, usable_cores
 
 INTERRUPTED = 130  # exit code after Ctrl-C or SIGTERM cut a command short (128 + SIGINT, as shells report it)
 READER_GONE = 141  # exit code when stdout's reader went away (`| head -1`): 128 + SIGPIPE, as shells report `yes | head -1`
@@ -371,11 +371,12 @@ def _demo_parser(sub: Any) -> None:
                       help="trace with a 'timestamp,value' header (default: ../shared/traces/nyc_taxi.csv, else the bundled copy)")
     demo.add_argument("--seconds-per-day", type=_positive_float, default=150.0, metavar="SECONDS",
                       help="how long one day of the trace lasts in the demo (--duration may hold at most 10,000 of the trace's steps)")
-    demo.add_argument("--peak-rate", type=_positive_float, default=default_peak_rate(), metavar="ROWS",
-                      help=f"rows per second at the trace's busiest moment: {PEAK_RATE_PER_CORE:g} for each core this machine gives "
-                      f"the demo ({usable_cores()} here), at most {PEAK_RATE_MAX:g}, unless given; every Spark JVM of the demo "
-                      "shares those cores")
-    demo.add_argument("--max-executors", type=_positive_int, default=6, metavar="N",
+    demo.add_argument("--peak-rate", type=_positive_float, metavar="ROWS",
+                      help=f"rows per second at the trace's busiest moment (default: {PEAK_RATE_PER_CORE:g} for each core the demo "
+                      f"can use, this machine's or its executors' where they are fewer, at most {PEAK_RATE_MAX:g}: "
+                      f"{default_peak_rate(DEMO_MAX_EXECUTORS):g} here with {DEMO_MAX_EXECUTORS} executors on {usable_cores()} "
+                      "cores; every Spark JVM of the demo shares them)")
+    demo.add_argument("--max-executors", type=_positive_int, default=DEMO_MAX_EXECUTORS, metavar="N",
                       help="most executors (and, in active mode, the workers started); each is a worker and an executor JVM "
                       "on this machine, so at most what its available memory has room for (about 0.75 GiB each)")
     demo.add_argument("--warmup", type=_non_negative_float, default=WARMUP_SECONDS, metavar="SECONDS",
@@ -828,7 +829,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from autoscaler.app.signals import StopSignals
     from autoscaler.runtime.net import listen_problem
-    from autoscaler.tools.demo.run import DemoOptions, demo_profile, executors_room_problem, run_demo
+    from autoscaler.tools.demo.run import DemoOptions, demo_profile, executors_room_problem, peak_rate_problem, run_demo
     from autoscaler.tools.traces import TraceError
 
     if args.workdir is not None and (problem := _writable_dir(args.workdir, "--workdir")):
@@ -849,6 +850,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         http=not args.no_http,
         record=args.record,
     )
+    if problem := peak_rate_problem(options.peak(), options.max_executors):
+        return _fail(problem)
     try:
         profile = demo_profile(options)  # a trace, or a compression of it, the demo cannot replay is told before Spark starts
     except TraceError as exc:

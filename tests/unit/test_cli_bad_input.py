@@ -300,6 +300,27 @@ def test_the_demo_refuses_more_executors_than_this_machine_has_room_for_before_s
     assert executors_room_problem(500, tmp_path / "no-such-file") is None  # unknown: not refused on a guess
 
 
+def test_the_demo_refuses_a_peak_its_executors_could_never_carry_before_spark_starts(monkeypatch, capsys):
+    # asked for 1e9 rows/s the demo started Spark and generated rows no executor could take; the
+    # check after the run would have drained 1.8e11 rows first (2026-12-02)
+    from autoscaler.tools.demo.run import DemoOptions, peak_rate_problem
+
+    def start_spark(*args, **kwargs):
+        raise AssertionError("the demo went on to start Spark")
+
+    monkeypatch.setattr("autoscaler.tools.demo.run.run_demo", start_spark)
+    assert main(["demo", "--duration", "1", "--no-http", "--peak-rate", "1e9"]) == 2
+    assert (
+        "spark-autoscaler: error: --peak-rate 1e+09: 6 one-core executor(s) at 1 ms of work a row carry at most 6000 rows/s "
+        "before any overhead, so the backlog could only grow, and the check after the run drains it all; give at most 6000, "
+        "or more --max-executors"
+    ) in capsys.readouterr().err
+    assert peak_rate_problem(6000, 6) is None and peak_rate_problem(2800, 3) is None
+    for executors in (1, 2, 6):  # the default peak, sized to the cores the demo can use, is never refused
+        assert peak_rate_problem(DemoOptions(max_executors=executors).peak(), executors) is None, executors
+    assert peak_rate_problem(6000.5, 6) is not None and "at most 2000 rows/s" in (peak_rate_problem(2001, 2) or "")
+
+
 def test_the_demo_refuses_a_port_in_use_before_spark_starts(monkeypatch, capsys):
     # the demo starts a Spark cluster and its driver before its HTTP server: a port in use was
     # told after 30-60 s of start-up, and uvicorn's own error line came first (2026-11-30)

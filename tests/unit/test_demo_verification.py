@@ -77,11 +77,11 @@ def test_the_live_view_prints_no_negative_zero_time(t, shown):
     assert LiveView(0.0, RateProfile((0.0,), (100.0,)).rate_at).line(record, t).startswith(shown)
 
 
-@pytest.mark.parametrize("cores, peak", [(1, 600.0), (2, 1200.0), (4, 2400.0), (5, 2800.0), (64, 2800.0)])
-def test_the_demos_default_peak_is_sized_to_the_cores(cores, peak):
+@pytest.mark.parametrize("cores, executors, peak", [(1, 6, 600.0), (2, 6, 1200.0), (4, 6, 2400.0), (5, 6, 2800.0), (64, 6, 2800.0), (64, 2, 1200.0), (2, 1, 600.0)])
+def test_the_demos_default_peak_is_sized_to_the_cores_it_can_use(cores, executors, peak):
     from autoscaler.tools.demo.params import default_peak_rate
 
-    assert default_peak_rate(cores) == peak
+    assert default_peak_rate(executors, cores) == peak
 
 
 def test_the_demos_cores_are_the_ones_this_process_may_run_on(monkeypatch):
@@ -91,7 +91,8 @@ def test_the_demos_cores_are_the_ones_this_process_may_run_on(monkeypatch):
     from autoscaler.tools.demo.run import DemoOptions
 
     monkeypatch.setattr(os, "cpu_count", lambda: 32)
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)  # a container narrowed to 3 cores
-    assert params.usable_cores() == 3 and DemoOptions().peak_rate == 1800.0
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)  # a cpuset of 3 cores
+    assert params.usable_cores() == 3 and DemoOptions().peak() == 1800.0 and DemoOptions(max_executors=2).peak() == 1200.0
     monkeypatch.delattr(os, "sched_getaffinity")  # macOS, Windows: the machine's count
-    assert params.usable_cores() == 32 and DemoOptions().peak_rate == 2800.0
+    assert params.usable_cores() == 32 and DemoOptions().peak() == 2800.0
+    assert DemoOptions(peak_rate=5000.0).peak() == 5000.0  # given: as given

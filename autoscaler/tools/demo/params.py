@@ -42,6 +42,7 @@ ACTIVE_PARAMS: dict[str, Any] = {**COMPRESSED_TIME_PARAMS, "align_partitions": F
 # allowed by default, at 1 ms a row before any overhead.
 PEAK_RATE_PER_CORE = 600.0
 PEAK_RATE_MAX = 2800.0
+DEMO_MAX_EXECUTORS = 6  # the demo's default --max-executors
 
 
 def usable_cores() -> int:
@@ -52,6 +53,8 @@ def usable_cores() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def default_peak_rate(cores: int | None = None) -> float:
-    """The demo's default peak in rows/s: ``PEAK_RATE_PER_CORE`` a core, at most ``PEAK_RATE_MAX``."""
-    return min(PEAK_RATE_MAX, PEAK_RATE_PER_CORE * (usable_cores() if cores is None else cores))
+def default_peak_rate(max_executors: int, cores: int | None = None) -> float:
+    """The demo's default peak in rows/s: ``PEAK_RATE_PER_CORE`` for each core it can use (the
+    machine's, or its one-core executors' where they are fewer), at most ``PEAK_RATE_MAX``."""
+    usable = min(usable_cores() if cores is None else cores, max_executors)
+    return min(PEAK_RATE_MAX, PEAK_RATE_PER_CORE * usable)

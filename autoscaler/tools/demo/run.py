@@ -28,7 +28,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
@@ -48,7 +48,7 @@ from autoscaler.spark.standalone import LocalStandaloneCluster
 from autoscaler.tools.bench.step_load import ExecutorSampler
 from autoscaler.tools.dashboard.recording import MetricsRecorder
 from autoscaler.tools.demo.explain import explain_rescale, explain_tick
-from autoscaler.tools.demo.params import ACTIVE_PARAMS, COMPRESSED_TIME_PARAMS, WARMUP_SECONDS, default_peak_rate
+from autoscaler.tools.demo.params import ACTIVE_PARAMS, COMPRESSED_TIME_PARAMS, DEMO_MAX_EXECUTORS, WARMUP_SECONDS, default_peak_rate
 from autoscaler.tools.demo.workload import drain, trace_pipeline, verify_output
 from autoscaler.tools.traces import RateProfile, compress_trace, load_trace, prefixed
 
@@ -62,8 +62,8 @@ class DemoOptions:
     duration: float = 180.0
     trace: Path | None = None
     seconds_per_day: float = 150.0
-    peak_rate: float = field(default_factory=default_peak_rate)  # rows/s, sized to the machine's cores
-    max_executors: int = 6
+    peak_rate: float | None = None  # rows/s at the trace's busiest moment; None: sized to the cores (default_peak_rate)
+    max_executors: int = DEMO_MAX_EXECUTORS
     workdir: Path | None = None
     cost_seconds: float = 0.001  # per-row work
     start_hour: float = 3.0
@@ -72,6 +72,10 @@ class DemoOptions:
     http_port: int = 8090
     http: bool = True
     record: Path | None = None  # write each tick's metrics here (JSON lines)
+
+    def peak(self) -> float:
+        """Rows/s at the trace's busiest moment: ``peak_rate``, else sized to the cores the demo can use."""
+        return self.peak_rate if self.peak_rate is not None else default_peak_rate(self.max_executors)
 
 
 
@@ -163,7 +167,7 @@ def run_demo(
     if not own_dir and (workdir / "checkpoints").exists():
         shutil.rmtree(workdir / "checkpoints")
         shutil.rmtree(workdir / "output", ignore_errors=True)
-    print(f"demo: {options.mode} mode, trace {trace_path.name}, {options.duration:.0f}s at a peak of {options.peak_rate:.0f} rows/s, "
+    print(f"demo: {options.mode} mode, trace {trace_path.name}, {options.duration:.0f}s at a peak of {options.peak():.0f} rows/s, "
           f"workdir {workdir}", file=out, flush=True)
     cluster = LocalStandaloneCluster(workdir / "cluster")
     spark = None
@@ -208,13 +212,28 @@ def executors_room_problem(max_executors: int, meminfo: Path = Path("/proc/memin
     )
 
 
+def peak_rate_problem(peak_rate: float, max_executors: int, cost_seconds: float = DemoOptions.cost_seconds) -> str | None:
+    """Why the demo's executors could never carry ``peak_rate``, or None: at ``cost_seconds`` of
+    work a row, a one-core executor processes at most ``1 / cost_seconds`` rows/s. Asked for 1e9
+    rows/s, the demo started Spark and generated rows no executor count could take, and the
+    check after the run drains the whole input first (1.8e11 rows in 180 s)."""
+    most = max_executors / cost_seconds
+    if peak_rate <= most:
+        return None
+    return (
+        f"--peak-rate {peak_rate:g}: {max_executors} one-core executor(s) at {cost_seconds * 1000:g} ms of work a row carry "
+        f"at most {most:g} rows/s before any overhead, so the backlog could only grow, and the check after the run drains "
+        f"it all; give at most {most:g}, or more --max-executors"
+    )
+
+
 def demo_profile(options: DemoOptions) -> RateProfile:
     """The load the demo replays (before the warm-up); TraceError for a trace it cannot replay.
     The command line asks for it before anything starts, so that a problem is told at once."""
     return compress_trace(
         load_trace(options.trace or default_trace()),
         seconds_per_day=options.seconds_per_day,
-        peak_rate=options.peak_rate,
+        peak_rate=options.peak(),
         duration=options.duration,
         start_hour=options.start_hour,
     )
@@ -395,7 +414,7 @@ def _summary(
     summary: dict[str, Any] = {
         "mode": options.mode,
         "duration_seconds": options.duration,
-        "peak_rate": options.peak_rate,
+        "peak_rate": options.peak(),
         "executor_seconds": round(seconds, 1),
         "mean_executors": round(mean, 2),
         "rescales": len(executor_changes) + len(query_rescales),
