@@ -850,7 +850,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         http=not args.no_http,
         record=args.record,
     )
-    if problem := peak_rate_problem(options.peak(), options.max_executors):
+    if problem := peak_rate_problem(options.peak(), options.max_executors, options.cost_seconds):
         return _fail(problem)
     try:
         profile = demo_profile(options)  # a trace, or a compression of it, the demo cannot replay is told before Spark starts
