@@ -111,11 +111,13 @@ class LiveView:
     )
 
     def __init__(
-        self, start: float, load_at: Callable[[float], float], out: TextIO = sys.stdout, slo: timedelta | None = None
+        self, start: float, load_at: Callable[[float], float], out: TextIO | None = None, slo: timedelta | None = None
     ) -> None:
         self.start = start
         self.load_at = load_at  # rows/s generated at t seconds from `start` (negative during the warm-up)
-        self.out = out
+        # sys.stdout when called, not when this module was imported (a default of sys.stdout was
+        # the stream of that moment: under pytest's capture, a file closed by the next test)
+        self.out = out = out if out is not None else sys.stdout
         self.slo = slo  # the lag the query should stay under (slo.target_lag): said when it is missed
         self.records: list[TickRecord] = []
         print(self.HEADER, file=out)
@@ -153,12 +155,14 @@ def _num(v: float | None, width: int, fmt: str = ".0f", unit: str = "") -> str:
 
 
 def run_demo(
-    options: DemoOptions, out: TextIO = sys.stdout, signals: StopSignals | None = None, profile: RateProfile | None = None
+    options: DemoOptions, out: TextIO | None = None, signals: StopSignals | None = None, profile: RateProfile | None = None
 ) -> dict[str, Any] | None:
     """Run the demo and return its summary; None when a signal stopped it early (``signals``:
     SIGINT/SIGTERM, installed by the caller; once the query runs they stop it at a batch boundary).
     ``profile``: :func:`demo_profile` of ``options`` when the caller has it already (the command
-    line checks it before anything starts), so the trace is not read twice."""
+    line checks it before anything starts), so the trace is not read twice. ``out``: the console,
+    sys.stdout when None (as it is when called)."""
+    out = out if out is not None else sys.stdout
     configure_logging("console", level="WARNING", stream=sys.stderr)
     trace_path = options.trace or default_trace()
     profile = profile if profile is not None else demo_profile(options)
