@@ -8,7 +8,11 @@ model adds what a schema cannot say, each with a message naming the field:
 * durations are the daemon's (``1h30m``, at most ten years), ``scaling.requestTimeout`` is more
   than 0 (the daemon's ``PositiveDuration``) and a trigger lies within 0.1 s .. 1 day, as the
   daemon's REST API takes it;
-* ``initialExecutors`` lies within the bounds;
+* ``minExecutors`` does not exceed ``maxExecutors``, and ``initialExecutors`` and
+  ``manualExecutors`` lie within them, each bound as the daemon holds it (its default,
+  ``ExecutorSettings``, where the spec gives none; the check of the daemon's settings,
+  ``config.check_daemon_settings``, says the same of the first two in the daemon's words, and a
+  ``manualExecutors`` outside was refused only by the daemon's REST API);
 * ``sparkConf`` and ``settings`` do not set what the operator writes from other fields (the
   message names the field to use instead), and ``settings.pipelines`` is a mapping;
 * what the API server checks on the children and a schema of the CR cannot: label and
@@ -26,12 +30,21 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, 
 from pydantic.alias_generators import to_camel
 
 from autoscaler.core.model import JAVA_LONG_MAX, Mode
-from autoscaler.core.settings import MAX_EXECUTORS, CheckpointRoot, Duration, PositiveDuration, parse_duration
+from autoscaler.core.settings import MAX_EXECUTORS, CheckpointRoot, Duration, ExecutorSettings, PositiveDuration, parse_duration
 
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 CONFIG_KEY = r"^[-._a-zA-Z0-9]+$"
 DURATION = r"^([0-9]+(\.[0-9]+)?d)?([0-9]+(\.[0-9]+)?h)?([0-9]+(\.[0-9]+)?m)?([0-9]+(\.[0-9]+)?s)?([0-9]+(\.[0-9]+)?ms)?$"
 SPARK_MEMORY = r"^[1-9][0-9]*[kmgtKMGT]$"
+# A container image reference as the container runtimes parse it (the grammar of
+# github.com/distribution/reference): an optional registry host[:port], lower-case path
+# components, an optional :tag and @digest. "app:1.0:0.1.0", "App:1", "app:1.0 beta" and
+# "ghcr.io//app" are refused here instead of failing each pod with InvalidImageName.
+IMAGE_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+IMAGE_HOST = r"[a-zA-Z0-9](?:[-a-zA-Z0-9]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[-a-zA-Z0-9]*[a-zA-Z0-9])?)*(?::[0-9]+)?"
+IMAGE_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+IMAGE_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+IMAGE = rf"^(?:{IMAGE_HOST}/)?{IMAGE_PATH}(?::{IMAGE_TAG})?(?:@{IMAGE_DIGEST})?$"
 MIN_TRIGGER, MAX_TRIGGER = timedelta(milliseconds=100), timedelta(days=1)
 
 # Spark configuration the operator writes itself, and where to set it instead
@@ -215,11 +228,18 @@ class ScalingSpec(_Spec):
 
     @model_validator(mode="after")
     def _bounds(self) -> ScalingSpec:
-        lo, hi = self.min_executors, self.max_executors
-        if lo is not None and hi is not None and lo > hi:
-            raise ValueError("scaling.minExecutors must not exceed scaling.maxExecutors")
-        if self.initial_executors is not None and not (lo or 0) <= self.initial_executors <= (hi if hi is not None else MAX_EXECUTORS):
-            raise ValueError(f"scaling.initialExecutors ({self.initial_executors}) must lie within minExecutors and maxExecutors")
+        """The bounds as the daemon holds them: the spec's, else the daemon's defaults (the
+        operator writes only the bounds the spec gives into the daemon's settings)."""
+        defaults = ExecutorSettings()
+        lo = self.min_executors if self.min_executors is not None else defaults.min
+        hi = self.max_executors if self.max_executors is not None else defaults.max
+        if lo > hi:
+            if self.min_executors is not None and self.max_executors is not None:
+                raise ValueError("scaling.minExecutors must not exceed scaling.maxExecutors")
+            raise ValueError(f"scaling.minExecutors ({lo}) exceeds the daemon's default maxExecutors ({hi}): set scaling.maxExecutors too")
+        for name, value in (("initialExecutors", self.initial_executors), ("manualExecutors", self.manual_executors)):
+            if value is not None and not lo <= value <= hi:
+                raise ValueError(f"scaling.{name} ({value}) must lie within minExecutors and maxExecutors, [{lo}, {hi}] (the daemon's defaults where unset)")
         return self
 
 
@@ -246,7 +266,7 @@ class HttpSpec(_Spec):
 
 
 class SparkStreamingAppSpec(_Spec):
-    image: Annotated[str, Field(min_length=1)]
+    image: Annotated[str, Field(min_length=1, max_length=1024, pattern=IMAGE)]
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
     image_pull_secrets: Annotated[list[Name], Field(max_length=16)] = Field(default_factory=list)
     pipelines: PipelinesSpec

@@ -84,6 +84,20 @@ parse_duration reads it: each number times its unit, summed. */}}
 {{- $total -}}
 {{- end -}}
 
+{{/* A quantity the schema accepted (500m, 0.5, 2, 128Mi, 1G, 1e3) as a number, to compare a
+request with its limit as the API server does. A YAML number prints as 1e+06 when large: the
+exponent form, which float64 reads whole. */}}
+{{- define "sa.quantity" -}}
+{{- $text := toString . | trimPrefix "+" -}}
+{{- $suffix := regexReplaceAll "^([0-9]+[.]?[0-9]*|[.][0-9]+)" $text "" -}}
+{{- $scale := dict "" 1.0 "n" 0.000000001 "u" 0.000001 "m" 0.001 "k" 1000.0 "M" 1000000.0 "G" 1000000000.0 "T" 1000000000000.0 "P" 1000000000000000.0 "E" 1000000000000000000.0 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 -}}
+{{- if hasKey $scale $suffix -}}
+{{- mulf (trimSuffix $suffix $text | float64) (get $scale $suffix) -}}
+{{- else -}}
+{{- $text | float64 -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Checks JSON Schema cannot express, each failing with the value it names. */}}
 {{- define "sa.checks" -}}
 {{- /* the operator and the daemon refuse longer durations at start (autoscaler/core/settings.py
@@ -123,6 +137,20 @@ parse_duration reads it: each number times its unit, summed. */}}
 {{- if and (gt (int .Values.operator.replicas) 1) (not $le.enabled) -}}
 {{- fail (printf "operator.replicas is %v but operator.leaderElection.enabled is false: two operators would act at once" .Values.operator.replicas) -}}
 {{- end -}}
+{{- /* the API server refuses a container whose request exceeds its limit, after the rest of the release is applied */ -}}
+{{- $resources := .Values.operator.resources | default dict -}}
+{{- $limits := $resources.limits | default dict -}}
+{{- range $name, $request := $resources.requests | default dict -}}
+{{- if and (hasKey $limits $name) (gt (include "sa.quantity" $request | float64) (include "sa.quantity" (get $limits $name) | float64)) -}}
+{{- fail (printf "operator.resources: requests.%s (%v) must not exceed limits.%s (%v): the API server refuses the operator's Deployment" $name $request $name (get $limits $name)) -}}
+{{- end -}}
+{{- end -}}
+{{- /* with egress policed, the operator (its watches, the apps' children) and the drivers (executor
+       pods) reach the Kubernetes API server only through apiServerCIDRs: none, and nothing works */ -}}
+{{- $egress := .Values.networkPolicy.egress -}}
+{{- if and .Values.networkPolicy.enabled $egress.enabled (not $egress.apiServerCIDRs) -}}
+{{- fail "networkPolicy.egress.enabled needs networkPolicy.egress.apiServerCIDRs: the operator and the drivers call the Kubernetes API server, and the policies would let them reach only DNS and the apps' pods (the addresses: kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes)" -}}
+{{- end -}}
 {{- $seen := dict -}}
 {{- range $i, $app := .Values.apps -}}
 {{- if not (has $app.namespace $.Values.namespaces) -}}
@@ -142,6 +170,26 @@ parse_duration reads it: each number times its unit, summed. */}}
 {{- $scaling := $app.spec.scaling | default dict -}}
 {{- if and (hasKey $scaling "minExecutors") (hasKey $scaling "maxExecutors") (gt (int $scaling.minExecutors) (int $scaling.maxExecutors)) -}}
 {{- fail (printf "apps[%d].spec.scaling: minExecutors (%v) must not exceed maxExecutors (%v)" $i $scaling.minExecutors $scaling.maxExecutors) -}}
+{{- end -}}
+{{- /* the operator's checks (autoscaler/operator/model.py), refused there only in the app's status:
+       each bound as the daemon holds it, the app's or the daemon's default (ExecutorSettings: 1, 8) */ -}}
+{{- $lo := ternary $scaling.minExecutors 1 (hasKey $scaling "minExecutors") | int -}}
+{{- $hi := ternary $scaling.maxExecutors 8 (hasKey $scaling "maxExecutors") | int -}}
+{{- if gt $lo $hi -}}
+{{- fail (printf "apps[%d].spec.scaling: minExecutors (%d) exceeds the daemon's default maxExecutors (%d): set maxExecutors too" $i $lo $hi) -}}
+{{- end -}}
+{{- range $field := list "initialExecutors" "manualExecutors" -}}
+{{- if and (hasKey $scaling $field) (or (lt (int (get $scaling $field)) $lo) (gt (int (get $scaling $field)) $hi)) -}}
+{{- fail (printf "apps[%d].spec.scaling: %s (%v) must lie within minExecutors and maxExecutors, [%d, %d] (the daemon's defaults where unset)" $i $field (get $scaling $field) $lo $hi) -}}
+{{- end -}}
+{{- end -}}
+{{- /* the CRD keys its queries by name (a list map): a name twice is refused by the API server */ -}}
+{{- $queries := dict -}}
+{{- range $j, $query := $app.spec.queries | default list -}}
+{{- if hasKey $queries $query.name -}}
+{{- fail (printf "apps[%d].spec.queries[%d]: query %q is queries[%v] already: the API server refuses an app that names a query twice" $i $j $query.name (get $queries $query.name)) -}}
+{{- end -}}
+{{- $_ := set $queries $query.name $j -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

@@ -92,6 +92,24 @@ def test_the_schema_of_an_apps_spec_is_the_crds():
                      "- at '/apps/0/spec/executor/cores': got string, want integer", id="app-spec-wrong-type"),
         pytest.param({"apps": [{"name": "a", "namespace": "default", "spec": {"image": "x:1"}}]},
                      "- at '/apps/0/spec': missing properties 'pipelines', 'checkpointRoot'", id="app-spec-incomplete"),
+        # each rendered, passed kubernetes-validate, and failed the install at the API server,
+        # after Helm had created the other objects
+        pytest.param({"operator": {"resources": {"requests": {"memory": "128MB"}}}},
+                     "- at '/operator/resources/requests/memory': '128MB' does not match pattern", id="quantity-in-megabytes"),
+        pytest.param({"operator": {"resources": {"limits": {"memory": "-1Gi"}}}},
+                     "- at '/operator/resources/limits/memory': '-1Gi' does not match pattern", id="negative-quantity"),
+        pytest.param({"operator": {"resources": {"requests": {"cpu": "lots"}}}},
+                     "- at '/operator/resources/requests/cpu': 'lots' does not match pattern", id="quantity-in-words"),
+        pytest.param({"operator": {"resources": {"request": {"cpu": "1"}}}},
+                     "- at '/operator/resources': additional properties 'request' not allowed", id="resources-typo"),
+        # each rendered an image no runtime pulls (InvalidImageName), or another image than asked
+        pytest.param({"image": {"repository": "spark-autoscaler:1.0"}},
+                     "- at '/image/repository': 'spark-autoscaler:1.0' does not match pattern", id="tag-in-the-repository"),
+        pytest.param({"image": {"registry": "ghcr.io/"}}, "- at '/image/registry': 'ghcr.io/' does not match pattern", id="registry-trailing-slash"),
+        pytest.param({"image": {"registry": "https://ghcr.io"}}, "- at '/image/registry': 'https://ghcr.io' does not match pattern", id="registry-url"),
+        pytest.param({"image": {"tag": "1.0 #rc"}}, "- at '/image/tag': '1.0 #rc' does not match pattern", id="tag-read-as-a-comment"),
+        pytest.param({"apps": [{"name": "a", "namespace": "default", "spec": {**APP_SPEC, "image": "clicks:1.0 beta"}}]},
+                     "- at '/apps/0/spec/image': 'clicks:1.0 beta' does not match pattern", id="app-image-with-a-space"),
     ],
 )
 def test_bad_values_are_refused_naming_them(values, message):
@@ -143,12 +161,61 @@ def test_values_for_a_parent_chart_are_accepted():
         # the operator's watch takes whole seconds: under 1 s it was sent as 0, the API server's own default
         pytest.param({"operator": {"watchTimeout": "999ms"}}, 'operator.watchTimeout: must be at least 1s', id="watch-under-a-second"),
         pytest.param({"operator": {"watchTimeout": "0s"}}, 'operator.watchTimeout: must be at least 1s', id="no-watch-timeout"),
+        # the API server refused the operator's Deployment after the rest of the release was applied
+        pytest.param({"operator": {"resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "256Mi"}}}},
+                     "operator.resources: requests.memory (1Gi) must not exceed limits.memory (256Mi)", id="request-above-limit"),
+        pytest.param({"operator": {"resources": {"requests": {"cpu": 2}, "limits": {"cpu": "1500m"}}}},
+                     "operator.resources: requests.cpu (2) must not exceed limits.cpu (1500m)", id="request-above-limit-other-units"),
+        # the operator and the drivers could not reach the API server: nothing worked, and nothing said why
+        pytest.param({"networkPolicy": {"egress": {"enabled": True}}},
+                     "networkPolicy.egress.enabled needs networkPolicy.egress.apiServerCIDRs", id="egress-without-the-api-server"),
+        # the CRD keys queries by name: the API server refused the app after the operator was installed
+        pytest.param({"apps": [{"name": "a", "namespace": "default", "spec": {**APP_SPEC, "queries": [{"name": "q"}, {"name": "q", "maxRowsPerBatch": 5}]}}]},
+                     'apps[0].spec.queries[1]: query "q" is queries[0] already', id="app-query-twice"),
+        # the operator's own checks: the app was created and then refused in its status only
+        pytest.param({"apps": [{"name": "a", "namespace": "default", "spec": {**APP_SPEC, "scaling": {"minExecutors": 9}}}]},
+                     "apps[0].spec.scaling: minExecutors (9) exceeds the daemon's default maxExecutors (8): set maxExecutors too", id="app-min-above-default-max"),
+        pytest.param({"apps": [{"name": "a", "namespace": "default", "spec": {**APP_SPEC, "scaling": {"maxExecutors": 4, "manualExecutors": 10}}}]},
+                     "apps[0].spec.scaling: manualExecutors (10) must lie within minExecutors and maxExecutors, [1, 4]", id="app-manual-outside"),
     ],
 )
 def test_what_a_schema_cannot_say_fails_the_render_naming_it(values, message):
     with pytest.raises(helm_python.HelmRenderError) as info:
         render(values)
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "scaling",
+    [{"minExecutors": 8}, {"minExecutors": 9}, {"initialExecutors": 0}, {"minExecutors": 0, "initialExecutors": 0}, {"initialExecutors": 9},
+     {"maxExecutors": 20, "initialExecutors": 12}, {"maxExecutors": 4, "manualExecutors": 5}, {"minExecutors": 2, "manualExecutors": 1},
+     {"minExecutors": 3, "maxExecutors": 20, "initialExecutors": 3, "manualExecutors": 20}],
+    ids=lambda scaling: ",".join(f"{k}={v}" for k, v in scaling.items()),
+)
+def test_the_chart_refuses_exactly_the_executor_counts_the_operator_refuses(scaling):
+    # the chart writes the daemon's default bounds (ExecutorSettings) as numbers: a change of
+    # them, or of the operator's rule, shows here
+    from autoscaler.operator.model import parse_spec
+
+    _, errors = parse_spec({**APP_SPEC, "scaling": scaling})
+    try:
+        render({"apps": [{"name": "a", "namespace": "default", "spec": {**APP_SPEC, "scaling": scaling}}]})
+        refused = False
+    except helm_python.HelmRenderError as exc:
+        refused = "apps[0].spec.scaling: " in str(exc)
+    assert refused == bool(errors), errors
+
+
+def test_quantities_and_image_references_in_their_usual_forms_render():
+    objs = render({
+        "image": {"registry": "registry.example.com:5000/platform", "repository": "team/spark-autoscaler", "tag": "1.2.0-rc_1"},
+        "operator": {"resources": {"requests": {"cpu": 0.5, "memory": "1Gi", "example.com/gpu": 1},
+                                   "limits": {"cpu": "500m", "memory": 1073741824, "example.com/gpu": "1"}}},
+    })
+    [deployment] = [o for o in objs if o["kind"] == "Deployment"]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "registry.example.com:5000/platform/team/spark-autoscaler:1.2.0-rc_1"
+    assert container["resources"]["limits"]["memory"] == 1073741824
 
 
 def test_every_cross_field_rule_of_the_crd_is_checked_at_render_too():

@@ -75,6 +75,42 @@ def test_the_bad_sample_is_refused_with_each_problem_named():
     assert "spec.image: Field required" in errors and "spec.scaling.maxExecutor: unknown field" in errors
 
 
+def test_an_image_reference_the_runtimes_cannot_pull_is_refused_by_the_crd_and_the_model():
+    """Each failed every pod with InvalidImageName after the app was accepted."""
+    from autoscaler.operator.model import IMAGE
+
+    assert crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["image"]["pattern"] == IMAGE
+    for image in ["clicks:1.0:0.1.0", "Clicks:1", "clicks:1.0 beta", "ghcr.io//clicks", "https://ghcr.io/clicks", "clicks:"]:
+        obj = {"apiVersion": "streaming.sparkautoscaler.io/v1alpha1", "kind": "SparkStreamingApp", "metadata": {"name": "a"}, "spec": {**BASE, "image": image}}
+        assert [p.split(" -> ")[0] for p in problems(obj)] == ["spec.image"], image
+        _, errors = parse_spec({**BASE, "image": image})
+        assert any(e.startswith("spec.image: String should match pattern") for e in errors), errors
+    for image in ["img:1", "localhost:5000/team/clicks:v1.2", "registry.example.com/clicks@sha256:" + "a" * 64]:
+        assert parse_spec({**BASE, "image": image})[1] == []
+
+
+@pytest.mark.parametrize(
+    "scaling, message",
+    [
+        # the daemon's defaults (min 1, max 8) where the spec gives no bound (before, the model took
+        # 0 and 100000, and only the check of the daemon's settings refused these two)
+        ({"minExecutors": 9}, "scaling.minExecutors (9) exceeds the daemon's default maxExecutors (8): set scaling.maxExecutors too"),
+        ({"initialExecutors": 0}, "scaling.initialExecutors (0) must lie within minExecutors and maxExecutors, [1, 8]"),
+        ({"maxExecutors": 4, "initialExecutors": 5}, "scaling.initialExecutors (5) must lie within minExecutors and maxExecutors, [1, 4]"),
+        # refused before only by the daemon's control API, each reconcile
+        ({"maxExecutors": 4, "manualExecutors": 10}, "scaling.manualExecutors (10) must lie within minExecutors and maxExecutors, [1, 4]"),
+    ],
+)
+def test_executor_counts_outside_the_bounds_the_daemon_will_hold_are_refused(scaling, message):
+    spec, errors = parse_spec({**BASE, "scaling": scaling})
+    assert spec is None and any(message in e for e in errors), errors
+
+
+def test_executor_counts_within_the_bounds_are_taken():
+    for scaling in [{"minExecutors": 8}, {"minExecutors": 0, "initialExecutors": 0}, {"maxExecutors": 20, "initialExecutors": 12, "manualExecutors": 20}]:
+        assert parse_spec({**BASE, "scaling": scaling})[1] == [], scaling
+
+
 # --- the model and the CRD agree ---------------------------------------------------------------------------
 
 BASE = {"image": "img:1", "pipelines": {"module": "m"}, "checkpointRoot": "s3a://b/c"}
@@ -98,10 +134,14 @@ def model_only_problems(spec: dict[str, Any]) -> list[str]:
     """What the model adds to the schema, each named in the model's docstring."""
     out = []
     scaling = spec.get("scaling") if isinstance(spec.get("scaling"), dict) else {}
-    initial, lo, hi = scaling.get("initialExecutors"), scaling.get("minExecutors"), scaling.get("maxExecutors")
-    if isinstance(initial, int) and not isinstance(initial, bool):
-        if not (lo if isinstance(lo, int) else 0) <= initial <= (hi if isinstance(hi, int) else 10**9):
-            out.append("initialExecutors within the bounds")
+    # each bound as the daemon holds it: the spec's, else its default (1 and 8)
+    lo, hi = scaling.get("minExecutors", 1), scaling.get("maxExecutors", 8)
+    if isinstance(lo, int) and isinstance(hi, int) and ("minExecutors" not in scaling or "maxExecutors" not in scaling) and lo > hi:
+        out.append("minExecutors within the default maxExecutors")
+    for name in ("initialExecutors", "manualExecutors"):
+        count = scaling.get(name)
+        if isinstance(count, int) and not isinstance(count, bool) and isinstance(lo, int) and isinstance(hi, int) and not lo <= count <= hi:
+            out.append(f"{name} within the bounds")
     for text in [scaling.get("requestTimeout"), *[q.get("triggerInterval") for q in spec.get("queries") or () if isinstance(q, dict)]]:
         if isinstance(text, str) and text in ("3651d",):
             out.append("duration at most ten years")
@@ -125,7 +165,8 @@ def model_only_problems(spec: dict[str, Any]) -> list[str]:
 
 
 values = {
-    "image": st.sampled_from(["img:1", "", 5]),
+    "image": st.sampled_from(["img:1", "", 5, "registry.example.com:5000/team/clicks:1.0-rc_1", "clicks@sha256:" + "a" * 64,
+                              "clicks:1.0:0.1.0", "Clicks:1", "clicks:1.0 beta", "ghcr.io//clicks", "https://ghcr.io/clicks"]),
     "imagePullPolicy": st.sampled_from(["Always", "Never", "Sometimes"]),
     "imagePullSecrets": st.sampled_from([[], ["regcred"], ["Bad_Secret"], "regcred"]),
     "pipelines": st.sampled_from([{"module": "m"}, {"configMapRef": {"name": "cm"}}, {"configMapRef": {"name": "cm", "key": "p.py"}},
@@ -141,7 +182,7 @@ values = {
     "executor": st.sampled_from([{}, {"cores": 4, "memory": "8g"}, {"cores": 65}, {"priorityClassName": "high"}, {"memory": 4}, {"memory": "400m"}]),
     "scaling": st.fixed_dictionaries({}, optional={
         "mode": st.sampled_from(["auto", "active", "reactive", "sometimes"]),
-        "minExecutors": st.sampled_from([0, 3, -1, 100001, "2", True]),
+        "minExecutors": st.sampled_from([0, 3, 9, -1, 100001, "2", True]),
         "maxExecutors": st.sampled_from([1, 5, 0, 12]),
         "initialExecutors": st.sampled_from([0, 2, 4, 20]),
         "manualExecutors": st.sampled_from([0, 7, -2]),
