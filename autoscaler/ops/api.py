@@ -33,7 +33,7 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import HTTPConnection
@@ -132,8 +132,13 @@ class QueryPatch(_Body):
     )
 
 
+def _upper(value: Any) -> Any:
+    return value.upper() if isinstance(value, str) else value
+
+
 class LogLevelBody(_Body):
-    level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+    # in any case: "debug" was refused with a list of the upper-case names, which say the same
+    level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(_upper)]
     logger: str | None = Field(
         None, max_length=200, pattern=r"^[A-Za-z0-9_.\-]*$", description="Logger name (e.g. `autoscaler.reconciler`); empty or null: root."
     )
@@ -368,6 +373,18 @@ QUERY_ERRORS: dict[int | str, dict[str, Any]] = {
 
 def _error(status: int, loc: list[str | int], msg: str, kind: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"detail": [{"loc": loc, "msg": msg, "type": kind}]}, status_code=status, headers=headers)
+
+
+def _validation_detail(error: Mapping[str, Any], body: Any) -> dict[str, Any]:
+    """One of the request's validation errors in the API's shape. A body that is not JSON says
+    why and where, as the command line does for a file: FastAPI keeps the parser's reason in
+    ``ctx`` and its offset in ``loc`` (``"JSON decode error"`` at ``["body", 1]`` said neither)."""
+    loc = list(error.get("loc", ()))
+    if error.get("type") == "json_invalid" and len(loc) == 2 and isinstance(loc[1], int) and isinstance(body, (str, bytes)):
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        where = json.JSONDecodeError(str((error.get("ctx") or {}).get("error") or "not JSON"), text, loc[1])
+        return {"loc": ["body"], "msg": f"the body is not valid JSON (line {where.lineno}, column {where.colno}: {where.msg})", "type": "json_invalid"}
+    return {"loc": loc, "msg": str(error.get("msg", "")), "type": str(error.get("type", ""))}
 
 
 class _Refused(Exception):
@@ -654,8 +671,7 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        detail = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))} for e in exc.errors()]
-        return JSONResponse({"detail": detail}, status_code=422)
+        return JSONResponse({"detail": [_validation_detail(e, exc.body) for e in exc.errors()]}, status_code=422)
 
     def commands(rec: Reconciler) -> Commands:
         return Commands(rec, clock=clock, metrics=metrics)

@@ -396,6 +396,21 @@ def test_an_invalid_control_change_is_a_422_naming_the_field_and_nothing_is_appl
 
 
 @pytest.mark.parametrize(
+    "body, message",
+    [
+        # the usual slip of shell quoting; said before only "JSON decode error" at ["body", 1]
+        pytest.param(b"{'dry_run': true}", "the body is not valid JSON (line 1, column 2: Expecting property name enclosed in double quotes)", id="single-quotes"),
+        pytest.param(b'{"dry_run": true,\n}', "the body is not valid JSON (line 2, column 1: Expecting property name enclosed in double quotes)", id="trailing-comma"),
+        pytest.param(b'{"dry_run": true} {"paused": true}', "the body is not valid JSON (line 1, column 19: Extra data)", id="two-objects"),
+    ],
+)
+def test_a_body_that_is_not_json_says_why_and_where_and_nothing_is_applied(d, body, message):
+    r = d.client.patch("/api/v1/control", content=body, headers={**d.auth_header, "Content-Type": "application/json"})
+    assert r.status_code == 422 and r.json()["detail"] == [{"loc": ["body"], "msg": message, "type": "json_invalid"}], r.text
+    assert d.client.get("/api/v1/decisions", params={"kind": "operator"}).json()["entries"] == []
+
+
+@pytest.mark.parametrize(
     "body, where",
     [
         pytest.param(b'{"max_executors": 3, "max_executors": 4}', ["body", "max_executors"], id="top-level"),
@@ -684,6 +699,10 @@ def test_the_log_level_changes_at_once(d):
     try:
         r = d.client.put("/api/v1/log-level", json={"level": "DEBUG", "logger": "autoscaler.reconciler"}, headers=d.auth_header)
         assert r.status_code == 200 and logger.level == logging.DEBUG
+        r = d.client.put("/api/v1/log-level", json={"level": "warning", "logger": "autoscaler.reconciler"}, headers=d.auth_header)
+        assert r.status_code == 200 and logger.level == logging.WARNING, r.text  # any case ("warning" was a 422)
+        r = d.client.put("/api/v1/log-level", json={"level": "verbose", "logger": "autoscaler.reconciler"}, headers=d.auth_header)
+        assert r.status_code == 422 and loc(r) == [("body", "level")]
         r = d.client.put("/api/v1/log-level", json={"level": "DEBUG", "logger": "no.such"}, headers=d.auth_header)
         assert r.status_code == 422 and loc(r) == [("body", "logger")]
     finally:
