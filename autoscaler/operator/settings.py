@@ -64,7 +64,10 @@ class AppDefaults(_Model):
         description="An app's scaling.requestTimeout when it sets none: long enough for a new node and a ~1 GB image pull.",
     )
     resource_wait_timeout: Duration = Field(timedelta(minutes=5), description="How long a starting daemon waits for its first executors.")
-    driver_priority_class_name: str = Field("", description="PriorityClass of the driver pods (empty: none).")
+    driver_priority_class_name: str = Field(
+        "", max_length=253, pattern=r"^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        description="PriorityClass of the driver pods, a DNS subdomain (empty: none).",
+    )
     executor_read_only_root_filesystem: bool = Field(
         True, description="Executors' root filesystem read-only (their scratch space is an emptyDir); off if a library writes elsewhere."
     )

@@ -151,6 +151,16 @@ exponent form, which float64 reads whole. */}}
 {{- if and .Values.networkPolicy.enabled $egress.enabled (not $egress.apiServerCIDRs) -}}
 {{- fail "networkPolicy.egress.enabled needs networkPolicy.egress.apiServerCIDRs: the operator and the drivers call the Kubernetes API server, and the policies would let them reach only DNS and the apps' pods (the addresses: kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes)" -}}
 {{- end -}}
+{{- /* a label the chart writes, given again, is a key twice in the rendered map: the last wins,
+       and the operator's pods no longer matched its Deployment's selector */ -}}
+{{- $own := list "helm.sh/chart" "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/version" "app.kubernetes.io/managed-by" "app.kubernetes.io/component" -}}
+{{- range $key, $labels := dict "commonLabels" .Values.commonLabels "operator.podLabels" .Values.operator.podLabels -}}
+{{- range $label := $own -}}
+{{- if hasKey ($labels | default dict) $label -}}
+{{- fail (printf "%s: %s is a label the chart sets (its selectors match on it); use another key" $key $label) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- $seen := dict -}}
 {{- range $i, $app := .Values.apps -}}
 {{- if not (has $app.namespace $.Values.namespaces) -}}

@@ -110,6 +110,24 @@ def test_the_schema_of_an_apps_spec_is_the_crds():
         pytest.param({"image": {"tag": "1.0 #rc"}}, "- at '/image/tag': '1.0 #rc' does not match pattern", id="tag-read-as-a-comment"),
         pytest.param({"apps": [{"name": "a", "namespace": "default", "spec": {**APP_SPEC, "image": "clicks:1.0 beta"}}]},
                      "- at '/apps/0/spec/image': 'clicks:1.0 beta' does not match pattern", id="app-image-with-a-space"),
+        # labels, names and networks the API server refuses at install, after the rest of the release
+        pytest.param({"commonLabels": {"team": "data eng"}}, "- at '/commonLabels/team': 'data eng' does not match pattern", id="label-value-with-a-space"),
+        pytest.param({"operator": {"podLabels": {"bad key!": "x"}}}, "- at '/operator/podLabels': additional properties 'bad key!' not allowed", id="bad-label-key"),
+        pytest.param({"operator": {"podAnnotations": {"bad key!": "x"}}}, "- at '/operator/podAnnotations': additional properties 'bad key!' not allowed",
+                     id="bad-annotation-key"),
+        pytest.param({"operator": {"priorityClassName": "High Prio"}}, "- at '/operator/priorityClassName': 'High Prio' does not match pattern",
+                     id="bad-priority-class"),
+        pytest.param({"appDefaults": {"driverPriorityClassName": "Bad_Name"}}, "- at '/appDefaults/driverPriorityClassName': 'Bad_Name' does not match pattern",
+                     id="bad-driver-priority-class"),
+        pytest.param({"networkPolicy": {"egress": {"apiServerCIDRs": ["999.1.1.1/32"]}}}, "- at '/networkPolicy/egress/apiServerCIDRs/0': '999.1.1.1/32' does not match pattern",
+                     id="cidr-beyond-ipv4"),
+        pytest.param({"networkPolicy": {"egress": {"apiServerCIDRs": ["10.0.0.0/33"]}}}, "- at '/networkPolicy/egress/apiServerCIDRs/0': '10.0.0.0/33' does not match pattern",
+                     id="prefix-beyond-ipv4"),
+        # an API server that drops unknown fields would keep namespaceSelector: {}, every namespace
+        pytest.param({"networkPolicy": {"prometheus": {"namespaceSelector": {"matchLabel": {"a": "b"}}}}},
+                     "- at '/networkPolicy/prometheus/namespaceSelector': additional properties 'matchLabel' not allowed", id="selector-typo"),
+        pytest.param({"metrics": {"grafanaDashboard": {"label": "grafana dashboard"}}}, "- at '/metrics/grafanaDashboard/label': 'grafana dashboard' does not match pattern",
+                     id="dashboard-label-key"),
     ],
 )
 def test_bad_values_are_refused_naming_them(values, message):
@@ -177,6 +195,11 @@ def test_values_for_a_parent_chart_are_accepted():
                      "apps[0].spec.scaling: minExecutors (9) exceeds the daemon's default maxExecutors (8): set maxExecutors too", id="app-min-above-default-max"),
         pytest.param({"apps": [{"name": "a", "namespace": "default", "spec": {**APP_SPEC, "scaling": {"maxExecutors": 4, "manualExecutors": 10}}}]},
                      "apps[0].spec.scaling: manualExecutors (10) must lie within minExecutors and maxExecutors, [1, 4]", id="app-manual-outside"),
+        # a key twice in the rendered labels: the last won, and the pods left the Deployment's selector
+        pytest.param({"commonLabels": {"app.kubernetes.io/name": "other"}}, "commonLabels: app.kubernetes.io/name is a label the chart sets",
+                     id="common-label-the-chart-sets"),
+        pytest.param({"operator": {"podLabels": {"app.kubernetes.io/component": "x"}}}, "operator.podLabels: app.kubernetes.io/component is a label the chart sets",
+                     id="pod-label-the-chart-sets"),
     ],
 )
 def test_what_a_schema_cannot_say_fails_the_render_naming_it(values, message):
@@ -206,7 +229,17 @@ def test_the_chart_refuses_exactly_the_executor_counts_the_operator_refuses(scal
     assert refused == bool(errors), errors
 
 
-def test_quantities_and_image_references_in_their_usual_forms_render():
+def test_quantities_image_references_labels_and_networks_in_their_usual_forms_render():
+    objs = render({
+        "image": {"registry": "registry.example.com:5000/platform", "repository": "team/spark-autoscaler", "tag": "1.2.0-rc_1"},
+        "commonLabels": {"example.com/team": "data-eng", "cost-center": ""},
+        "operator": {"podAnnotations": {"example.com/note": "any text at all"}, "priorityClassName": "system-cluster-critical",
+                     "resources": {"requests": {"cpu": 0.5, "memory": "1Gi", "example.com/gpu": 1},
+                                   "limits": {"cpu": "500m", "memory": 1073741824, "example.com/gpu": "1"}}},
+        "networkPolicy": {"egress": {"enabled": True, "apiServerCIDRs": ["10.0.0.1/32", "172.20.0.0/16", "fd00::/64", "2001:db8::1/128"]},
+                          "prometheus": {"namespaceSelector": {"matchExpressions": [{"key": "team", "operator": "In", "values": ["obs"]}]}}},
+    })
+    assert any(o["kind"] == "NetworkPolicy" for o in objs)
     objs = render({
         "image": {"registry": "registry.example.com:5000/platform", "repository": "team/spark-autoscaler", "tag": "1.2.0-rc_1"},
         "operator": {"resources": {"requests": {"cpu": 0.5, "memory": "1Gi", "example.com/gpu": 1},
