@@ -159,15 +159,60 @@ def _key_yaml(text: str) -> tuple[str, Any]:
         raise argparse.ArgumentTypeError(f"{text!r}: the value cannot be read as YAML ({problem})") from None
 
 
-def _settings_problem(settings: dict[str, Any]) -> str | None:
-    """What is wrong with ``--setting`` values for a simulation, or None: each must be a daemon
-    setting with a valid value; the policy is chosen by --policy/--policies and --param."""
+# daemon settings a simulation takes from its own options: a --setting of them was silently
+# ignored (reconcile_interval: the simulator steps by --tick) or bounded the policies but not the
+# oracles they are judged against (executors.max)
+SIMULATION_FLAGS = {
+    "reconcile_interval": "the simulation steps by --tick",
+    "executors.max": "set it with --max-executors (it bounds the oracles too)",
+    "slo.target_lag": "set it with --slo-lag-seconds (it judges the oracles too)",
+    "executors.initial": "the simulation starts with the executors its first load needs",
+    "executors.cores": "set it with --set cores_per_executor (the simulated executors' cores)",
+}
+# benchmark traces runs every policy at the same tick, SLO and ceilings
+TRACES_FLAGS = {key: "every run of the benchmark takes the same (its ceiling: twice what a --scales peak needs)" for key in SIMULATION_FLAGS}
+# the effectful shell: a simulation runs no Spark, pipeline, HTTP server, state store or audit file
+NOT_SIMULATED = ("spark", "pipelines", "http", "state", "audit")
+
+
+def _given_twice(args: argparse.Namespace) -> str | None:
+    """A ``--param``, ``--set`` or ``--setting`` key given twice, or None: the last won silently,
+    where a configuration file refuses a key given twice."""
+    for option in ("param", "set", "setting"):
+        keys = [key for key, _ in getattr(args, option, None) or ()]
+        if twice := sorted({key for key in keys if keys.count(key) > 1}):
+            return f"--{option} {twice[0]} is given twice"
+    return None
+
+
+def _setting_keys(settings: dict[str, Any]) -> list[str]:
+    """The dotted keys ``--setting`` values set (``executors={max: 3}`` sets ``executors.max``)."""
+
+    def keys(prefix: str, value: Any) -> list[str]:
+        if isinstance(value, dict) and value:
+            return [k for name, inner in value.items() for k in keys(f"{prefix}.{name}", inner)]
+        return [prefix]
+
+    return sorted(k for key, value in settings.items() for k in keys(key, value))
+
+
+def _settings_problem(settings: dict[str, Any], max_executors: int, flags: dict[str, str] = SIMULATION_FLAGS) -> str | None:
+    """What is wrong with ``--setting`` values for a simulation whose policies are bounded by
+    ``max_executors``, or None: each must be a daemon setting with a valid value that the
+    simulation uses and takes from no option of its own (``flags``: setting -> why not); the
+    policy is chosen by --policy/--policies and --param."""
     from autoscaler.runtime.config import SettingsError, load_settings
 
-    if chosen := sorted(k for k in settings if k == "policy" or k.startswith("policy.")):
+    keys = _setting_keys(settings)
+    if chosen := [k for k in keys if k == "policy" or k.startswith("policy.")]:
         return f"--setting {chosen[0]}: choose the policy with --policy/--policies and its parameters with --param"
-    try:
-        load_settings(None, settings, environ={})
+    for key in keys:
+        if key in flags:
+            return f"--setting {key}: {flags[key]}"
+        if key.split(".")[0] in NOT_SIMULATED:
+            return f"--setting {key}: not used by a simulation (it runs no Spark, pipeline, HTTP server, state store or audit file)"
+    try:  # within the simulation's bounds, not the daemon's default maximum (8)
+        load_settings(None, {"executors": {"max": max_executors}, **settings}, environ={})
     except SettingsError as exc:
         return f"--setting: {exc}"
     return None
@@ -181,6 +226,19 @@ def _positive_int(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
     return value
+
+
+def _master_url(text: str) -> str:
+    """A Spark master URL as the daemon's settings take it (``spark.master``)."""
+    from pydantic import ValidationError
+
+    from autoscaler.core.settings import SparkSettings
+
+    try:
+        SparkSettings(master=text)
+    except ValidationError as exc:
+        raise argparse.ArgumentTypeError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from None
+    return text
 
 
 def _duration_arg(text: str) -> timedelta:
@@ -516,7 +574,7 @@ def _benchmark_parser(sub: Any) -> None:
         "example:\n  spark-autoscaler benchmark soak --rescales 100 --json > soak.json",
     )
     soak.add_argument("--rescales", type=_positive_int, default=20, metavar="N", help="rescales to drive")
-    soak.add_argument("--master", default="local-cluster[3,1,512]", metavar="URL", help="Spark master")
+    soak.add_argument("--master", type=_master_url, default="local-cluster[3,1,512]", metavar="URL", help="Spark master")
     soak.add_argument("--fault-every", type=_positive_int, default=5, metavar="N", help="inject a fault into every N-th rescale")
     soak.add_argument("--workdir", type=Path, metavar="DIR", help="keep checkpoints and output here (default: a temp dir)")
     soak.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout (progress goes to stderr)")
@@ -856,9 +914,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         profile = demo_profile(options)  # a trace, or a compression of it, the demo cannot replay is told before Spark starts
     except TraceError as exc:
         return _fail(str(exc))
-    # the HTTP server starts after the Spark cluster: a port in use is told before that
-    if options.http and options.http_port != 0 and (problem := listen_problem(options.http_host, options.http_port)):
-        return _fail(f"{problem} (another demo or daemon? --http-port picks another, --no-http serves nothing)")
+    # the HTTP server starts after the Spark cluster: a port in use, or a host not of this machine
+    # (with any port: --http-port 0 skipped the check, and Spark started before the refusal), is told before that
+    if options.http and (problem := listen_problem(options.http_host, options.http_port)):
+        hint = "" if options.http_port == 0 else " (another demo or daemon? --http-port picks another, --no-http serves nothing)"
+        return _fail(f"{problem}{hint}")
     signals = StopSignals()  # Ctrl-C and SIGTERM interrupt the start-up, then stop at a batch boundary
     signals.install(graceful=False)
     from autoscaler.ops.server import HttpServerError
@@ -902,10 +962,16 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         return _fail(f"--runs: unknown run(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(ALL_RUNS)}")
     profile: Any
     if args.benchmark == "on-off":
+        from autoscaler.tools.traces import TraceError
+
         trace = args.trace or _shared_trace("Twitter_volume_CVS.csv")
-        if trace is None or not trace.is_file():
+        if trace is None:
             return _fail("--trace: ../shared/traces/Twitter_volume_CVS.csv not found; pass --trace CSV")
         profile = OnOffProfile(trace=trace, warmup=args.warmup)
+        try:  # the trace is read before Spark starts (it was read by the first run, after its cluster)
+            profile.rate_profile()
+        except (TraceError, ValueError) as exc:
+            return _fail(str(exc))
     else:
         try:
             phases = tuple(float(p) for p in args.phases.split(","))
@@ -1012,11 +1078,14 @@ def _cmd_traces(args: argparse.Namespace) -> int:
     if not scales or any(s not in SCALES for s in scales):
         return _fail(f"--scales: {args.scales!r}: choose from {', '.join(SCALES)}")
     policies = list(dict.fromkeys(p.strip() for p in args.policies.split(",") if p.strip())) if args.policies else compared_policies()
+    if problem := _given_twice(args):
+        return _fail(problem)
     params = dict(args.param)
     if params and len(policies) != 1:
         return _fail("--param applies to one policy: name it alone with --policies")
     settings = dict(args.setting)
-    if problem := _settings_problem(settings):
+    # within the lowest ceiling of the scales run (twice the executors its peak needs)
+    if problem := _settings_problem(settings, min(2 * SCALES[s].peak_executors for s in scales), TRACES_FLAGS):
         return _fail(problem)
     traces, problem = _trace_files(args.traces)
     if problem:
@@ -1195,6 +1264,7 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    from autoscaler.core.settings import MAX_EXECUTORS
     from autoscaler.runtime.config import SettingsError
     from autoscaler.tools.sim import SimConfig
     from autoscaler.tools.sim.compare import compare_policies, format_table
@@ -1212,13 +1282,16 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.days is not None and args.days > days:
         # not an error (a caller may ask for "up to D days"), but not silent either
         print(f"spark-autoscaler: note: trace {trace.name!r} covers {days:.2f} days; simulating all of it, not {args.days:g}", file=sys.stderr)
+    if problem := _given_twice(args):
+        return _fail(problem)
     try:
         config = SimConfig().with_changes(dict(args.set))
     except ValueError as exc:
         return _fail(f"--set: {exc}")
     params = dict(args.param)
     settings = dict(args.setting)
-    if problem := _settings_problem(settings):
+    # the runner's ceiling (one beyond any cluster is refused by the runner, naming --max-executors)
+    if problem := _settings_problem(settings, min(MAX_EXECUTORS, args.max_executors or 2 * args.peak_executors)):
         return _fail(problem)
     options = dict(
         settings=settings,
@@ -1237,6 +1310,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         for given, option in ((bool(args.param), "--param"), (args.policy is not None, "--policy")):
             if given:
                 return _fail(f"{option} applies to one policy; it cannot be combined with --compare")
+        _exit_on_sigterm()  # `kill` or `timeout` stops the worker processes too (they ran on, at 99 % CPU each)
         try:
             with _progress_line(trace.name) as progress:
                 results = compare_policies(trace, jobs=args.jobs or 1, progress=progress, **options)
@@ -1255,6 +1329,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.jobs is not None:
         return _fail("--jobs runs the policies of --compare in parallel; one policy runs in one process")
     policy = args.policy if args.policy is not None else "default"
+    _exit_on_sigterm()  # as Ctrl-C: "interrupted", exit 130 (as with --compare)
     try:
         policy_class(policy)
         with _progress_line(trace.name) as progress:

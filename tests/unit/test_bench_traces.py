@@ -153,14 +153,32 @@ def test_a_run_not_there_is_reported_as_not_run(traces, tmp_path, capsys):
     assert not (results / "peak" / "default-burst.json").exists()
 
 
-@pytest.mark.parametrize("text", ["{half", '{"cost_ratio": 1.2}', "[]"])
-def test_a_damaged_result_file_is_named(traces, tmp_path, capsys, text):
+@pytest.mark.parametrize("text", [b"{half", b'{"cost_ratio": 1.2}', b"[]", b"\xff\xfe"], ids=["torn", "no-kpis", "a-list", "not-utf-8"])
+@pytest.mark.parametrize("report_only", [True, False], ids=["report", "resume"])
+def test_a_damaged_result_file_is_named(traces, tmp_path, capsys, text, report_only):
+    # a result that is not UTF-8 said "'utf-8' codec can't decode byte 0xff" and no file
     (tmp_path / "r" / "peak").mkdir(parents=True)
-    (tmp_path / "r" / "peak" / "default-step.json").write_text(text)
+    (tmp_path / "r" / "peak" / "default-step.json").write_bytes(text)
     assert main(["benchmark", "traces", "--traces", str(traces / "step.csv"), "--results", str(tmp_path / "r"),
-                 "--policies", "default", "--scales", "peak", "--report-only"]) == 2
+                 "--policies", "default", "--scales", "peak", *(["--report-only"] if report_only else [])]) == 2
     err = capsys.readouterr().err
     assert "default-step.json" in err and "remove it to run it again" in err
+
+
+@pytest.mark.parametrize("damage", ["a-directory-where-a-result-goes", "a-file-where-a-scale-goes"])
+def test_a_result_that_cannot_be_written_is_named_before_any_run(traces, tmp_path, capsys, damage):
+    # each failed with a traceback after the simulation, its result lost
+    if damage == "a-directory-where-a-result-goes":
+        (tmp_path / "r" / "peak" / "default-step.json").mkdir(parents=True)
+        named = "default-step.json: not a file"
+    else:
+        (tmp_path / "r").mkdir()
+        (tmp_path / "r" / "peak").write_text("x")
+        named = "peak: not a directory"
+    assert main(["benchmark", "traces", "--traces", str(traces / "step.csv"), "--results", str(tmp_path / "r"),
+                 "--policies", "default", "--scales", "peak"]) == 2
+    err = capsys.readouterr().err
+    assert named in err and "Traceback" not in err and "[1/1]" not in err, err
 
 
 def test_a_policy_parameter_is_run_kept_and_checked_on_resume(traces, tmp_path, capsys):
@@ -282,6 +300,8 @@ def test_a_comparison_with_nothing_to_compare_to_is_refused(traces, tmp_path, ca
         (["--policies", "default,static", "--param", "hindsight=7d"], "--param applies to one policy"),
         (["--setting", "normalize.scale_down_delay=soon"], "--setting: invalid configuration"),
         (["--setting", "policy.params={}"], "--setting policy.params: choose the policy"),
+        (["--setting", "executors.max=3"], "--setting executors.max: every run of the benchmark takes the same"),
+        (["--setting", "executors.min=65"], "executors: min (65) must not exceed max (64)"),  # the ceiling of the peak scale
     ],
 )
 def test_bad_arguments_are_named_before_anything_runs(tmp_path, extra, named, capsys):
@@ -293,6 +313,14 @@ def test_bad_arguments_are_named_before_anything_runs(tmp_path, extra, named, ca
     assert main(args) == 2
     assert named in capsys.readouterr().err
     assert not list((tmp_path / "r").rglob("*.json"))
+
+
+def test_a_setting_given_twice_is_refused_before_any_run(tmp_path, capsys):
+    write_trace(tmp_path / "t.csv", [10] * 24)
+    assert main(["benchmark", "traces", "--traces", str(tmp_path / "t.csv"), "--results", str(tmp_path / "r"), "--policies", "default",
+                 "--scales", "peak", "--setting", "normalize.dead_band=0.1", "--setting", "normalize.dead_band=0.2"]) == 2
+    assert "--setting normalize.dead_band is given twice" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
 
 
 def test_a_bad_trace_is_named_before_any_run(tmp_path, capsys):
@@ -366,6 +394,30 @@ def test_a_signal_stops_the_runs_at_once_and_leaves_no_partial_result(tmp_path, 
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     assert not list(results.rglob("*.json"))
+
+
+def test_sigterm_stops_a_compared_simulation_and_its_workers(tmp_path):
+    """`simulate --compare --jobs 2` under kill or timeout: before, the command ended (143) and
+    its two workers simulated on at 99 % CPU each."""
+    trace = write_trace(tmp_path / "long.csv", [1000 + 900 * math.sin(i * math.pi / 144) for i in range(288 * 60)])
+    proc = subprocess.Popen([sys.executable, "-m", "autoscaler", "simulate", "--trace", str(trace), "--compare", "--jobs", "2"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers := _children(proc.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(workers) == 2
+        time.sleep(1.0)  # both simulating
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 130
+        assert "interrupted" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    for pid in workers:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 def _git(repo, *args):

@@ -338,3 +338,43 @@ def test_the_demo_refuses_a_port_in_use_before_spark_starts(monkeypatch, capsys)
     err = capsys.readouterr().err
     assert f"spark-autoscaler: error: cannot listen on 127.0.0.1:{port}: Address already in use" in err
     assert "--no-http serves nothing" in err
+
+
+def test_the_demo_refuses_a_host_not_of_this_machine_before_spark_starts_with_any_port(monkeypatch, capsys):
+    # with --http-port 0 the check was skipped: Spark started (26 s) before the refusal, exit 2
+    # ("nothing was started") and the driver JVM still alive after it
+    def start_spark(*args, **kwargs):
+        raise AssertionError("the demo went on to start Spark")
+
+    monkeypatch.setattr("autoscaler.tools.demo.run.run_demo", start_spark)
+    assert main(["demo", "--duration", "1", "--http-host", "192.0.2.1", "--http-port", "0"]) == 2  # TEST-NET-1: no machine's
+    err = capsys.readouterr().err
+    assert "spark-autoscaler: error: cannot listen on 192.0.2.1:0: " in err and "assign" in err, err
+
+
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        pytest.param(None, "trace 'missing.csv' does not exist", id="missing"),  # said the default file was not found
+        pytest.param("", "trace 'empty.csv' is empty", id="empty"),  # read by the first run, after its Spark cluster started
+    ],
+)
+def test_benchmark_on_off_refuses_its_trace_before_spark_starts(tmp_path, monkeypatch, capsys, content, problem):
+    def start_spark(*args, **kwargs):
+        raise AssertionError("the benchmark went on to start Spark")
+
+    monkeypatch.setattr("autoscaler.tools.bench.step_load.run_benchmark", start_spark)
+    monkeypatch.chdir(tmp_path)
+    name = "missing.csv" if content is None else "empty.csv"
+    if content is not None:
+        (tmp_path / name).write_text(content)
+    assert main(["benchmark", "on-off", "--trace", name]) == 2
+    assert f"spark-autoscaler: error: {problem}" in capsys.readouterr().err
+
+
+def test_benchmark_soak_refuses_a_master_that_is_no_spark_url_as_a_usage_error(capsys):
+    # was pydantic's ValidationError traceback, exit 1
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args(["benchmark", "soak", "--master", "bogus://x"])
+    assert info.value.code == 2
+    assert "argument --master: 'bogus://x' is not a Spark master URL" in capsys.readouterr().err

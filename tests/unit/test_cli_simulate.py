@@ -62,6 +62,14 @@ def test_a_daemon_setting_reaches_the_simulated_daemon(trace, capsys):
     assert runs[True] > 1.5 * runs[False], runs
 
 
+def test_a_floor_above_the_daemons_default_maximum_holds_in_the_simulation(trace, capsys):
+    # refused before as "min (12) must not exceed max (8)": the daemon's default, not the 16 here
+    assert main(["simulate", "--trace", str(trace), "--json", "--peak-executors", "8", "--setting", "executors.min=12"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    # at the floor from the first decision on (the simulation starts with what the first load needs)
+    assert out["max_executors"] == 16 and out["executor_seconds"] >= 0.98 * 12 * out["simulated_seconds"], out
+
+
 def test_scale_quantile_sizes_the_trace_by_its_99th_percentile(trace, capsys):
     # values 10..42: the 0.5 quantile (11) needs 4 executors, so the burst (42) needs 16 of at most 8
     args = ["simulate", "--trace", str(trace), "--json", "--policy", "static", "--peak-executors", "4", "--scale-quantile", "0.5"]
@@ -132,6 +140,21 @@ def test_bad_traces_end_with_a_message_and_a_non_zero_exit(tmp_path, capsys, con
         pytest.param(["--setting", "normalize.scale_down_delay=soon"], "normalize.scale_down_delay: expected a duration", id="bad-daemon-setting"),
         pytest.param(["--setting", "nope.x=1"], "nope: unknown key", id="unknown-daemon-setting"),
         pytest.param(["--setting", "policy.name=static"], "--setting policy.name: choose the policy with --policy", id="policy-as-a-setting"),
+        # a setting the simulation takes from an option of its own was ignored (reconcile_interval:
+        # the simulator steps by --tick) or bounded the policies but not the oracles (executors.max)
+        pytest.param(["--setting", "reconcile_interval=5m"], "--setting reconcile_interval: the simulation steps by --tick", id="interval-not-tick"),
+        pytest.param(["--setting", "executors.max=3", "--max-executors", "10"], "--setting executors.max: set it with --max-executors", id="max-beside-flag"),
+        pytest.param(["--setting", "executors={max: 3}"], "--setting executors.max: set it with --max-executors", id="max-nested"),
+        pytest.param(["--setting", "http.port=5"], "--setting http.port: not used by a simulation", id="shell-setting"),
+        # within the simulation's ceiling (2 x --peak-executors, or --max-executors), not the
+        # daemon's default maximum of 8 (a floor of 20 was refused as "must not exceed max (8)")
+        pytest.param(["--setting", "executors.min=20", "--max-executors", "10"], "executors: min (20) must not exceed max (10)", id="floor-above-ceiling"),
+        # int() ran 1.9 partitions as 1 while the JSON record said "1.9"; 0.5 cores read "must be > 0"
+        pytest.param(["--set", "partitions=1.9"], "simulator parameter partitions: expected a whole number, got '1.9'", id="fraction-of-a-partition"),
+        pytest.param(["--set", "cores_per_executor=0.5"], "cores_per_executor: expected a whole number, got '0.5'", id="half-a-core"),
+        # the last of two won without a word (a configuration file refuses a key given twice)
+        pytest.param(["--param", "target_utilization=0.9", "--param", "target_utilization=0.5"], "--param target_utilization is given twice", id="param-twice"),
+        pytest.param(["--set", "executor_startup=5", "--set", "executor_startup=6"], "--set executor_startup is given twice", id="set-twice"),
         # options a run of every policy would ignore
         pytest.param(["--compare", "--policy", "static"], "--policy applies to one policy; it cannot be combined with --compare", id="policy-with-compare"),
         pytest.param(["--compare", "--param", "x=1"], "--param applies to one policy", id="param-with-compare"),

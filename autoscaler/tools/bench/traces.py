@@ -126,7 +126,7 @@ def _check_params(run: Run, path: Path) -> None:
     try:
         kept = json.loads(path.read_text())
         found = {"policy parameters": kept.get("policy_params", {}), "settings": kept.get("settings", {})}
-    except (json.JSONDecodeError, AttributeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
         return  # not a result: the report names it
     for what, wanted in (("policy parameters", run.params), ("settings", run.settings)):
         if found[what] != wanted:
@@ -156,6 +156,18 @@ def _days(days: float) -> str:
     return f"{days:g} day" if days == 1 else f"{days:g} days"
 
 
+def _check_writable(runs: Iterable[Run], results: Path) -> None:
+    """Every run's result can be written where it goes: told before any run (a directory where
+    a result goes, or a file where its scale's directory goes, failed with a traceback after
+    the run, its result lost)."""
+    for run in runs:
+        path = run.result_file(results)
+        if path.parent.exists() and not path.parent.is_dir():
+            raise ValueError(f"{path.parent}: not a directory, where the results of a scale go; remove it or give another --results")
+        if path.exists() and not path.is_file():
+            raise ValueError(f"{path}: not a file, where a result goes; remove it or give another --results")
+
+
 def _write(path: Path, result: Mapping[str, Any]) -> None:
     # whole or not at all: a run stopped mid-write leaves no file, and is run again
     write_whole(path, json.dumps(result, indent=2) + "\n")
@@ -165,6 +177,7 @@ def run_all(runs: Sequence[Run], results: Path, *, jobs: int = 1, log: Callable[
     """Run every run whose result file is missing, ``jobs`` at a time; the number run. Each
     result keeps the code it was run with (:func:`~autoscaler.tools.provenance.code_version`,
     read once: the runs of one call share it)."""
+    _check_writable(runs, results)
     todo = [r for r in runs if not r.result_file(results).is_file()]
     for run in runs:
         if run not in todo:
@@ -193,7 +206,7 @@ def read_results(runs: Iterable[Run], results: Path) -> dict[Run, dict[str, Any]
         if path.is_file():
             try:
                 result = json.loads(path.read_text())
-            except json.JSONDecodeError as exc:
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # the latter named no file
                 raise ValueError(f"{path}: not a simulate --json result ({exc}); remove it to run it again") from exc
             missing = [k for k in KPIS if not isinstance(result, dict) or not isinstance(result.get(k), (int, float))]
             if missing:

@@ -151,7 +151,10 @@ class SimConfig:
                 except ValueError:
                     raise ValueError(f"simulator parameter {key}: {value!r} is not a number") from None
                 default = known[key].default
-                typed[key] = int(number) if isinstance(default, int) or key in ("partitions", "max_rows_per_batch", "max_grantable_executors") else number
+                whole = isinstance(default, int) or key in ("partitions", "max_rows_per_batch", "max_grantable_executors")
+                if whole and not number.is_integer():  # int() ran 1.9 partitions as 1, and the record said 1.9
+                    raise ValueError(f"simulator parameter {key}: expected a whole number, got {value!r}")
+                typed[key] = int(number) if whole else number
             else:
                 typed[key] = value
         return replace(self, **typed)
