@@ -212,7 +212,8 @@ def _settings_problem(settings: dict[str, Any], max_executors: int, flags: dict[
         if key.split(".")[0] in NOT_SIMULATED:
             return f"--setting {key}: not used by a simulation (it runs no Spark, pipeline, HTTP server, state store or audit file)"
     try:  # within the simulation's bounds, not the daemon's default maximum (8)
-        load_settings(None, {"executors": {"max": max_executors}, **settings}, environ={})
+        # last: a dotted key merges into an `executors` mapping given before it (it is not among them)
+        load_settings(None, {**settings, "executors.max": max_executors}, environ={})
     except SettingsError as exc:
         return f"--setting: {exc}"
     return None

@@ -64,10 +64,11 @@ def test_a_daemon_setting_reaches_the_simulated_daemon(trace, capsys):
 
 def test_a_floor_above_the_daemons_default_maximum_holds_in_the_simulation(trace, capsys):
     # refused before as "min (12) must not exceed max (8)": the daemon's default, not the 16 here
-    assert main(["simulate", "--trace", str(trace), "--json", "--peak-executors", "8", "--setting", "executors.min=12"]) == 0
-    out = json.loads(capsys.readouterr().out)
-    # at the floor from the first decision on (the simulation starts with what the first load needs)
-    assert out["max_executors"] == 16 and out["executor_seconds"] >= 0.98 * 12 * out["simulated_seconds"], out
+    for floor in ("executors.min=12", "executors={min: 12}"):
+        assert main(["simulate", "--trace", str(trace), "--json", "--peak-executors", "8", "--setting", floor]) == 0
+        out = json.loads(capsys.readouterr().out)
+        # at the floor from the first decision on (the simulation starts with what the first load needs)
+        assert out["max_executors"] == 16 and out["executor_seconds"] >= 0.98 * 12 * out["simulated_seconds"], (floor, out)
 
 
 def test_scale_quantile_sizes_the_trace_by_its_99th_percentile(trace, capsys):
@@ -149,6 +150,7 @@ def test_bad_traces_end_with_a_message_and_a_non_zero_exit(tmp_path, capsys, con
         # within the simulation's ceiling (2 x --peak-executors, or --max-executors), not the
         # daemon's default maximum of 8 (a floor of 20 was refused as "must not exceed max (8)")
         pytest.param(["--setting", "executors.min=20", "--max-executors", "10"], "executors: min (20) must not exceed max (10)", id="floor-above-ceiling"),
+        pytest.param(["--setting", "executors={min: 20}", "--max-executors", "10"], "executors: min (20) must not exceed max (10)", id="floor-above-ceiling-nested"),
         # int() ran 1.9 partitions as 1 while the JSON record said "1.9"; 0.5 cores read "must be > 0"
         pytest.param(["--set", "partitions=1.9"], "simulator parameter partitions: expected a whole number, got '1.9'", id="fraction-of-a-partition"),
         pytest.param(["--set", "cores_per_executor=0.5"], "cores_per_executor: expected a whole number, got '0.5'", id="half-a-core"),
