@@ -104,6 +104,13 @@ def _output_file(*suffixes: str) -> Callable[[str], Path]:
 _IMAGE = (".png", ".svg", ".pdf")
 
 
+def _dir_path(text: str) -> Path:
+    """A directory path; an empty one is refused (it read as the working directory)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path: name a directory")
+    return Path(text)
+
+
 def _writable_dir(path: Path, option: str) -> str | None:
     """Why ``path`` cannot serve as a working directory (created if missing), or None."""
     try:
@@ -533,7 +540,7 @@ def _benchmark_parser(sub: Any) -> None:
     )
     traces.add_argument("--traces", type=Path, nargs="+", metavar="CSV|DIR",
                         help="trace files, or directories of *.csv traces (default: ../shared/traces)")
-    traces.add_argument("--results", type=Path, required=True, metavar="DIR", help="one JSON result per run: DIR/SCALE/POLICY-TRACE.json")
+    traces.add_argument("--results", type=_dir_path, required=True, metavar="DIR", help="one JSON result per run: DIR/SCALE/POLICY-TRACE.json")
     traces.add_argument("--policies", metavar="LIST", help="comma-separated policies to run (default: every registered policy); the report judges 'default' from its results, run now or before")
     traces.add_argument("--scales", default="peak,p99", metavar="LIST", help="comma-separated scales: peak, p99 (default: both)")
     traces.add_argument("--jobs", type=_positive_int, default=1, metavar="N", help="runs simulated in parallel, one process each")
@@ -891,8 +898,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from autoscaler.tools.demo.run import DemoOptions, demo_profile, executors_room_problem, peak_rate_problem, run_demo
     from autoscaler.tools.traces import TraceError
 
-    if args.workdir is not None and (problem := _writable_dir(args.workdir, "--workdir")):
-        return _fail(problem)
     if problem := executors_room_problem(args.max_executors):  # told before a JVM starts
         return _fail(problem)
     options = DemoOptions(
@@ -920,6 +925,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     if options.http and (problem := listen_problem(options.http_host, options.http_port)):
         hint = "" if options.http_port == 0 else " (another demo or daemon? --http-port picks another, --no-http serves nothing)"
         return _fail(f"{problem}{hint}")
+    # created last: a demo refused leaves no directory behind
+    if args.workdir is not None and (problem := _writable_dir(args.workdir, "--workdir")):
+        return _fail(problem)
     signals = StopSignals()  # Ctrl-C and SIGTERM interrupt the start-up, then stop at a batch boundary
     signals.install(graceful=False)
     from autoscaler.ops.server import HttpServerError
@@ -1078,7 +1086,9 @@ def _cmd_traces(args: argparse.Namespace) -> int:
     scales = list(dict.fromkeys(s.strip() for s in args.scales.split(",") if s.strip()))
     if not scales or any(s not in SCALES for s in scales):
         return _fail(f"--scales: {args.scales!r}: choose from {', '.join(SCALES)}")
-    policies = list(dict.fromkeys(p.strip() for p in args.policies.split(",") if p.strip())) if args.policies else compared_policies()
+    policies = list(dict.fromkeys(p.strip() for p in args.policies.split(",") if p.strip())) if args.policies is not None else compared_policies()
+    if not policies:  # "," ran nothing and exited 0
+        return _fail(f"--policies: {args.policies!r}: name at least one policy (spark-autoscaler policies lists them)")
     if problem := _given_twice(args):
         return _fail(problem)
     params = dict(args.param)

@@ -295,6 +295,7 @@ def test_a_comparison_with_nothing_to_compare_to_is_refused(traces, tmp_path, ca
     [
         (["--scales", "peak,p95"], "--scales"),
         (["--policies", "no-such-policy"], "no-such-policy"),
+        (["--policies", ","], "--policies: ',': name at least one policy"),  # ran nothing and exited 0
         (["--traces", "missing.csv"], "missing.csv"),
         (["--param", "no_such_knob=1"], "params.no_such_knob: unknown parameter"),
         (["--policies", "default,static", "--param", "hindsight=7d"], "--param applies to one policy"),

@@ -378,3 +378,19 @@ def test_benchmark_soak_refuses_a_master_that_is_no_spark_url_as_a_usage_error(c
         build_parser().parse_args(["benchmark", "soak", "--master", "bogus://x"])
     assert info.value.code == 2
     assert "argument --master: 'bogus://x' is not a Spark master URL" in capsys.readouterr().err
+
+
+def test_a_refused_demo_leaves_no_workdir_behind(tmp_path, capsys):
+    # the directory was created before the other checks ran
+    workdir = tmp_path / "new" / "work"
+    assert main(["demo", "--workdir", str(workdir), "--max-executors", "100000"]) == 2
+    assert "--max-executors 100000" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+
+
+def test_benchmark_traces_refuses_an_empty_results_path(capsys):
+    # '' read as the working directory, and the results went to ./peak/
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args(["benchmark", "traces", "--results", ""])
+    assert info.value.code == 2
+    assert "argument --results: an empty path: name a directory" in capsys.readouterr().err

@@ -159,11 +159,18 @@ def test_a_gap_under_either_bound_is_read_as_it_is(tmp_path, stamps):
 
 
 def test_a_trace_longer_than_ten_years_is_refused_naming_its_first_and_last_row(tmp_path):
-    # three rows, the last a century on: its median gap is that century, so the gap rule passes it
-    text = rows_at("2015-01-01 00:00:00", "2015-01-01 00:05:00", "2115-01-01 00:05:00")
-    with pytest.raises(TraceError, match=re.escape("spans 36524 days, from 2015-01-01 00:00:00 on line 2 to 2115-01-01 00:05:00 on line 4, more than 3650")):
+    # two rows, the second a century on: one gap, nothing to measure it against, so the gap rule passes it
+    text = rows_at("2015-01-01 00:00:00", "2115-01-01 00:00:00")
+    with pytest.raises(TraceError, match=re.escape("spans 36524 days, from 2015-01-01 00:00:00 on line 2 to 2115-01-01 00:00:00 on line 3, more than 3650")):
         load_trace(write(tmp_path, text))
     assert len(load_trace(write(tmp_path, rows_at("2015-01-01", "2016-01-01", "2024-12-29"))).values) == 3  # within 3650 days
+
+
+def test_one_date_typed_wrong_in_a_short_trace_is_refused_by_the_gap_rule(tmp_path):
+    # its median gap was the wrong year itself, so the year passed and was simulated tick by tick
+    text = rows_at("2014-07-01 00:00:00", "2014-07-01 00:30:00", "2015-07-01 00:30:00")
+    with pytest.raises(TraceError, match=re.escape("line 4: timestamp 2015-07-01 00:30:00 is 365 days after 2014-07-01 00:30:00 on line 3, over 100 steps of 1800 s")):
+        load_trace(write(tmp_path, text))
 
 
 def test_every_shared_trace_loads_with_its_gaps_far_under_the_bound():
