@@ -177,6 +177,11 @@ def read_config_file(path: Path) -> dict[str, Any]:
     known = Settings.model_fields
     if miscased := [f"{key}: unknown key (did you mean {key.lower()}?)" for key in loaded if key not in known and key.lower() in known]:
         raise SettingsError(miscased)
+    # a dotted key is how --setting and the overrides name a setting; a file nests it ("executors.max:
+    # unknown key" read as if there were no such setting)
+    if dotted := [key for key in loaded if "." in key and key.split(".")[0] in known]:
+        first, _, rest = dotted[0].partition(".")
+        raise SettingsError([f"{dotted[0]}: unknown key; a file nests its settings: write {first}: {{{rest}: ...}}"])
     for section, key in _FILE_RELATIVE:
         node = loaded.get(section)
         if isinstance(node, dict) and isinstance(node.get(key), str):

@@ -92,6 +92,9 @@ HEADER = '{"format": "spark-autoscaler-metrics", "version": 1}\n'
         pytest.param(HEADER + '{"x": 1}\n', ", line 2: expected a scrape {\"t\": <unix seconds>, \"samples\": [[name, {labels}, value], ...]} (KeyError: 't')", id="row-without-t"),
         pytest.param(HEADER + '{"t": 1, "samples": []}\n\n{"t": 2, "samples": 5}\n', ", line 4: expected a scrape", id="samples-not-a-list"),
         pytest.param(HEADER + '{"t": "NaN", "samples": []}\n', ", line 2: expected a scrape", id="time-not-finite"),
+        # promtool builds a block for every 2 hours up to the last time: 1e300 hung it, with its temp dir left
+        pytest.param(HEADER + '{"t": 1e300, "samples": []}\n', ", line 2: expected a scrape", id="time-beyond-year-9999"),
+        pytest.param(HEADER + '{"t": 1.7e9, "samples": []}\n{"t": 1.8e9, "samples": []}\n', ": its scrapes span 1157 days, more than 400", id="span-of-years"),
         pytest.param(HEADER, ": a header and no scrapes", id="header-only"),
         pytest.param(b"\xff\xfe", ": not UTF-8 text (invalid start byte at byte 0)", id="not-utf-8"),
     ],

@@ -11,6 +11,7 @@ import json
 import re
 import subprocess
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -250,6 +251,15 @@ def test_the_dashboard_renders_from_a_recorded_run_with_data_in_every_panel(boar
     assert (tmp_path / "dashboard.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     empty = [title for title, n in report.series.items() if n == 0]
     assert empty == [], f"panels without data: {empty}"
+
+
+def test_a_recording_of_one_scrape_renders_without_a_warning(board, recorded, tmp_path):
+    # a demo stopped at its first tick: matplotlib warned of identical x limits, naming its source line
+    one = Recording(times=recorded.times[:1], scrapes=recorded.scrapes[:1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        render_recording(one, tmp_path / "one.png", dashboard=board)
+    assert (tmp_path / "one.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_the_docs_show_the_dashboard():

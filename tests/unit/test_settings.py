@@ -251,6 +251,8 @@ def test_the_token_variable_is_not_taken_for_a_setting():
         # the settings read keys case-blind (for the environment): `Executors:` beside `executors:` was dropped
         pytest.param("executors:\n  max: 3\nExecutors:\n  max: 50\n", "Executors: unknown key (did you mean executors?)", id="miscased-section"),
         pytest.param("Dry_Run: true\n", "Dry_Run: unknown key (did you mean dry_run?)", id="miscased-key"),
+        # read as if there were no such setting
+        pytest.param('"executors.max": 5\n', "executors.max: unknown key; a file nests its settings: write executors: {max: ...}", id="dotted-key"),
         pytest.param("executors: {max: 3}\n1: 2\n", "key 1 is not a setting's name (a key must be text)", id="number-as-a-key"),
         pytest.param("executors: {max: 3}\n2020-01-01: 2\n", "key datetime.date(2020, 1, 1) is not a setting's name", id="date-as-a-key"),
         pytest.param("policy:\n  params:\n    x: " + "[" * 3000 + "]" * 3000 + "\n", "is nested too deeply to be a configuration", id="nested-too-deeply"),

@@ -24,6 +24,8 @@ from autoscaler.core.model import TickRecord
 
 FORMAT = "spark-autoscaler-metrics"
 VERSION = 1
+LAST_SECOND = 253402300800.0  # 10000-01-01: the end of what a recording's times may be
+MAX_SPAN_SECONDS = 400 * 86400.0  # a year of one run's ticks; beyond it, promtool's blocks take hours
 
 SeriesKey = tuple[str, frozenset[tuple[str, str]]]
 
@@ -85,7 +87,11 @@ class Recording:
             raise ValueError(f'{path}, line {lines[0][0]}: not a {FORMAT} v{VERSION} recording (expected the header {{"format": "{FORMAT}", "version": {VERSION}}})')
         if len(lines) == 1:
             raise ValueError(f"{path}: a header and no scrapes (the run ended before its first tick?)")
-        return cls._of(_scrape_line(path, n, line) for n, line in lines[1:])
+        rec = cls._of(_scrape_line(path, n, line) for n, line in lines[1:])
+        if (span := rec.times[-1] - rec.times[0]) > MAX_SPAN_SECONDS:
+            raise ValueError(f"{path}: its scrapes span {span / 86400:.0f} days, more than {MAX_SPAN_SECONDS / 86400:.0f}: "
+                             "the recordings of two runs, or a time typed wrong? (promtool builds a block for every 2 hours)")
+        return rec
 
     @classmethod
     def from_lines(cls, rows: Iterable[dict[str, Any]]) -> Recording:
@@ -111,8 +117,8 @@ def _is_header(line: str) -> bool:
 def _scrape(row: Any) -> tuple[float, dict[SeriesKey, float]]:
     """A tick's time and samples; KeyError, TypeError, ValueError or AttributeError when ``row`` is none."""
     t = float(row["t"])
-    if not math.isfinite(t):
-        raise ValueError(f"t must be a finite number of unix seconds, got {row['t']!r}")
+    if not 0 <= t < LAST_SECOND:  # 1e300 hung promtool, which builds a block for every 2 hours up to it
+        raise ValueError(f"t must be unix seconds from 1970 to 9999, got {row['t']!r}")
     return t, {(name, frozenset(labels.items())): float(value) for name, labels, value in row["samples"]}
 
 

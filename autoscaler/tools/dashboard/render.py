@@ -271,7 +271,7 @@ def _timeseries(ax: Any, panel: dict[str, Any], ev: PrometheusQueries, rate_inte
         ax.yaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
     elif unit and unit not in ("short", "none"):
         ax.set_ylabel(unit, fontsize=9)
-    ax.set_xlim(0, t1 - t0)
+    ax.set_xlim(0, max(t1 - t0, 1.0))  # one scrape spans 0 s: matplotlib warned, naming its own source line
     for axis in (ax, right):
         if axis is not None and axis.has_data() and axis.get_ylim()[0] >= 0:
             axis.set_ylim(bottom=0, top=axis.get_ylim()[1] * 1.1 or 1)
