@@ -22,6 +22,15 @@ Namespace = Annotated[str, Field(min_length=1, max_length=63, pattern=NAMESPACE)
 Name = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")]
 # the Kubernetes watch's timeoutSeconds is whole seconds, and 0 means the API server's default
 MIN_WATCH_TIMEOUT = timedelta(seconds=1)
+# more than 0 is not enough: a resync of 10 us spins as 0 does, a daemon call of 0.5 ms always times out
+MIN_RESYNC_INTERVAL = timedelta(seconds=1)
+MIN_DAEMON_TIMEOUT = timedelta(milliseconds=100)
+
+
+def _at_least(value: timedelta, least: timedelta, why: str) -> timedelta:
+    if value < least:
+        raise ValueError(f"must be at least {format_duration(least)} ({why}), got {format_duration(value)}")
+    return value
 
 
 class OperatorSettingsError(ValueError):
@@ -75,7 +84,9 @@ class AppDefaults(_Model):
 
 class DaemonAccess(_Model):
     port: int = Field(8090, ge=1, le=65535, description="The daemons' HTTP port (REST API, metrics, health).")
-    timeout: PositiveDuration = Field(timedelta(seconds=5), description="Timeout of one request to a daemon (0 would fail every call).")
+    timeout: PositiveDuration = Field(
+        timedelta(seconds=5), description=f"Timeout of one request to a daemon (at least {format_duration(MIN_DAEMON_TIMEOUT)}: less fails every call)."
+    )
     token_file: Path = Field(
         Path("/etc/spark-autoscaler/operator-token/tokens"),
         description="The control token file (the chart's Secret, mounted): the line `k8s-operator TOKEN` is the operator's.",
@@ -85,6 +96,11 @@ class DaemonAccess(_Model):
         "spark-autoscaler-control-token", description="The Secret (in every app namespace) the daemons mount their token file from."
     )
 
+    @field_validator("timeout")
+    @classmethod
+    def _long_enough(cls, value: timedelta) -> timedelta:
+        return _at_least(value, MIN_DAEMON_TIMEOUT, "a daemon's answer takes milliseconds")
+
 
 class OperatorSettings(_Model):
     namespaces: Annotated[list[Namespace], Field(min_length=1)] = Field(
@@ -92,7 +108,8 @@ class OperatorSettings(_Model):
     )
     workers: int = Field(4, ge=1, le=32, description="Apps reconciled at once.")
     resync_interval: PositiveDuration = Field(
-        timedelta(seconds=30), description="Every app is reconciled (and its daemon polled) this often (0 would spin the resync loop)."
+        timedelta(seconds=30),
+        description=f"Every app is reconciled (and its daemon polled) this often (at least {format_duration(MIN_RESYNC_INTERVAL)}: less spins the resync loop).",
     )
     watch_timeout: Duration = Field(
         timedelta(minutes=5), description=f"A watch is renewed from its resourceVersion after this long (at least {MIN_WATCH_TIMEOUT.seconds}s)."
@@ -107,6 +124,11 @@ class OperatorSettings(_Model):
     leader_election: LeaderElection = Field(default_factory=LeaderElection)
     app_defaults: AppDefaults = Field(default_factory=AppDefaults)
     daemon: DaemonAccess = Field(default_factory=DaemonAccess)
+
+    @field_validator("resync_interval")
+    @classmethod
+    def _not_spinning(cls, value: timedelta) -> timedelta:
+        return _at_least(value, MIN_RESYNC_INTERVAL, "less spins the resync loop")
 
     @field_validator("watch_timeout")
     @classmethod

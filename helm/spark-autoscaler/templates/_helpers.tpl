@@ -116,6 +116,14 @@ exponent form, which float64 reads whole. */}}
 {{- fail (printf "%s: duration must be at most 3650d (about ten years), got %q" $key $text) -}}
 {{- end -}}
 {{- end -}}
+{{- /* the operator refuses a resync that spins and a daemon call that always times out
+       (autoscaler/operator/settings.py MIN_RESYNC_INTERVAL, MIN_DAEMON_TIMEOUT): a crash loop */ -}}
+{{- if lt (include "sa.durationSeconds" .Values.operator.resyncInterval | float64) 1.0 -}}
+{{- fail (printf "operator.resyncInterval: must be at least 1s (less spins the resync loop), got %q" .Values.operator.resyncInterval) -}}
+{{- end -}}
+{{- if lt (include "sa.durationSeconds" .Values.operator.daemonTimeout | float64) 0.1 -}}
+{{- fail (printf "operator.daemonTimeout: must be at least 100ms (a daemon's answer takes milliseconds), got %q" .Values.operator.daemonTimeout) -}}
+{{- end -}}
 {{- /* the operator's watch takes whole seconds (autoscaler/operator/settings.py MIN_WATCH_TIMEOUT):
        under 1 s it was sent as 0, the API server's own default; the operator refuses it at start */ -}}
 {{- if lt (include "sa.durationSeconds" .Values.operator.watchTimeout | float64) 1.0 -}}

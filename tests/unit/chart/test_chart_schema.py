@@ -62,6 +62,8 @@ def test_the_schema_of_an_apps_spec_is_the_crds():
                      id="scrape-units-ascending"),
         pytest.param({"metrics": {"serviceMonitor": {"interval": "1.5m"}}}, "at '/metrics/serviceMonitor/interval': '1.5m' does not match pattern",
                      id="scrape-fraction"),  # Prometheus takes whole numbers only
+        pytest.param({"metrics": {"serviceMonitor": {"interval": "0s"}}}, "at '/metrics/serviceMonitor/interval': '0s' does not match pattern '[1-9]'",
+                     id="scrape-interval-zero"),
         # a million rendered as 1e+06, which the operator cannot read
         pytest.param({"operator": {"leaderElection": {"leaseDuration": 1000000}}},
                      "- at '/operator/leaderElection/leaseDuration': maximum: got 1×10⁰⁶, want 3,600", id="lease-of-a-million-seconds"),
@@ -179,6 +181,10 @@ def test_values_for_a_parent_chart_are_accepted():
         # the operator's watch takes whole seconds: under 1 s it was sent as 0, the API server's own default
         pytest.param({"operator": {"watchTimeout": "999ms"}}, 'operator.watchTimeout: must be at least 1s', id="watch-under-a-second"),
         pytest.param({"operator": {"watchTimeout": "0s"}}, 'operator.watchTimeout: must be at least 1s', id="no-watch-timeout"),
+        # more than 0 was not enough: a 10 us resync spins, a 0.5 ms daemon call always times out
+        pytest.param({"operator": {"resyncInterval": "0.01ms"}}, 'operator.resyncInterval: must be at least 1s (less spins the resync loop), got "0.01ms"',
+                     id="resync-spinning"),
+        pytest.param({"operator": {"daemonTimeout": "0.5ms"}}, 'operator.daemonTimeout: must be at least 100ms', id="daemon-timeout-too-short"),
         # the API server refused the operator's Deployment after the rest of the release was applied
         pytest.param({"operator": {"resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "256Mi"}}}},
                      "operator.resources: requests.memory (1Gi) must not exceed limits.memory (256Mi)", id="request-above-limit"),
@@ -297,7 +303,7 @@ def test_a_duration_the_schema_accepts_is_one_the_operator_and_the_daemon_read(k
     except ValueError as exc:
         assert "at most 3650d" in str(exc)  # the render refuses those (test_what_a_schema_cannot_say...)
         return
-    if key == ("operator", "watchTimeout") and seconds < 1:
+    if (key in (("operator", "watchTimeout"), ("operator", "resyncInterval")) and seconds < 1) or (key == ("operator", "daemonTimeout") and seconds < 0.1):
         return  # the render refuses those, as the operator does (test_what_a_schema_cannot_say...)
     assert seconds > 0 or key not in MORE_THAN_ZERO
 
@@ -308,12 +314,13 @@ def test_the_charts_durations_are_written_as_the_crds():
 
 @pytest.mark.parametrize("text", ["3650d", "87600h", "1.5h", "2d12h", "1h30m", "250ms"])
 def test_the_operator_reads_every_duration_form_the_chart_renders(tmp_path, text):
-    objs = render({"operator": {"resyncInterval": text, "daemonTimeout": text}, "appDefaults": {"requestTimeout": text}})
+    resync = text if parse_duration(text).total_seconds() >= 1 else "1s"  # a shorter one spins: refused
+    objs = render({"operator": {"resyncInterval": resync, "daemonTimeout": text}, "appDefaults": {"requestTimeout": text}})
     [cm] = [c for c in objs if c["kind"] == "ConfigMap" and "operator.yaml" in c.get("data", {})]
     path = tmp_path / "operator.yaml"
     path.write_text(cm["data"]["operator.yaml"])
     s = load_operator_settings(path)
-    assert s.resync_interval == s.daemon.timeout == s.app_defaults.request_timeout == parse_duration(text)
+    assert s.daemon.timeout == s.app_defaults.request_timeout == parse_duration(text) and s.resync_interval == parse_duration(resync)
 
 
 def value_paths(node: dict, prefix: tuple[str, ...] = ()):

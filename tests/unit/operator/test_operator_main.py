@@ -42,6 +42,8 @@ def test_operator_help_lists_its_flags():
                      id="lease-beyond-an-hour"),
         pytest.param("resyncInterval: 0s\n", "resyncInterval: must be more than 0, got 0s", id="spinning-resync"),
         pytest.param("daemon: {timeout: 0s}\n", "daemon.timeout: must be more than 0, got 0s", id="no-daemon-timeout"),
+        pytest.param("resyncInterval: 0.01ms\n", "resyncInterval: must be at least 1s (less spins the resync loop), got 0.00001s", id="resync-of-microseconds"),
+        pytest.param("daemon: {timeout: 0.5ms}\n", "daemon.timeout: must be at least 0.1s", id="daemon-timeout-under-100ms"),
         pytest.param("appDefaults: {requestTimeout: 0s}\n", "appDefaults.requestTimeout: must be more than 0, got 0s", id="no-request-timeout"),
         # the watch takes whole seconds: under 1 s it was sent as 0, the API server's own default
         pytest.param("watchTimeout: 500ms\n", "watchTimeout: must be at least 1s", id="watch-under-a-second"),
