@@ -1192,7 +1192,9 @@ def _cmd_sim_speed(args: argparse.Namespace) -> int:
 
     try:
         policy_class(args.policy)
-        load_trace(args.trace)  # a bad trace is told before anything runs
+        trace = load_trace(args.trace)  # a bad trace is told before anything runs
+        if args.instructions and args.warm_days * 86400 >= trace.span_seconds:  # counted 0 instructions, or ran on for ever
+            return _fail(f"--warm-days {args.warm_days:g}: trace {trace.name!r} covers {trace.span_seconds / 86400:.3g} days; count ticks within it")
         result = wall_per_tick(args.trace, policy=args.policy, days=args.days, repeats=args.repeats)
         if args.fingerprint:
             result["fingerprint"] = decision_fingerprint(args.trace, policy=args.policy, days=args.days)

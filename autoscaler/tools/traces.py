@@ -360,5 +360,6 @@ def _refuse_too_many_phases(trace: Trace, *, step: float, seconds_per_day: float
     raise TraceError(
         f"trace {trace.name!r}: its step of {trace.step_seconds:g} s lasts {step:.3g} s at {seconds_per_day:g} seconds per day, "
         f"so {duration:g} s of replay would be {phases:.3g} steps, over the {MAX_PHASES:,} a replay may have; "
-        f"give a day at least {fits:.3g} seconds, or replay a shorter duration"
+        # a day of infinite seconds is no advice (--duration 1e308 was told "at least inf")
+        + (f"give a day at least {fits:.3g} seconds, or replay a shorter duration" if math.isfinite(fits) else "replay a shorter duration")
     )

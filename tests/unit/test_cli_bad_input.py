@@ -397,3 +397,11 @@ def test_benchmark_traces_refuses_an_empty_results_path(capsys):
         build_parser().parse_args(["benchmark", "traces", "--results", ""])
     assert info.value.code == 2
     assert "argument --results: an empty path: name a directory" in capsys.readouterr().err
+
+
+def test_sim_speed_refuses_warm_days_beyond_the_trace(tmp_path, capsys):
+    # counted "0 instructions" with exit 0, or ran on for ever at 1e9 days
+    trace = tmp_path / "t.csv"
+    trace.write_text("timestamp,value\n" + "".join(f"2024-03-01 {h:02d}:00:00,{10 + h}\n" for h in range(6)))
+    assert main(["benchmark", "sim-speed", "--trace", str(trace), "--days", "0.01", "--instructions", "--warm-days", "1000"]) == 2
+    assert "--warm-days 1000: trace 't' covers 0.25 days" in capsys.readouterr().err

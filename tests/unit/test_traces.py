@@ -285,6 +285,9 @@ def steps_of(tmp_path, seconds, count):
         # microsecond timestamps at the demo's 150 s a day: a step lasts 1.7 ns (the probe asked for 5.8e8 in 1 s)
         pytest.param(1e-6, 150, 0.0002, "its step of 1e-06 s lasts 1.74e-09 s at 150 seconds per day, so 0.0002 s of replay would be "
                      "1.15e+05 steps", id="microsecond-steps"),
+        # a duration at the edge of a float: "give a day at least inf seconds" was no advice
+        pytest.param(1800, 150, 1e308, "its step of 1800 s lasts 3.12 s at 150 seconds per day, so 1e+308 s of replay would be 3.2e+307 steps, "
+                     "over the 10,000 a replay may have; replay a shorter duration", id="astronomic-duration"),
     ],
 )
 def test_a_compression_into_more_phases_than_a_replay_may_have_is_refused_before_any_is_built(tmp_path, step, seconds_per_day, duration, message):
