@@ -375,6 +375,29 @@ def _error(status: int, loc: list[str | int], msg: str, kind: str, headers: dict
     return JSONResponse({"detail": [{"loc": loc, "msg": msg, "type": kind}]}, status_code=status, headers=headers)
 
 
+def _query_names(dependant: Any) -> set[str]:
+    """The query parameters an endpoint and its dependencies take."""
+    return {p.alias for p in dependant.query_params}.union(*(_query_names(d) for d in dependant.dependencies))
+
+
+def _refuse_unknown_query(request: Request) -> None:
+    """A query parameter the endpoint does not take, or one given twice, is refused by name, as a
+    body's unknown or repeated key is: ``?Limit=1`` was ignored and the default 50 entries came
+    back, and of ``?limit=5&limit=6`` the last won."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute):
+        return
+    known = _query_names(route.dependant)
+    seen: set[str] = set()
+    for key, _ in request.query_params.multi_items():
+        if key not in known:
+            takes = f"it takes {', '.join(sorted(known))}" if known else "it takes none"
+            raise _Refused(_error(422, ["query", key], f"unknown query parameter of {request.method} {route.path}; {takes}", "extra_forbidden"))
+        if key in seen:
+            raise _Refused(_error(422, ["query", key], "given twice", "duplicate_key"))
+        seen.add(key)
+
+
 def _validation_detail(error: Mapping[str, Any], body: Any) -> dict[str, Any]:
     """One of the request's validation errors in the API's shape. A body that is not JSON says
     why and where, as the command line does for a file: FastAPI keeps the parser's reason in
@@ -606,6 +629,7 @@ def create_app(
         version=__version__,
         description="Observe and steer the elastic scaling daemon for Spark Structured Streaming. "
         "Control endpoints need `Authorization: Bearer <token>`; changes take effect on the next tick.",
+        dependencies=[Depends(_refuse_unknown_query)],
     )
     bearer = HTTPBearer(auto_error=False, description="A token from `http.token_file` or `$SPARK_AUTOSCALER_API_TOKEN`.")
 

@@ -150,6 +150,22 @@ def test_bad_decision_queries_name_the_parameter(d, params, field):
     assert r.status_code == 422 and ("query", field) in loc(r)
 
 
+@pytest.mark.parametrize(
+    "path, query, field, message",
+    [
+        # the default 50 entries came back, the misspelt limit ignored
+        ("/api/v1/decisions", "Limit=1", "Limit", "unknown query parameter of GET /api/v1/decisions; it takes kind, limit"),
+        ("/api/v1/status", "limit=abc", "limit", "unknown query parameter of GET /api/v1/status; it takes none"),
+        # the last of two won
+        ("/api/v1/decisions", "limit=5&limit=6", "limit", "given twice"),
+    ],
+)
+def test_an_unknown_or_repeated_query_parameter_is_a_422_naming_it(d, path, query, field, message):
+    r = d.client.get(f"{path}?{query}")
+    assert r.status_code == 422 and r.json()["detail"] == [{"loc": ["query", field], "msg": message, "type": r.json()["detail"][0]["type"]}], r.text
+    assert d.client.get("/api/v1/decisions?limit=2&kind=decision").status_code == 200
+
+
 def test_query_detail_and_unknown_query(d):
     d.run_for(30, rate=400)
     q = d.client.get("/api/v1/queries/q").json()
