@@ -375,12 +375,20 @@ def test_benchmark_on_off_refuses_its_trace_before_spark_starts(tmp_path, monkey
     assert f"spark-autoscaler: error: {problem}" in capsys.readouterr().err
 
 
-def test_benchmark_soak_refuses_a_master_that_is_no_spark_url_as_a_usage_error(capsys):
-    # was pydantic's ValidationError traceback, exit 1
+@pytest.mark.parametrize(
+    "argv, problem",
+    [
+        # was pydantic's ValidationError traceback, exit 1
+        pytest.param(["benchmark", "soak", "--master", "bogus://x"], "argument --master: 'bogus://x' is not a Spark master URL", id="soak-master"),
+        # '' read as the working directory, and the results went to ./peak/
+        pytest.param(["benchmark", "traces", "--results", ""], "argument --results: an empty path: name a directory", id="empty-results"),
+    ],
+)
+def test_a_benchmark_option_of_no_use_is_a_usage_error(capsys, argv, problem):
     with pytest.raises(SystemExit) as info:
-        build_parser().parse_args(["benchmark", "soak", "--master", "bogus://x"])
+        build_parser().parse_args(argv)
     assert info.value.code == 2
-    assert "argument --master: 'bogus://x' is not a Spark master URL" in capsys.readouterr().err
+    assert problem in capsys.readouterr().err
 
 
 def test_a_refused_demo_leaves_no_workdir_behind(tmp_path, capsys):
@@ -389,14 +397,6 @@ def test_a_refused_demo_leaves_no_workdir_behind(tmp_path, capsys):
     assert main(["demo", "--workdir", str(workdir), "--max-executors", "100000"]) == 2
     assert "--max-executors 100000" in capsys.readouterr().err
     assert not (tmp_path / "new").exists()
-
-
-def test_benchmark_traces_refuses_an_empty_results_path(capsys):
-    # '' read as the working directory, and the results went to ./peak/
-    with pytest.raises(SystemExit) as info:
-        build_parser().parse_args(["benchmark", "traces", "--results", ""])
-    assert info.value.code == 2
-    assert "argument --results: an empty path: name a directory" in capsys.readouterr().err
 
 
 def test_sim_speed_refuses_warm_days_beyond_the_trace(tmp_path, capsys):
