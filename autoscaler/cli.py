@@ -1258,6 +1258,7 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
         return _fail(f"--dashboard: {exc}")
     if args.prometheus is None and args.since is not None:
         return _fail("--since goes with --prometheus (a recording is drawn whole)")
+    _exit_on_sigterm()  # as Ctrl-C: the throwaway Prometheus and its directory go too (exit 130, not 143)
     try:
         if args.recording is not None:
             try:

@@ -262,6 +262,36 @@ def test_a_recording_of_one_scrape_renders_without_a_warning(board, recorded, tm
     assert (tmp_path / "one.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_sigterm_stops_a_render_with_its_throwaway_prometheus_and_leaves_nothing(tmp_path, tmp_path_factory):
+    """kill or timeout during `dashboard render`: before, the command died (143), its Prometheus
+    outlived it and its temporary directory was left behind."""
+    import os
+    import signal
+    import sys
+
+    from tests.harness import record_scenario
+    from tests.unit.test_bench_traces import _children
+
+    path = tmp_path_factory.mktemp("recording") / "run.jsonl"
+    record_scenario(path)
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # its throwaway directories go here, to be counted
+    proc = subprocess.Popen([sys.executable, "-m", "autoscaler", "dashboard", "render", "--recording", str(path), "--output", str(tmp_path / "d.png")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not _children(proc.pid) and time.monotonic() < deadline:  # promtool, then Prometheus
+            time.sleep(0.05)
+        assert _children(proc.pid), "the render started no Prometheus"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 130
+        assert "interrupted" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("spark-autoscaler-prometheus-")] == []
+
+
 def test_the_docs_show_the_dashboard():
     png = ROOT / "docs" / "img" / "dashboard.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -130,6 +130,13 @@ def test_the_schema_of_an_apps_spec_is_the_crds():
                      "- at '/networkPolicy/prometheus/namespaceSelector': additional properties 'matchLabel' not allowed", id="selector-typo"),
         pytest.param({"metrics": {"grafanaDashboard": {"label": "grafana dashboard"}}}, "- at '/metrics/grafanaDashboard/label': 'grafana dashboard' does not match pattern",
                      id="dashboard-label-key"),
+        # placement the API server refused at install
+        pytest.param({"operator": {"tolerations": [{"key": "spot", "effect": "NoScheduel"}]}},
+                     "- at '/operator/tolerations/0/effect': value must be one of 'NoSchedule', 'PreferNoSchedule', 'NoExecute', ''", id="toleration-effect-typo"),
+        pytest.param({"operator": {"affinity": {"nodeAfinity": {}}}}, "- at '/operator/affinity': additional properties 'nodeAfinity' not allowed",
+                     id="affinity-typo"),
+        pytest.param({"operator": {"topologySpreadConstraints": [{"maxSkew": 1}]}},
+                     "- at '/operator/topologySpreadConstraints/0': missing properties 'topologyKey', 'whenUnsatisfiable'", id="spread-incomplete"),
     ],
 )
 def test_bad_values_are_refused_naming_them(values, message):
@@ -240,6 +247,11 @@ def test_quantities_image_references_labels_and_networks_in_their_usual_forms_re
         "image": {"registry": "registry.example.com:5000/platform", "repository": "team/spark-autoscaler", "tag": "1.2.0-rc_1"},
         "commonLabels": {"example.com/team": "data-eng", "cost-center": ""},
         "operator": {"podAnnotations": {"example.com/note": "any text at all"}, "priorityClassName": "system-cluster-critical",
+                     "tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}],
+                     "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                         {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["system"]}]}]}}},
+                     "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
+                                                    "labelSelector": {"matchLabels": {"app": "x"}}}],
                      "resources": {"requests": {"cpu": 0.5, "memory": "1Gi", "example.com/gpu": 1},
                                    "limits": {"cpu": "500m", "memory": 1073741824, "example.com/gpu": "1"}}},
         "networkPolicy": {"egress": {"enabled": True, "apiServerCIDRs": ["10.0.0.1/32", "172.20.0.0/16", "fd00::/64", "2001:db8::1/128"]},
