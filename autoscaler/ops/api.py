@@ -523,28 +523,38 @@ async def _read_json_body(scope: Scope, receive: Receive) -> bytes:
     if body and (twice := _key_given_twice(body)) is not None:
         # JSON parsers keep the last of two equal keys: `{"max_executors": 3, "max_executors": 4}`
         # applied 4 without a word (the configuration file refuses the same)
-        raise _Refused(_error(422, ["body", twice], f"{twice!r} is given twice in one object", "duplicate_key"))
+        raise _Refused(_error(422, ["body", *twice], f"{twice[-1]!r} is given twice in one object", "duplicate_key"))
     return body
 
 
-def _key_given_twice(body: bytes) -> str | None:
-    """The first key an object of the JSON ``body`` holds twice; None also when it is no JSON
-    (FastAPI then says why)."""
-    twice: list[str] = []
+class _Object(dict[str, Any]):
+    """A JSON object as parsed, with the first key it held twice."""
 
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        seen: set[str] = set()
+    twice: str | None = None
+
+
+def _key_given_twice(body: bytes) -> list[str | int] | None:
+    """The path to the first key an object of the JSON ``body`` holds twice (``["policy_params",
+    "target_utilization"]``); None also when it is no JSON (FastAPI then says why)."""
+
+    def pairs(items: list[tuple[str, Any]]) -> _Object:
+        obj, seen = _Object(items), set()
         for key, _ in items:
-            if key in seen:
-                twice.append(key)
+            if key in seen and obj.twice is None:
+                obj.twice = key
             seen.add(key)
-        return dict(items)
+        return obj
+
+    def find(node: Any, path: list[str | int]) -> list[str | int] | None:
+        if isinstance(node, _Object) and node.twice is not None:
+            return [*path, node.twice]
+        children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        return next((found for key, child in children if (found := find(child, [*path, key])) is not None), None)
 
     try:
-        json.loads(body, object_pairs_hook=pairs)
+        return find(json.loads(body, object_pairs_hook=pairs), [])
     except (ValueError, RecursionError):
         return None
-    return twice[0] if twice else None
 
 
 def _is_json(content_type: str | None) -> bool:

@@ -430,7 +430,8 @@ def test_a_body_that_is_not_json_says_why_and_where_and_nothing_is_applied(d, bo
     "body, where",
     [
         pytest.param(b'{"max_executors": 3, "max_executors": 4}', ["body", "max_executors"], id="top-level"),
-        pytest.param(b'{"policy_params": {"target_utilization": 0.5, "target_utilization": 0.9}}', ["body", "target_utilization"], id="nested"),
+        # its loc lacked policy_params
+        pytest.param(b'{"policy_params": {"target_utilization": 0.5, "target_utilization": 0.9}}', ["body", "policy_params", "target_utilization"], id="nested"),
     ],
 )
 def test_a_key_given_twice_is_a_422_naming_it_and_nothing_is_applied(d, body, where):
