@@ -1081,7 +1081,7 @@ def _cmd_load(args: argparse.Namespace) -> int:
 def _cmd_traces(args: argparse.Namespace) -> int:
     from autoscaler.tools.bench.traces import SCALES, compare, format_comparison, format_report, plan_runs, report, run_all
     from autoscaler.tools.sim.compare import compared_policies
-    from autoscaler.tools.sim.runner import SimulationError
+    from autoscaler.tools.sim.runner import SimulationError, policy_ceiling
 
     scales = list(dict.fromkeys(s.strip() for s in args.scales.split(",") if s.strip()))
     if not scales or any(s not in SCALES for s in scales):
@@ -1095,8 +1095,7 @@ def _cmd_traces(args: argparse.Namespace) -> int:
     if params and len(policies) != 1:
         return _fail("--param applies to one policy: name it alone with --policies")
     settings = dict(args.setting)
-    # within the lowest ceiling of the scales run (twice the executors its peak needs)
-    if problem := _settings_problem(settings, min(2 * SCALES[s].peak_executors for s in scales), TRACES_FLAGS):
+    if problem := _settings_problem(settings, min(policy_ceiling(SCALES[s].peak_executors) for s in scales), TRACES_FLAGS):  # the lowest
         return _fail(problem)
     traces, problem = _trace_files(args.traces)
     if problem:
@@ -1282,7 +1281,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from autoscaler.runtime.config import SettingsError
     from autoscaler.tools.sim import SimConfig
     from autoscaler.tools.sim.compare import compare_policies, format_table
-    from autoscaler.tools.sim.runner import SimulationError, simulate
+    from autoscaler.tools.sim.runner import SimulationError, policy_ceiling, simulate
     from autoscaler.tools.traces import TraceError, load_trace
     from policies import PolicyError, policy_class
 
@@ -1305,8 +1304,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     params = dict(args.param)
     settings = dict(args.setting)
     # the runner's ceiling (one beyond any cluster is refused by the runner, naming --max-executors)
-    if problem := _settings_problem(settings, min(MAX_EXECUTORS, args.max_executors or 2 * args.peak_executors)):
+    if problem := _settings_problem(settings, min(MAX_EXECUTORS, policy_ceiling(args.peak_executors, args.max_executors))):
         return _fail(problem)
+    # as Ctrl-C: "interrupted", exit 130, and --compare's workers stopped too (they ran on, at 99 % CPU each)
+    _exit_on_sigterm()
     options = dict(
         settings=settings,
         peak_executors=args.peak_executors,
@@ -1324,7 +1325,6 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         for given, option in ((bool(args.param), "--param"), (args.policy is not None, "--policy")):
             if given:
                 return _fail(f"{option} applies to one policy; it cannot be combined with --compare")
-        _exit_on_sigterm()  # `kill` or `timeout` stops the worker processes too (they ran on, at 99 % CPU each)
         try:
             with _progress_line(trace.name) as progress:
                 results = compare_policies(trace, jobs=args.jobs or 1, progress=progress, **options)
@@ -1343,7 +1343,6 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.jobs is not None:
         return _fail("--jobs runs the policies of --compare in parallel; one policy runs in one process")
     policy = args.policy if args.policy is not None else "default"
-    _exit_on_sigterm()  # as Ctrl-C: "interrupted", exit 130 (as with --compare)
     try:
         policy_class(policy)
         with _progress_line(trace.name) as progress:

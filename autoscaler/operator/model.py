@@ -46,6 +46,7 @@ IMAGE_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
 IMAGE_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
 IMAGE = rf"^(?:{IMAGE_HOST}/)?{IMAGE_PATH}(?::{IMAGE_TAG})?(?:@{IMAGE_DIGEST})?$"
 MIN_TRIGGER, MAX_TRIGGER = timedelta(milliseconds=100), timedelta(days=1)
+DAEMON_EXECUTORS = ExecutorSettings()  # the daemon's executor bounds where a spec gives none
 
 # Spark configuration the operator writes itself, and where to set it instead
 OWNED_SPARK_CONF = {
@@ -230,9 +231,8 @@ class ScalingSpec(_Spec):
     def _bounds(self) -> ScalingSpec:
         """The bounds as the daemon holds them: the spec's, else the daemon's defaults (the
         operator writes only the bounds the spec gives into the daemon's settings)."""
-        defaults = ExecutorSettings()
-        lo = self.min_executors if self.min_executors is not None else defaults.min
-        hi = self.max_executors if self.max_executors is not None else defaults.max
+        lo = self.min_executors if self.min_executors is not None else DAEMON_EXECUTORS.min
+        hi = self.max_executors if self.max_executors is not None else DAEMON_EXECUTORS.max
         if lo > hi:
             if self.min_executors is not None and self.max_executors is not None:
                 raise ValueError("scaling.minExecutors must not exceed scaling.maxExecutors")

@@ -380,22 +380,30 @@ def _query_names(dependant: Any) -> set[str]:
     return {p.alias for p in dependant.query_params}.union(*(_query_names(d) for d in dependant.dependencies))
 
 
-def _refuse_unknown_query(request: Request) -> None:
-    """A query parameter the endpoint does not take, or one given twice, is refused by name, as a
-    body's unknown or repeated key is: ``?Limit=1`` was ignored and the default 50 entries came
-    back, and of ``?limit=5&limit=6`` the last won."""
-    route = request.scope.get("route")
-    if not isinstance(route, APIRoute):
-        return
-    known = _query_names(route.dependant)
-    seen: set[str] = set()
-    for key, _ in request.query_params.multi_items():
-        if key not in known:
-            takes = f"it takes {', '.join(sorted(known))}" if known else "it takes none"
-            raise _Refused(_error(422, ["query", key], f"unknown query parameter of {request.method} {route.path}; {takes}", "extra_forbidden"))
-        if key in seen:
-            raise _Refused(_error(422, ["query", key], "given twice", "duplicate_key"))
-        seen.add(key)
+def _unknown_query_refuser() -> Callable[[Request], None]:
+    """A dependency refusing a query parameter the endpoint does not take, or one given twice, by
+    name, as a body's unknown or repeated key is: ``?Limit=1`` was ignored and the default 50
+    entries came back, and of ``?limit=5&limit=6`` the last won. Each route's parameters are
+    walked once (they are fixed when it is declared), not per request."""
+    known_by_route: dict[str, frozenset[str]] = {}  # by APIRoute.unique_id (routes are not hashable)
+
+    def refuse(request: Request) -> None:
+        route = request.scope.get("route")
+        if not isinstance(route, APIRoute):
+            return
+        known = known_by_route.get(route.unique_id)
+        if known is None:
+            known = known_by_route[route.unique_id] = frozenset(_query_names(route.dependant))
+        seen: set[str] = set()
+        for key, _ in request.query_params.multi_items():
+            if key not in known:
+                takes = f"it takes {', '.join(sorted(known))}" if known else "it takes none"
+                raise _Refused(_error(422, ["query", key], f"unknown query parameter of {request.method} {route.path}; {takes}", "extra_forbidden"))
+            if key in seen:
+                raise _Refused(_error(422, ["query", key], "given twice", "duplicate_key"))
+            seen.add(key)
+
+    return refuse
 
 
 def _validation_detail(error: Mapping[str, Any], body: Any) -> dict[str, Any]:
@@ -639,7 +647,7 @@ def create_app(
         version=__version__,
         description="Observe and steer the elastic scaling daemon for Spark Structured Streaming. "
         "Control endpoints need `Authorization: Bearer <token>`; changes take effect on the next tick.",
-        dependencies=[Depends(_refuse_unknown_query)],
+        dependencies=[Depends(_unknown_query_refuser())],
     )
     bearer = HTTPBearer(auto_error=False, description="A token from `http.token_file` or `$SPARK_AUTOSCALER_API_TOKEN`.")
 

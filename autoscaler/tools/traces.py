@@ -58,9 +58,14 @@ GAP_STEPS = 100  # a gap between two rows is refused over this many steps and GA
 GAP_SECONDS = 86400.0
 
 
+def _sorted_gaps(stamps: Sequence[datetime]) -> list[float]:
+    """The seconds between consecutive timestamps, shortest first."""
+    return sorted((b - a).total_seconds() for a, b in pairwise(stamps))
+
+
 def median_gap_seconds(stamps: Sequence[datetime]) -> float:
     """The median gap between consecutive timestamps (a trace's step); 60 s for a single row."""
-    gaps = sorted((b - a).total_seconds() for a, b in pairwise(stamps))
+    gaps = _sorted_gaps(stamps)
     return gaps[len(gaps) // 2] if gaps else 60.0
 
 
@@ -193,7 +198,7 @@ def _refuse_far_gap(name: str, stamps: Sequence[datetime], lines: Sequence[int])
     # the step is the median of the gaps but the longest: in a short trace one date typed wrong is
     # half its gaps and was the median itself (rows 30 minutes and a year apart passed, and the
     # year was simulated tick by tick); a long trace's step is the same either way
-    gaps = sorted((b - a).total_seconds() for a, b in pairwise(stamps))[:-1]
+    gaps = _sorted_gaps(stamps)[:-1]
     if not gaps:
         return  # one gap: nothing to measure it against (the span rule bounds it)
     step = gaps[len(gaps) // 2]

@@ -30,6 +30,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -112,15 +113,16 @@ class OnOffProfile:
     warmup_rate: float = 100.0
     warmup: float = WARMUP_SECONDS
 
+    @cached_property  # read once: the command line checks it before Spark starts, the runs read it after
     def _trace_profile(self) -> RateProfile:
         trace = load_trace(self.trace)
         return compress_trace(trace, seconds_per_day=self.seconds_per_day, peak_rate=self.peak_rate, duration=self.duration, start=self.start)
 
     def rate_profile(self) -> RateProfile:
-        return prefixed(self._trace_profile(), self.warmup, self.warmup_rate)
+        return prefixed(self._trace_profile, self.warmup, self.warmup_rate)
 
     def bounds(self) -> list[tuple[str, float, float]]:
-        p = self._trace_profile()
+        p = self._trace_profile
         out = []
         for k, (a, b) in enumerate(pairwise(p.starts)):
             out.append((f"{'quiet' if p.rates[k] == 0 else 'burst'}-{k}", self.warmup + a, self.warmup + b))
@@ -128,7 +130,7 @@ class OnOffProfile:
 
     @property
     def need_executor_seconds(self) -> float:
-        p = self._trace_profile()
+        p = self._trace_profile
         return sum(max(1, math.ceil(r / EXECUTOR_RATE)) * (b - a) for (a, b), r in zip(pairwise(p.starts), p.rates, strict=False))
 
     def to_json(self) -> dict[str, Any]:

@@ -179,6 +179,12 @@ def _without_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
+def policy_ceiling(peak_executors: int, max_executors: int | None = None) -> int:
+    """The most executors a simulation lets its policies (and its oracles) use: ``max_executors``,
+    else twice what the trace's peak needs, within any cluster's ``MAX_EXECUTORS``."""
+    return max_executors or min(MAX_EXECUTORS, 2 * peak_executors)
+
+
 def simulate(
     source: Trace | Workload,
     *,
@@ -227,7 +233,7 @@ def simulate(
     ticks = int(math.floor(workload.duration / tick + 1e-9))
     if ticks < 1:
         raise ValueError(f"the simulated span ({workload.duration:g} s) is shorter than one tick ({tick:g} s): nothing would be decided")
-    max_exec = max_executors or min(MAX_EXECUTORS, 2 * peak_executors)
+    max_exec = policy_ceiling(peak_executors, max_executors)
     load_policies()
     cls = policy_class(policy)  # PolicyError for unknown names
     name = resolve_name(policy)
