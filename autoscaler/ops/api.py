@@ -113,7 +113,7 @@ class ControlPatch(_Body):
         description="Hold this executor count instead of the policy's (within the bounds); null: back to the policy."
     )
     policy_params: dict[str, Any] | None = _absent(
-        description="Parameters of the configured policy, merged over `policy.params` (replaces earlier overrides); null: none."
+        description="Parameters of the configured policy, merged over `policy.params` (replaces earlier overrides); null or {}: none."
     )
 
 

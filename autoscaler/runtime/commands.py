@@ -110,7 +110,7 @@ class Commands:
         if name == "mode" and value is not None:
             return Mode(value)
         if name == "policy_params" and value is not None:
-            return dict(value)
+            return dict(value) or None  # {} overrides nothing: the same state as null, not a change to record
         return value
 
     # --- queries -------------------------------------------------------------------------------

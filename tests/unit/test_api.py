@@ -386,6 +386,17 @@ def test_policy_parameters_change_without_a_restart(d):
     assert d.client.get("/api/v1/status").json()["policy"]["params"]["target_utilization"] == 0.5
 
 
+def test_empty_policy_parameters_are_no_override(d):
+    """``{}`` overrides nothing: the state null gives, so no change is recorded where there was none."""
+    r = d.client.patch("/api/v1/control", json={"policy_params": {}}, headers=d.auth_header)
+    assert r.status_code == 200 and r.json()["changes"] == {}, r.text
+    assert d.client.get("/api/v1/decisions?kind=operator").json()["entries"] == []
+    d.client.patch("/api/v1/control", json={"policy_params": {"target_utilization": 0.5}}, headers=d.auth_header)
+    r = d.client.patch("/api/v1/control", json={"policy_params": {}}, headers=d.auth_header)
+    assert r.json()["changes"] == {"policy_params": {"from": {"target_utilization": 0.5}, "to": None}}, r.text
+    assert d.client.get("/api/v1/control").json()["overrides"]["policy_params"] is None
+
+
 @pytest.mark.parametrize(
     "body, where",
     [
