@@ -29,7 +29,7 @@ from autoscaler.operator.daemon_client import DaemonClient, token_from_file
 from autoscaler.operator.metrics import OperatorMetrics
 from autoscaler.operator.reconcile import AppReconciler, EventRecorder
 from autoscaler.operator.settings import OperatorSettings
-from autoscaler.ops.server import HttpServer
+from autoscaler.ops.server import HttpServer, answer_head
 from autoscaler.runtime.clock import SystemClock
 from autoscaler.runtime.logs import get_logger
 from policies.registry import load_policies
@@ -83,6 +83,7 @@ def http_app(registry: CollectorRegistry, ready: Any) -> FastAPI:
     def metrics() -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_PLAIN_0_0_4)
 
+    answer_head(app)
     return app
 
 

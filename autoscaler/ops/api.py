@@ -44,6 +44,7 @@ from autoscaler._version import __version__
 from autoscaler.core.evaluate import judged_lag
 from autoscaler.core.model import JAVA_LONG_MAX, QueryStatus, QueryView
 from autoscaler.ops.auth import ApiAuth
+from autoscaler.ops.server import answer_head
 from autoscaler.runtime.audit import KINDS, AuditEntry
 from autoscaler.runtime.clock import Clock, SystemClock
 from autoscaler.runtime.commands import Applied, ChangeError, Commands
@@ -838,6 +839,8 @@ def create_app(
         rec = get_reconciler()
         applied = commands(rec).set_log_level(who, body.level, body.logger, body.note)
         return LogLevelResult(changes=dict(applied.changes), audit_id=applied.entry.id if applied.entry else None)
+
+    answer_head(app)
 
     # the gate, added once every route is: a control route is one that needs the token
     def is_control(route: APIRoute) -> bool:

@@ -29,6 +29,7 @@ def test_the_daemon_serves_health_and_metrics_before_spark_is_up(tmp_path, monke
         with httpx.Client(base_url=server.url) as client:
             assert client.get("/healthz").status_code == 200
             assert client.get("/readyz").json() == {"status": "not ready", "reason": "starting: the reconciler is not running yet"}
+            assert_head_answers_as_get(client, {"/healthz": 200, "/readyz": 503, "/metrics": 200})
             text = client.get("/metrics").text
             assert 'spark_autoscaler_build_info{application="spark-autoscaler",policy="default",version="0.1.0"} 1.0' in text
             assert 'spark_autoscaler_slo_target_lag_seconds{application="spark-autoscaler"} 60.0' in text
@@ -39,6 +40,15 @@ def test_the_daemon_serves_health_and_metrics_before_spark_is_up(tmp_path, monke
     finally:
         daemon.stop_http()
     assert daemon.state_store is not None and daemon.state_store.path == tmp_path / "state.json"
+
+
+def assert_head_answers_as_get(client: httpx.Client, statuses: dict[str, int]) -> None:
+    """HEAD (uptime checkers, load balancers) is answered with GET's status and headers and no body (it was a 405)."""
+    for path, status in statuses.items():
+        head, get = client.head(path), client.get(path)
+        assert (head.status_code, get.status_code) == (status, status), path
+        assert head.content == b"" and head.headers["content-type"] == get.headers["content-type"], path
+        assert int(head.headers["content-length"]) > 0, path
 
 
 class RecordingExecutors:

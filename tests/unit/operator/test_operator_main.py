@@ -17,6 +17,7 @@ from autoscaler.ops.server import HttpServer
 from autoscaler.tools.dashboard.prometheus import tool
 from tests.unit.operator.samples import sample
 from tests.unit.operator.scenario import world
+from tests.unit.test_daemon_http import assert_head_answers_as_get
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -92,6 +93,8 @@ def test_the_metrics_pass_promtool_and_health_answers(tmp_path):
     with HttpServer(http_app(metrics.registry, lambda: (True, None)), "127.0.0.1", 0) as server:
         exposition = httpx.get(f"{server.url}/metrics").text
         assert httpx.get(f"{server.url}/healthz").status_code == 200 and httpx.get(f"{server.url}/readyz").json()["status"] == "ready"
+        with httpx.Client(base_url=server.url) as client:
+            assert_head_answers_as_get(client, {"/healthz": 200, "/readyz": 200, "/metrics": 200})
     done = subprocess.run([tool("promtool"), "check", "metrics"], input=exposition, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     assert 'spark_autoscaler_operator_apps{phase="Running"} 1.0' in exposition
