@@ -616,7 +616,8 @@ def _dashboard_parser(sub: Any) -> None:
     source.add_argument("--recording", type=Path, metavar="FILE", help="JSON lines written by `demo --record`")
     source.add_argument("--prometheus", type=_http_url, metavar="URL", help="a running Prometheus that scrapes the daemon, e.g. http://localhost:9090")
     render.add_argument("--since", type=_duration_arg, default=None, metavar="DURATION", help="with --prometheus: how far back to draw, e.g. 30m (default: 1h)")
-    render.add_argument("--step", type=_positive_float, default=15.0, metavar="SECONDS", help="with --prometheus: seconds between points")
+    render.add_argument("--step", type=_positive_float, default=None, metavar="SECONDS",
+                        help="with --prometheus: seconds between points (default: 15, or what keeps --since within Prometheus's 11,000 points)")
     render.add_argument("--output", type=_output_file(*_IMAGE), required=True, metavar="FILE", help="image to write (.png, .svg or .pdf)")
     render.add_argument("--dashboard", type=Path, metavar="FILE", help="dashboard JSON (default: the one the package ships)")
     render.add_argument("--title", help="figure title (default: the dashboard's)")
@@ -1239,11 +1240,24 @@ def _cmd_latencies(args: argparse.Namespace) -> int:
     return _fail(problem) if problem else 0
 
 
+def _step_problem(since: float, step: float) -> str | None:
+    """Why a Prometheus refuses ``--step`` over ``--since``, in the flags' words (it said "try
+    decreasing the query resolution (?step=XX)"; a step under a millisecond was taken as one)."""
+    from autoscaler.tools.dashboard.prometheus import MAX_POINTS, RESOLUTION, fitting_step
+
+    if step < RESOLUTION:
+        return f"--step {step:g}: a Prometheus's timestamps are whole milliseconds; give at least {RESOLUTION:g}"
+    if since / step > MAX_POINTS:
+        return (f"--step {step:g} over --since {since:g} s is {since / step:,.0f} points a series; a Prometheus answers at most "
+                f"{MAX_POINTS:,}: give --step {fitting_step(since, 0):g} or more, or leave it out")
+    return None
+
+
 def _cmd_dashboard(args: argparse.Namespace) -> int:
     import time
 
     from autoscaler.runtime.config import file_problem
-    from autoscaler.tools.dashboard.prometheus import PrometheusError, PrometheusQueries
+    from autoscaler.tools.dashboard.prometheus import PrometheusError, PrometheusQueries, fitting_step
     from autoscaler.tools.dashboard.recording import Recording
     from autoscaler.tools.dashboard.render import DASHBOARD, DashboardError, read_dashboard, render_dashboard, render_recording
 
@@ -1255,8 +1269,11 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
         dashboard = read_dashboard(path)  # before a Prometheus starts
     except DashboardError as exc:
         return _fail(f"--dashboard: {exc}")
-    if args.prometheus is None and args.since is not None:
-        return _fail("--since goes with --prometheus (a recording is drawn whole)")
+    if args.prometheus is None and (args.since is not None or args.step is not None):
+        return _fail(f"{'--since' if args.since is not None else '--step'} goes with --prometheus (a recording is drawn whole, its step taken from its scrapes)")
+    since = args.since.total_seconds() if args.since is not None else 3600.0
+    if args.step is not None and (problem := _step_problem(since, args.step)):
+        return _fail(problem)
     _exit_on_sigterm()  # as Ctrl-C: the throwaway Prometheus and its directory go too (exit 130, not 143)
     try:
         if args.recording is not None:
@@ -1267,8 +1284,7 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
             render_recording(recording, args.output, dashboard=dashboard, title=args.title)
         else:
             end = time.time()
-            since = args.since.total_seconds() if args.since is not None else 3600.0
-            queries = PrometheusQueries(args.prometheus, end - since, end, args.step)
+            queries = PrometheusQueries(args.prometheus, end - since, end, args.step or fitting_step(since, 15.0))
             render_dashboard(queries, args.output, dashboard=dashboard, title=args.title)
     except PrometheusError as exc:
         return _fail(str(exc))

@@ -151,6 +151,35 @@ def test_a_prometheus_that_is_no_http_url_is_a_usage_error(tmp_path, capsys, url
     assert f"argument --prometheus: {url!r} is not an http:// or https:// URL with a host" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        # a step under a millisecond was taken as one, silently; one too fine for --since was
+        # Prometheus's "try decreasing the query resolution (?step=XX)", a flag the command lacks
+        pytest.param(["--step", "1e-9"], "--step 1e-09: a Prometheus's timestamps are whole milliseconds; give at least 0.001", id="under-a-millisecond"),
+        pytest.param(["--since", "7d", "--step", "1"], "--step 1 over --since 604800 s is 604,800 points a series; a Prometheus answers "
+                     "at most 11,000: give --step 54.982 or more, or leave it out", id="too-many-points"),
+    ],
+)
+def test_a_step_prometheus_would_refuse_is_named_before_it_is_asked(tmp_path, capsys, flags, message):
+    assert main(["dashboard", "render", "--prometheus", "http://127.0.0.1:1", *flags, "--output", str(tmp_path / "d.png")]) == 2
+    assert capsys.readouterr().err == f"spark-autoscaler: error: {message}\n"
+
+
+def test_a_step_for_a_recording_is_refused(tmp_path, capsys):
+    assert main(["dashboard", "render", "--recording", str(tmp_path / "r.jsonl"), "--step", "3", "--output", str(tmp_path / "d.png")]) == 2
+    assert "--step goes with --prometheus" in capsys.readouterr().err
+
+
+def test_a_prometheus_that_cannot_be_reached_is_named_not_the_query_sent(tmp_path, capsys):
+    from autoscaler.runtime.net import free_port
+
+    url = f"http://127.0.0.1:{free_port('127.0.0.1')}/prometheus"
+    assert main(["dashboard", "render", "--prometheus", url, "--output", str(tmp_path / "d.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"spark-autoscaler: error: cannot reach the Prometheus at {url}: ") and "query_range" not in err, err
+
+
 def test_what_the_recorder_writes_loads_in_time_order(tmp_path):
     from prometheus_client import CollectorRegistry, Gauge
 

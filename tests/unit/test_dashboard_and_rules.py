@@ -23,6 +23,7 @@ from autoscaler.ops.metrics import Metrics
 from autoscaler.tools.dashboard.prometheus import (
     PrometheusError,
     PrometheusQueries,
+    fitting_step,
     get_json,
     openmetrics,
     served_recording,
@@ -260,6 +261,17 @@ def test_a_recording_of_one_scrape_renders_without_a_warning(board, recorded, tm
         warnings.simplefilter("error")
         render_recording(one, tmp_path / "one.png", dashboard=board)
     assert (tmp_path / "one.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_recording_of_more_scrapes_than_a_range_query_answers_renders_every_few_scrapes(board, tmp_path):
+    # 11,500 scrapes 2 s apart (a demo of 6.4 hours): Prometheus answers at most 11,000 points a
+    # series, and the render asked for a point a scrape ("exceeded maximum resolution")
+    lines = [{"t": 1.7e9 + 2 * i, "samples": [["spark_autoscaler_executors", {"application": "a"}, 3 + i // 5000]]} for i in range(11_500)]
+    report = render_recording(Recording.from_lines(lines), tmp_path / "long.png", dashboard=board)
+    assert report.series["Executors: current and target"] == 1
+    assert fitting_step(22_998, 2.0) == 2.091 and fitting_step(600, 2.0) == 2.0
+    with pytest.raises(ValueError, match="give at least 2.091 s"):
+        PrometheusQueries("http://127.0.0.1:1", 0, 22_998, 2.0)
 
 
 def test_sigterm_stops_a_render_with_its_throwaway_prometheus_and_leaves_nothing(tmp_path, tmp_path_factory):

@@ -28,6 +28,18 @@ from autoscaler.tools.dashboard.recording import Recording
 Labels = frozenset[tuple[str, str]]
 Series = dict[Labels, list[tuple[float, float]]]
 START_TIMEOUT = 60.0  # seconds for a fresh server to load its TSDB and answer /-/ready
+# a range query's points a series, at most: Prometheus refuses (end - start) / step above it
+# ("exceeded maximum resolution of 11,000 points per timeseries")
+MAX_POINTS = 11_000
+RESOLUTION = 0.001  # seconds: Prometheus's timestamps are whole milliseconds
+
+
+def fitting_step(span: float, step: float) -> float:
+    """``step``, or the least step (in whole milliseconds) that answers ``span`` seconds within
+    :data:`MAX_POINTS` points: a recording of more than 11,000 scrapes is drawn as Grafana draws
+    a long range, a point every few scrapes."""
+    least = math.ceil(span / MAX_POINTS / RESOLUTION) * RESOLUTION
+    return max(step, least, RESOLUTION)
 
 
 class PrometheusError(Exception):
@@ -141,12 +153,14 @@ class PrometheusQueries:
     """Range queries over ``[start, end]`` at ``step`` seconds against a Prometheus HTTP API."""
 
     def __init__(self, url: str, start: float, end: float, step: float) -> None:
+        if step < RESOLUTION or (end - start) / step > MAX_POINTS:
+            raise ValueError(f"a step of {step:g} s over {end - start:g} s: give at least {fitting_step(end - start, 0):g} s")
         self.url = url.rstrip("/")
-        self.start, self.end, self.step = start, end, max(step, 0.001)
+        self.start, self.end, self.step = start, end, step
 
     def series(self, expr: str) -> Series:
         """Each output series of ``expr`` with its points (unix seconds, value), finite ones only."""
-        params = {"query": expr, "start": f"{self.start:.3f}", "end": f"{self.end:.3f}", "step": f"{self.step:g}"}
+        params = {"query": expr, "start": f"{self.start:.3f}", "end": f"{self.end:.3f}", "step": f"{self.step:.3f}"}
         data = get_json(f"{self.url}/api/v1/query_range?{urllib.parse.urlencode(params)}")
         out: Series = {}
         for result in data["data"]["result"]:
@@ -166,8 +180,10 @@ def get_json(url: str) -> dict:
             body = json.loads(exc.read())
         except ValueError:
             raise PrometheusError(f"{url}: HTTP {exc.code}") from None
-    except OSError as exc:
-        raise PrometheusError(f"{url}: {exc}") from None
+    except OSError as exc:  # the server, not the encoded query: the query is not what failed
+        server = url.split("/api/v1/", 1)[0]
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        raise PrometheusError(f"cannot reach the Prometheus at {server}: {reason}") from None
     if body.get("status") != "success":
         raise PrometheusError(f"{body.get('errorType', 'error')}: {body.get('error', body)}")
     return body

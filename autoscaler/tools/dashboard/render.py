@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.ops import assets
-from autoscaler.tools.dashboard.prometheus import PrometheusQueries, served_recording
+from autoscaler.tools.dashboard.prometheus import PrometheusQueries, fitting_step, served_recording
 from autoscaler.tools.dashboard.recording import Recording
 
 DASHBOARD = assets.DASHBOARD
@@ -131,8 +131,9 @@ def render_recording(
         raise ValueError("the recording has no scrapes")
     steps = [b - a for a, b in pairwise(recording.times)]
     scrape = statistics.median(steps) if steps else 15.0
+    start, end = recording.times[0], recording.times[-1]
     with served_recording(recording) as url:
-        queries = PrometheusQueries(url, recording.times[0], recording.times[-1], scrape)
+        queries = PrometheusQueries(url, start, end, fitting_step(end - start, scrape))
         return render_dashboard(queries, output, dashboard=dashboard, title=title, scrapes=len(recording.times))
 
 
