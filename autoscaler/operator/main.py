@@ -29,7 +29,8 @@ from autoscaler.operator.daemon_client import DaemonClient, token_from_file
 from autoscaler.operator.metrics import OperatorMetrics
 from autoscaler.operator.reconcile import AppReconciler, EventRecorder
 from autoscaler.operator.settings import OperatorSettings
-from autoscaler.ops.server import HttpServer, answer_head
+from autoscaler.ops.probes import answer_head
+from autoscaler.ops.server import HttpServer
 from autoscaler.runtime.clock import SystemClock
 from autoscaler.runtime.logs import get_logger
 from policies.registry import load_policies

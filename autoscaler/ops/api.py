@@ -44,7 +44,7 @@ from autoscaler._version import __version__
 from autoscaler.core.evaluate import judged_lag
 from autoscaler.core.model import JAVA_LONG_MAX, QueryStatus, QueryView
 from autoscaler.ops.auth import ApiAuth
-from autoscaler.ops.server import answer_head
+from autoscaler.ops.probes import answer_head
 from autoscaler.runtime.audit import KINDS, AuditEntry
 from autoscaler.runtime.clock import Clock, SystemClock
 from autoscaler.runtime.commands import Applied, ChangeError, Commands

@@ -13,8 +13,6 @@ from typing import Any
 
 import h11
 import uvicorn
-from fastapi import FastAPI
-from fastapi.routing import APIRoute
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from autoscaler.core.settings import HttpSettings
@@ -79,20 +77,6 @@ class HeaderBoundH11Protocol(H11Protocol):
             message = f"the request's headers did not all arrive within {MAX_HEADER_SECONDS:g} seconds".encode()
             self.transport.write(_HEADER_TIMEOUT % (len(message), message))
         self.transport.close()
-
-
-PROBED_PATHS = ("/healthz", "/readyz", "/metrics")
-
-
-def answer_head(app: FastAPI, paths: tuple[str, ...] = PROBED_PATHS) -> None:
-    """Answer HEAD on ``paths`` as their GET, without the body: uptime checkers and load balancers
-    probe with HEAD, and FastAPI answers a GET-only route's HEAD with 405. uvicorn drops the body
-    of a HEAD's answer and keeps its headers (Content-Length included, as HTTP asks)."""
-    gets = {r.path: r for r in app.routes if isinstance(r, APIRoute) and "GET" in (r.methods or ())}
-    for path in paths:
-        route = gets[path]
-        app.add_api_route(path, route.endpoint, methods=["HEAD"], include_in_schema=False, response_model=route.response_model,
-                          name=f"{route.name}_head")
 
 
 class HttpServerError(RuntimeError):
