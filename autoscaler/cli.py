@@ -1243,14 +1243,14 @@ def _cmd_latencies(args: argparse.Namespace) -> int:
 def _step_problem(since: float, step: float) -> str | None:
     """Why a Prometheus refuses ``--step`` over ``--since``, in the flags' words (it said "try
     decreasing the query resolution (?step=XX)"; a step under a millisecond was taken as one)."""
-    from autoscaler.tools.dashboard.prometheus import MAX_POINTS, RESOLUTION, fitting_step
+    from autoscaler.tools.dashboard.prometheus import MAX_POINTS, RESOLUTION, least_step
 
+    if step >= (least := least_step(since)):
+        return None
     if step < RESOLUTION:
         return f"--step {step:g}: a Prometheus's timestamps are whole milliseconds; give at least {RESOLUTION:g}"
-    if since / step > MAX_POINTS:
-        return (f"--step {step:g} over --since {since:g} s is {since / step:,.0f} points a series; a Prometheus answers at most "
-                f"{MAX_POINTS:,}: give --step {fitting_step(since, 0):g} or more, or leave it out")
-    return None
+    return (f"--step {step:g} over --since {since:g} s is {since / step:,.0f} points a series; a Prometheus answers at most "
+            f"{MAX_POINTS:,}: give --step {least:g} or more, or leave it out")
 
 
 def _cmd_dashboard(args: argparse.Namespace) -> int:

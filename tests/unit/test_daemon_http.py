@@ -16,6 +16,7 @@ from autoscaler.cli import build_parser, main
 from autoscaler.core.model import Executor, ExecutorView, Mode, Reason
 from autoscaler.ops.server import HttpServer, HttpServerError
 from autoscaler.runtime.config import SettingsError, load_settings
+from tests.http_checks import assert_head_answers_as_get
 from tests.unit.test_api import answered
 from tests.waiting import wait_until
 
@@ -40,15 +41,6 @@ def test_the_daemon_serves_health_and_metrics_before_spark_is_up(tmp_path, monke
     finally:
         daemon.stop_http()
     assert daemon.state_store is not None and daemon.state_store.path == tmp_path / "state.json"
-
-
-def assert_head_answers_as_get(client: httpx.Client, statuses: dict[str, int]) -> None:
-    """HEAD (uptime checkers, load balancers) is answered with GET's status and headers and no body (it was a 405)."""
-    for path, status in statuses.items():
-        head, get = client.head(path), client.get(path)
-        assert (head.status_code, get.status_code) == (status, status), path
-        assert head.content == b"" and head.headers["content-type"] == get.headers["content-type"], path
-        assert int(head.headers["content-length"]) > 0, path
 
 
 class RecordingExecutors:

@@ -34,12 +34,16 @@ MAX_POINTS = 11_000
 RESOLUTION = 0.001  # seconds: Prometheus's timestamps are whole milliseconds
 
 
+def least_step(span: float) -> float:
+    """The least step, in whole milliseconds, that answers ``span`` seconds within :data:`MAX_POINTS`
+    points (a step is sent as whole milliseconds: rounded, a finer one could cross the limit)."""
+    return max(math.ceil(span / MAX_POINTS / RESOLUTION) * RESOLUTION, RESOLUTION)
+
+
 def fitting_step(span: float, step: float) -> float:
-    """``step``, or the least step (in whole milliseconds) that answers ``span`` seconds within
-    :data:`MAX_POINTS` points: a recording of more than 11,000 scrapes is drawn as Grafana draws
-    a long range, a point every few scrapes."""
-    least = math.ceil(span / MAX_POINTS / RESOLUTION) * RESOLUTION
-    return max(step, least, RESOLUTION)
+    """``step``, or :func:`least_step` when it is finer: a recording of more than 11,000 scrapes is
+    drawn as Grafana draws a long range, a point every few scrapes."""
+    return max(step, least_step(span))
 
 
 class PrometheusError(Exception):
@@ -153,8 +157,8 @@ class PrometheusQueries:
     """Range queries over ``[start, end]`` at ``step`` seconds against a Prometheus HTTP API."""
 
     def __init__(self, url: str, start: float, end: float, step: float) -> None:
-        if step < RESOLUTION or (end - start) / step > MAX_POINTS:
-            raise ValueError(f"a step of {step:g} s over {end - start:g} s: give at least {fitting_step(end - start, 0):g} s")
+        if step < (least := least_step(end - start)):
+            raise ValueError(f"a step of {step:g} s over {end - start:g} s: give at least {least:g} s")
         self.url = url.rstrip("/")
         self.start, self.end, self.step = start, end, step
 

@@ -15,9 +15,9 @@ from autoscaler.operator.metrics import OperatorMetrics
 from autoscaler.operator.settings import OperatorSettingsError, load_operator_settings
 from autoscaler.ops.server import HttpServer
 from autoscaler.tools.dashboard.prometheus import tool
+from tests.http_checks import assert_head_answers_as_get
 from tests.unit.operator.samples import sample
 from tests.unit.operator.scenario import world
-from tests.unit.test_daemon_http import assert_head_answers_as_get
 
 ROOT = Path(__file__).resolve().parents[3]
 
