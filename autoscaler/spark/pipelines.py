@@ -268,6 +268,22 @@ def _pickle_by_value(module: ModuleType) -> None:
     cloudpickle.register_pickle_by_value(module)
 
 
+def _exec_beside_its_siblings(loader: Any, mod: ModuleType, directory: Path) -> None:
+    """Run a pipeline file as ``python file.py`` would: its directory first on ``sys.path``, so
+    ``import helpers`` finds the ``helpers.py`` beside it (it failed with ModuleNotFoundError).
+    Such modules, imported while the file runs, are no more on the executors than the file is:
+    pickled by value too."""
+    if str(directory) not in sys.path:
+        sys.path.insert(0, str(directory))
+    before = set(sys.modules)
+    loader.exec_module(mod)
+    for name in sorted(set(sys.modules) - before):
+        imported = sys.modules[name]
+        origin = getattr(imported, "__file__", None)
+        if origin is not None and Path(origin).resolve().is_relative_to(directory):
+            _pickle_by_value(imported)
+
+
 def load_pipelines(module: str, only: list[str] | None = None, *, checkpoint_root: Path | str | None = None) -> list[PipelineSpec]:
     """Import a pipeline module (a ``.py`` file or a dotted name) and return its pipelines.
 
@@ -288,7 +304,7 @@ def load_pipelines(module: str, only: list[str] | None = None, *, checkpoint_roo
             mod = importlib.util.module_from_spec(spec)
             sys.modules[mod_name] = mod
             _pickle_by_value(mod)
-            spec.loader.exec_module(mod)
+            _exec_beside_its_siblings(spec.loader, mod, path.parent)
         elif module in sys.modules:
             importlib.reload(sys.modules[module])
         else:

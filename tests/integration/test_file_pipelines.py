@@ -2,8 +2,9 @@
 
 ``load_pipelines("pipelines.py")`` imports the file under a synthetic module name
 (``spark_autoscaler_pipelines_<stem>``) that no executor can import. A Python UDF defined in
-such a file is pickled by reference unless the module is registered with cloudpickle to be
-pickled by value; then its tasks fail on the executors with ``ModuleNotFoundError``. On
+such a file, or in a module beside it that the file imports, is pickled by reference unless the
+module is registered with cloudpickle to be pickled by value; then its tasks fail on the
+executors with ``ModuleNotFoundError``. On
 Kubernetes this is how a ``configMapRef`` pipeline arrives: a file mounted into the driver pod
 only.
 """
@@ -18,16 +19,14 @@ from autoscaler.spark.pipelines import PipelineContext, load_pipelines
 
 pytestmark = pytest.mark.spark
 
-# the UDF and the helper it calls live in the file, nowhere else
+# the UDF lives in the file and the helper it calls in a module beside it, nowhere else
 PIPELINE_FILE = textwrap.dedent(
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType
 
     from autoscaler import pipeline
-
-    def shout(n):
-        return n * 10 + 7
+    from udf_sibling_helpers import shout
 
     @F.udf(returnType=LongType())
     def tagged(n):
@@ -50,6 +49,7 @@ def spark(spark_session_factory):
 def test_a_python_udf_in_a_file_loaded_pipeline_runs_on_the_executors(spark, tmp_path):
     path = tmp_path / "my_pipelines.py"
     path.write_text(PIPELINE_FILE)
+    (tmp_path / "udf_sibling_helpers.py").write_text("def shout(n):\n    return n * 10 + 7\n")
     [spec] = load_pipelines(str(path))
     checkpoint = str(tmp_path / "ckpt")
     (tmp_path / "ckpt-input").mkdir()

@@ -201,6 +201,22 @@ def test_selecting_an_unknown_pipeline_lists_the_known_ones(tmp_path):
         load_pipelines(module, only=["zz"])
 
 
+def test_a_pipeline_file_imports_the_modules_beside_it_and_ships_them(tmp_path):
+    # as `python pipelines.py` would; it failed with ModuleNotFoundError: no module named 'sibling_helpers_1'
+    from pyspark.cloudpickle import cloudpickle
+
+    write(tmp_path, "sibling_helpers_1.py", "def scale(n):\n    return n * 10\n")
+    module = write(tmp_path, "p.py", "from autoscaler import pipeline\nfrom sibling_helpers_1 import scale\n"
+                                     "@pipeline('a')\ndef a(spark, ctx): return scale(1)\n")
+    [spec] = load_pipelines(module)
+    assert spec.build(None, None) == 10
+    # the executors have the file no more than its siblings: their code travels with the UDFs
+    import sibling_helpers_1
+
+    assert cloudpickle._is_registered_pickle_by_value(sibling_helpers_1)
+    assert not cloudpickle._is_registered_pickle_by_value(pytest)  # imported before: not the file's
+
+
 def test_missing_module_file(tmp_path):
     with pytest.raises(PipelineError, match="does not exist"):
         load_pipelines(str(tmp_path / "nope.py"))
