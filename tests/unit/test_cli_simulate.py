@@ -153,6 +153,10 @@ def test_bad_traces_end_with_a_message_and_a_non_zero_exit(tmp_path, capsys, con
         pytest.param(["--setting", "executors={min: 20}", "--max-executors", "10"], "executors: min (20) must not exceed max (10)", id="floor-above-ceiling-nested"),
         # int() ran 1.9 partitions as 1 while the JSON record said "1.9"; 0.5 cores read "must be > 0"
         pytest.param(["--set", "partitions=1.9"], "simulator parameter partitions: expected a whole number, got '1.9'", id="fraction-of-a-partition"),
+        # no row a batch, no executor granted: accepted, and the run was one endless backlog
+        pytest.param(["--set", "max_rows_per_batch=0"], "max_rows_per_batch must be >= 1 (or none), got 0", id="no-rows-a-batch"),
+        pytest.param(["--set", "max_grantable_executors=0"], "max_grantable_executors must be >= 1 (or none), got 0", id="no-executor-granted"),
+        pytest.param(["--set", "partitions=0"], "partitions must be >= 1 (or none), got 0", id="no-partitions"),
         pytest.param(["--set", "cores_per_executor=0.5"], "cores_per_executor: expected a whole number, got '0.5'", id="half-a-core"),
         # the last of two won without a word (a configuration file refuses a key given twice)
         pytest.param(["--param", "target_utilization=0.9", "--param", "target_utilization=0.5"], "--param target_utilization is given twice", id="param-twice"),

@@ -112,8 +112,11 @@ class SimConfig:
         for name in ("rows_per_core_second", "trigger_interval", "cores_per_executor", "min_partitions"):
             if name not in bad and not getattr(self, name) > 0:  # each parameter's problem told once
                 problems.append(f"{name} must be > 0")
-        if self.partitions is not None and self.partitions < 1:
-            problems.append("partitions must be >= 1")
+        # none of them may be 0: no row would ever be processed (no partition, no row a batch,
+        # no executor granted) and the run would report one endless backlog
+        for name in ("partitions", "max_rows_per_batch", "max_grantable_executors"):
+            if name not in bad and getattr(self, name) is not None and getattr(self, name) < 1:
+                problems.append(f"{name} must be >= 1 (or none), got {getattr(self, name)!r}")
         # beyond these a start-up could end before its request, a batch take e^(sigma x 6) times
         # its cost (overflowing at large sigma), or a probability exceed 1
         for name, most in (("executor_startup_jitter", 1.0), ("duration_noise", MAX_NOISE_SIGMA), ("slow_batch_probability", 1.0)):
