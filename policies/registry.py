@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import reprlib
 import warnings
 from importlib.metadata import entry_points
 from typing import Any, Callable, Mapping, TypeVar
@@ -75,12 +76,20 @@ def _load_entry_points() -> None:
     """Import every third-party policy; one that fails is named (when asked for, and in a warning
     on stderr) instead of taking every command down with it."""
     for ep in entry_points(group=ENTRY_POINT_GROUP):
+        dist = f" (distribution {ep.dist.name})" if ep.dist is not None else ""
+        registered = len(_REGISTRY)
         try:
             ep.load()
+        except SystemExit as exc:  # a module that exits on import ended every command, `policies` too
+            _record_broken(ep.name, f"entry point {ep.name} = {ep.value}{dist} called sys.exit({exc.code!r}) while being imported")
         except Exception as exc:  # an import error, a bad class: the plugin's problem, told by name
-            dist = f" (distribution {ep.dist.name})" if ep.dist is not None else ""
             why = exc if isinstance(exc, PolicyError) else f"{type(exc).__name__}: {exc}"
             _record_broken(ep.name, f"entry point {ep.name} = {ep.value}{dist} failed to load: {why}")
+        else:
+            if len(_REGISTRY) == registered and resolve_name(ep.name) not in _REGISTRY:
+                # imported, but no class of it carries @register: asking for it said only "unknown policy"
+                _record_broken(ep.name, f"entry point {ep.name} = {ep.value}{dist} loaded but registered no policy "
+                                        f"(decorate its class with @register({ep.name!r}) from policies)")
 
 
 def _record_broken(name: str, why: str) -> None:
@@ -118,6 +127,8 @@ def create_policy(name: str, params: Mapping[str, Any] | None = None) -> Policy:
         for err in exc.errors():
             loc = ".".join(str(p) or "''" for p in err["loc"])  # an empty name shown as ''
             msg = "unknown parameter" if err["type"] == "extra_forbidden" else str(err["msg"]).removeprefix("Value error, ")
+            if err["type"] != "extra_forbidden" and isinstance(err.get("input"), (str, int, float)) and "got" not in msg:
+                msg += f", got {reprlib.repr(err['input'])}"  # `70%` was refused without being shown
             problems.append(f"params.{loc}: {msg}" if err["loc"] else msg)
         raise PolicyError(f"policy {name!r}: " + "; ".join(problems)) from None
     try:

@@ -1,3 +1,4 @@
+import re
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
@@ -123,6 +124,9 @@ def test_static_policy(params, expected):
         pytest.param("target-utilization", {"target_utilization": float("nan")}, "params.target_utilization: Input should be a finite number", id="nan"),
         pytest.param("target-utilization", {"target_utilization": True}, "params.target_utilization: expected a number, got the boolean true",
                      id="boolean-for-a-number"),
+        # the value was not shown: which of `--param target_utilization=70%` was wrong?
+        pytest.param("target-utilization", {"target_utilization": "70%"},
+                     re.escape("params.target_utilization: Input should be a valid number, unable to parse string as a number, got '70%'"), id="percent-for-a-share"),
     ],
 )
 def test_bad_policy_configuration_names_the_problem(name, params, message):

@@ -243,3 +243,29 @@ def test_a_plugin_that_fails_to_load_is_named_and_leaves_the_others_working(plug
     ) in asked.stderr
     other = cli(site, "simulate", "--trace", str(trace), "--policy", "static", "--json")
     assert other.returncode == 0 and json.loads(other.stdout)["policy"] == "static"
+
+
+@pytest.mark.parametrize(
+    "module_text, problem",
+    [
+        # SystemExit is no Exception: it ended every command, `spark-autoscaler policies` too
+        pytest.param("import sys\nsys.exit(4)\n", "entry point acme-exit = {module} called sys.exit(4) while being imported", id="exits-on-import"),
+        # imported fine, but nothing carries @register: asking for it said only "unknown policy"
+        pytest.param("class NotRegistered:\n    pass\n", "entry point acme-exit = {module} loaded but registered no policy "
+                     "(decorate its class with @register('acme-exit') from policies)", id="registers-nothing"),
+    ],
+)
+def test_a_plugin_that_exits_or_registers_nothing_is_named_and_the_others_work(tmp_path, monkeypatch, module_text, problem):
+    from importlib.metadata import EntryPoint
+
+    module = f"acme_plugin_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{module}.py").write_text(module_text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "_BROKEN", {})
+    monkeypatch.setattr(registry, "entry_points", lambda group: [EntryPoint("acme-exit", module, group)])
+    with pytest.warns(registry.PolicyPluginWarning, match="policy 'acme-exit' is unavailable"):
+        registry._load_entry_points()
+    with pytest.raises(PolicyError) as info:
+        create_policy("acme-exit")
+    assert str(info.value) == f"policy 'acme-exit' is unavailable: {problem.format(module=module)}"
+    assert create_policy("static") is not None
