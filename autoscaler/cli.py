@@ -320,10 +320,13 @@ def _from_config(key: str) -> str:
 
 
 def _address(text: str) -> str:
-    """An argparse type: an address to bind to; empty would bind every interface (0.0.0.0 and ::)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("an empty address binds every interface; name one, e.g. 127.0.0.1 or 0.0.0.0")
-    return text
+    """An argparse type: an address to bind to, checked as ``http.host`` is."""
+    from autoscaler.core.settings import listen_address
+
+    try:
+        return listen_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _add_http_flags(parser: argparse.ArgumentParser, defaults: bool) -> None:
@@ -854,6 +857,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except (SettingsError, PipelineError) as exc:
         return _fail(str(exc))
     from autoscaler.app.compose import open_store
+    from autoscaler.runtime.reconciler import unfit_overrides
     from autoscaler.runtime.state import StateStoreError
     from autoscaler.runtime.state.schema import restore_state
     from autoscaler.spark.kubernetes import DriverAddressError, kubernetes_driver_conf
@@ -869,14 +873,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
         # written stops us before Spark starts
         store = open_store(settings)
         state = store.load() if store is not None else None
+        unfit: dict[str, str] = {}
         if state:
-            restore_state(state, str(store))
+            unfit = unfit_overrides(restore_state(state, str(store)).control, settings)
         if store is not None:
             store.check_writable()  # the ticks save: a store that cannot be written is found now
     except StateStoreError as exc:
         return _fail(str(exc))
     if args.check:
         saved = f"; {store} restorable" if state else ""
+        if unfit:  # what the start-up will drop, loudly, told before it
+            saved += ", but start-up drops its overrides that no longer fit the configuration: " + "; ".join(f"{k}: {v}" for k, v in unfit.items())
         print(f"configuration valid; pipelines: {', '.join(s.name for s in specs)}{saved}")
         return 0
     from autoscaler.app.driver import DriverDaemon

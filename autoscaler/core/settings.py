@@ -8,6 +8,7 @@ needs the outside world (files, the policy registry) and names every problem by 
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import re
@@ -138,7 +139,8 @@ def _checkpoint_root(value: Any) -> Any:
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
     if not isinstance(value, str):
-        return value  # the type check names it
+        # the union's own check named its internals (lax-or-strict[...]) twice
+        raise ValueError("must name a directory or a URI as text (checkpoints, s3a://bucket/checkpoints)")
     if is_uri(value):
         return value
     path = _local_text(value)
@@ -148,8 +150,18 @@ def _checkpoint_root(value: Any) -> Any:
     return Path(path)
 
 
+def _trimmed(value: Any) -> Any:
+    # ` /data/state.json` is a relative path starting with a space: the file went under the working
+    # directory, and `checkpoint_root: "/ck "` made a directory whose name ends in a space
+    if isinstance(value, str) and value.strip() and value != value.strip():  # only spaces: empty, told as such
+        raise ValueError("has a space at its start or end")  # the value told where it is no secret (_format_error)
+    return value
+
+
 # a URI stays its text, anything else is a local directory (a file: URI its path)
-CheckpointRoot = Annotated[Path | str, BeforeValidator(_checkpoint_root)]
+CheckpointRoot = Annotated[Path | str, BeforeValidator(_checkpoint_root), BeforeValidator(_trimmed)]
+# a file's name as written: no space around it
+FileName = Annotated[Path, BeforeValidator(_trimmed)]
 
 
 def _takes_only_numbers(annotation: Any) -> bool:
@@ -292,7 +304,9 @@ class WindowSettings(_Model):
     metrics_window: Duration = Field(
         timedelta(seconds=60), description="Batches that ended within this window feed each decision."
     )
-    max_samples: int = Field(240, ge=1, description="Batches kept per query.")
+    # each bound is far above any use and keeps a number with too many zeros from failing after
+    # Spark started (1e20 batches overflowed the buffer's C size)
+    max_samples: int = Field(240, ge=1, le=100_000, description="Batches kept per query.")
     running_batch_rows: bool = Field(
         True,
         description="Read a running batch's rows from the input its finished tasks read (Spark's live stage metrics, from "
@@ -303,7 +317,7 @@ class WindowSettings(_Model):
 
 class HistorySettings(_Model):
     max_age: Duration = Field(timedelta(hours=24), description="Scaling history older than this is dropped.")
-    max_count: int = Field(500, ge=1, description="Most scaling events kept.")
+    max_count: int = Field(500, ge=1, le=1_000_000, description="Most scaling events kept.")
     rate_step: Duration = Field(
         timedelta(minutes=5),
         description="Each query's arrival rate is remembered as one mean per step of this length (for forecasts).",
@@ -316,11 +330,14 @@ class HistorySettings(_Model):
     def _positive_step(self) -> HistorySettings:
         if self.rate_step.total_seconds() <= 0:
             raise ValueError("rate_step must be > 0")
+        if self.rate_step > self.rate_max_age:
+            # every step's mean would be dropped before it could be used: forecasts without a past
+            raise ValueError(f"rate_step ({format_duration(self.rate_step)}) must not exceed rate_max_age ({format_duration(self.rate_max_age)})")
         return self
 
 
 class PipelineSettings(_Model):
-    module: str | None = Field(
+    module: Annotated[str, BeforeValidator(_trimmed)] | None = Field(
         None, description="Python file or dotted module defining the pipelines (`@pipeline`)."
     )
     checkpoint_root: CheckpointRoot = Field(
@@ -334,6 +351,7 @@ class PipelineSettings(_Model):
     max_failures: int = Field(
         10,
         ge=0,
+        le=1_000_000,
         description="Failures in a row (without a batch done in between) after which a query is given up: status "
         "`failed`, no more restarts; the daemon and the other queries go on. 0: never give up.",
     )
@@ -379,11 +397,17 @@ def _positive_whole(key: str, value: str | int | float | bool) -> str | None:
     return None
 
 
+# Spark properties the daemon sets from settings of their own
+OWN_SPARK_KEYS = {"spark.master": "spark.master", "spark.app.name": "spark.app_name"}
+
+
 class SparkSettings(_Model):
     master: Annotated[str, AfterValidator(_spark_master)] = Field("local-cluster[4,1,512]", description="Spark master URL for driver mode.")
     app_name: str = Field("spark-autoscaler", description="Spark application name.")
     conf: dict[str, str | int | float | bool] = Field(
-        default_factory=dict, description="Extra Spark configuration for the session."
+        default_factory=dict,
+        description="Extra Spark properties for the session (each `spark.*`; the master and the name are the settings "
+        "above). One variable per property keeps its case: `SPARK_AUTOSCALER_SPARK__CONF__spark.executor.extraJavaOptions`.",
     )
 
     @field_validator("conf", mode="before")
@@ -398,6 +422,19 @@ class SparkSettings(_Model):
 
     @field_validator("conf")
     @classmethod
+    def _spark_properties(cls, conf: dict[str, str | int | float | bool]) -> dict[str, str | int | float | bool]:
+        # Spark ignores a key without the prefix with a warning nobody reads (an environment
+        # variable's entry spelt SPARK_EXECUTOR_MEMORY), and the session's master and name are
+        # settings of their own: in conf they replaced the validated ones for part of the start
+        for key in conf:
+            if key in OWN_SPARK_KEYS:
+                raise ValueError(f"{key}: set it as the setting {OWN_SPARK_KEYS[key]}, not in spark.conf")
+            if not key.startswith("spark."):
+                raise ValueError(f"{key!r}: not a Spark property (they start with 'spark.', e.g. spark.executor.memory)")
+        return conf
+
+    @field_validator("conf")
+    @classmethod
     def _executor_cores(cls, conf: dict[str, str | int | float | bool]) -> dict[str, str | int | float | bool]:
         # the daemon sizes executors by it (cores per executor): "abc" failed at the first tick,
         # 0 made every executor worth no cores
@@ -406,28 +443,52 @@ class SparkSettings(_Model):
         return conf
 
 
+_HOST_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[-A-Za-z0-9]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[-A-Za-z0-9]{0,61}[A-Za-z0-9])?)*\.?$")
+
+
+def listen_address(host: str) -> str:
+    """``host`` if a server can be told to bind to it (an IP address or a host name, no port),
+    else ValueError naming what is wrong."""
+    # `127.0.0.1:8090` and ` 0.0.0.0` passed `run --check`, then the server failed to start with
+    # a guess of "address in use"; an empty address binds every interface, never what it meant
+    if not host:
+        raise ValueError("must be an IP address or a host name, got an empty value (which binds every interface; 0.0.0.0 says so)")
+    try:
+        ipaddress.ip_address(host)
+        return host
+    except ValueError:
+        pass
+    name, colon, port = host.rpartition(":")
+    if colon and port.isdigit() and (_HOST_NAME.match(name) or name.startswith("[")):
+        raise ValueError(f"must be an address without a port, got {host!r}: set the port as http.port")
+    if host.startswith("[") and host.endswith("]"):
+        raise ValueError(f"must be an IPv6 address without brackets, got {host!r}")
+    if not _HOST_NAME.match(host):
+        raise ValueError(f"must be an IP address or a host name (letters, digits, '-' and '.', no spaces), got {host!r}")
+    return host
+
+
 class HttpSettings(_Model):
     enabled: bool = Field(True, description="Serve `/metrics`, the health checks and the REST API.")
-    host: str = Field(
+    host: Annotated[str, AfterValidator(listen_address)] = Field(
         "127.0.0.1",
-        # an empty address binds every interface (0.0.0.0 and ::): never what an empty value meant
-        min_length=1,
-        description="Address the HTTP server binds to; `0.0.0.0` only behind a network policy.",
+        description="Address the HTTP server binds to (an IP address or a host name, no port); `0.0.0.0` only behind a network policy.",
     )
     port: int = Field(8090, ge=0, le=65535, description="HTTP port (0: any free port, for tests).")
     max_connections: int = Field(
         100,
         ge=1,
+        le=100_000,  # beyond the open files a process may have
         description="Open connections served at once; a request on one more is answered 503 (Prometheus, "
         "the operator and health probes need a few).",
     )
-    token_file: Path | None = Field(
+    token_file: FileName | None = Field(
         None,
         description="File with the bearer token(s) of the control API: one `TOKEN` or `NAME TOKEN` per line "
         "(`NAME` is the identity written to the audit trail). Without any token the control "
         "endpoints are disabled, never open.",
     )
-    token_files: list[Path] = Field(
+    token_files: list[FileName] = Field(
         default_factory=list,
         description="More files of bearer tokens, read like `token_file` (on Kubernetes: one per Secret, the operator's and your own).",
     )
@@ -443,7 +504,7 @@ _CONFIGMAP = r"^(?:[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?/)?[a-z0-9](?:[-a-z0-9.]{
 
 
 class StateSettings(_Model):
-    path: Path | None = Field(
+    path: FileName | None = Field(
         None,
         description="JSON file keeping the daemon's state (scaling history, pending scale-downs, operator "
         "overrides) across restarts, written atomically by each tick that changed it (one that changed only a pending "
@@ -465,7 +526,7 @@ class StateSettings(_Model):
 
 class AuditSettings(_Model):
     max_age: Duration = Field(timedelta(hours=24), description="Audit entries older than this are dropped.")
-    max_count: int = Field(1000, ge=1, description="Most audit entries kept (decisions and operator changes).")
+    max_count: int = Field(1000, ge=1, le=1_000_000, description="Most audit entries kept (decisions and operator changes).")
 
 
 class Settings(_Model):
@@ -494,6 +555,17 @@ class Settings(_Model):
     http: HttpSettings = Field(default_factory=HttpSettings)
     state: StateSettings = Field(default_factory=StateSettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
+
+    @model_validator(mode="after")
+    def _one_executor_size(self) -> Settings:
+        # Spark gave executors spark.executor.cores while the daemon sized them by executors.cores
+        in_spark = self.spark.conf.get("spark.executor.cores")
+        if self.executors.cores is not None and in_spark is not None and int(in_spark) != self.executors.cores:
+            raise ValueError(
+                f"executors.cores ({self.executors.cores}) contradicts spark.conf spark.executor.cores ({in_spark}), "
+                "the cores Spark gives each executor: set one of them"
+            )
+        return self
 
     @field_validator("reconcile_interval")
     @classmethod

@@ -17,6 +17,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from autoscaler.core.settings import HttpSettings
 from autoscaler.runtime.logs import get_logger
+from autoscaler.runtime.net import listen_problem
 
 log = get_logger("autoscaler.server")
 
@@ -132,7 +133,10 @@ class HttpServer:
         deadline = time.monotonic() + timeout
         while not self._server.started:
             if not self._thread.is_alive():
-                raise HttpServerError(f"cannot listen on {self.host}:{self.requested_port} (address in use or not available?)")
+                # the reason the system gives (uvicorn logs it and exits): a guess of "in use"
+                # misled when the address was no address of this machine
+                problem = listen_problem(self.host, self.requested_port) or f"cannot listen on {self.host}:{self.requested_port}"
+                raise HttpServerError(problem)
             if time.monotonic() > deadline:
                 self.stop()
                 raise HttpServerError(f"HTTP server on {self.host}:{self.requested_port} did not start within {timeout:.0f}s")

@@ -32,7 +32,7 @@ from pydantic_settings import (
 from pydantic_settings import SettingsError as SourceError
 
 from autoscaler.core.policy import PolicyError
-from autoscaler.core.settings import Settings
+from autoscaler.core.settings import Settings, is_uri, local_path
 from policies.registry import create_policy
 
 ENV_PREFIX = "SPARK_AUTOSCALER_"
@@ -55,6 +55,7 @@ RENAMED = {
 }
 # keys that hold paths: a relative path in the file is relative to the file
 _FILE_RELATIVE = (("pipelines", "module"), ("http", "token_file"), ("state", "path"))
+FILE_RELATIVE_KEYS = (*(".".join(key) for key in _FILE_RELATIVE), "pipelines.checkpoint_root", "http.token_files")
 
 
 class SettingsError(ValueError):
@@ -79,7 +80,7 @@ def load_settings(
     left out), validate everything at once."""
     data = read_config_file(Path(path)) if path is not None else {}
     env = os.environ if environ is None else environ
-    if problems := environment_problems(env) + json_problems(env):
+    if problems := environment_problems(env, token_env=_token_variable(data, env, overrides or {})) + json_problems(env):
         raise SettingsError(problems)
     flags: dict[str, Any] = {}
     for dotted, value in (overrides or {}).items():
@@ -187,25 +188,54 @@ def read_config_file(path: Path) -> dict[str, Any]:
         if isinstance(node, dict) and isinstance(node.get(key), str):
             value = node[key]
             is_file = section != "pipelines" or value.endswith(".py") or "/" in value  # else a dotted module name
-            if is_file and not Path(value).is_absolute():
+            if is_file and _as_written(value) and not Path(value).is_absolute():
                 node[key] = str((path.parent / value).resolve())
+    pipelines = loaded.get("pipelines")
+    if isinstance(pipelines, dict) and isinstance(root := pipelines.get("checkpoint_root"), str) and not is_uri(root):
+        # as the module beside it: `checkpoint_root: ck` was under the working directory of
+        # whoever started the daemon, so another cwd restarted every query from nothing
+        local = local_path(root)
+        if root.strip() and _as_written(root) and not local.is_absolute():
+            pipelines["checkpoint_root"] = str((path.parent / local).resolve())
     http = loaded.get("http")
     if isinstance(http, dict) and isinstance(http.get("token_files"), list):
-        http["token_files"] = [str((path.parent / v).resolve()) if isinstance(v, str) and not Path(v).is_absolute() else v
+        http["token_files"] = [str((path.parent / v).resolve()) if isinstance(v, str) and _as_written(v) and not Path(v).is_absolute() else v
                                for v in http["token_files"]]
     return loaded
 
 
-def environment_problems(environ: Mapping[str, str]) -> list[str]:
-    """Variables that look like settings but are none: renamed ones, typos (with the closest name)."""
+def _token_variable(data: Mapping[str, Any], environ: Mapping[str, str], flags: Mapping[str, Any]) -> str | None:
+    """The ``http.token_env`` the sources give, the highest first (before they are validated)."""
+    if isinstance(flags.get("http.token_env"), str):
+        return str(flags["http.token_env"])
+    wanted = env_var("http.token_env")
+    if given := [value for name, value in environ.items() if name.upper() == wanted and value]:
+        return given[0]
+    http = data.get("http")
+    return http.get("token_env") if isinstance(http, dict) and isinstance(http.get("token_env"), str) else None
+
+
+def _as_written(value: str) -> bool:
+    """Whether a path has no space around it; one that has is refused by its setting as written,
+    not made relative to the file first (`` /data/s.json`` became ``<dir>/ /data/s.json``)."""
+    return value == value.strip()
+
+
+def environment_problems(environ: Mapping[str, str], *, token_env: str | None = None) -> list[str]:
+    """Variables that look like settings but are none: renamed ones, typos (with the closest name).
+    The variable ``http.token_env`` names holds a token, not a setting, whatever its prefix; a
+    setting's own variable cannot be it."""
     known = set(setting_variables())
     prefixes = tuple(env_var(key) + ENV_DELIMITER for key in mapping_keys())
+    not_settings = NOT_SETTINGS | ({token_env.upper()} if token_env else set())
+    if token_env and (token_env.upper() in known or token_env.upper().startswith(prefixes)):
+        return [f"http.token_env: {token_env} is the variable of a setting, not one to hold a token; name another"]
     problems = []
     for name in sorted(environ):
         upper = name.upper()
         if upper in RENAMED:
             problems.append(f"environment: {name} is no longer read; set {env_var(RENAMED[upper])} ({RENAMED[upper]})")
-        elif upper.startswith(ENV_PREFIX) and upper not in known and upper not in NOT_SETTINGS and not upper.startswith(prefixes):
+        elif upper.startswith(ENV_PREFIX) and upper not in known and upper not in not_settings and not upper.startswith(prefixes):
             # the prefix is common to all: compare what follows it
             close = difflib.get_close_matches(upper.removeprefix(ENV_PREFIX), [k.removeprefix(ENV_PREFIX) for k in sorted(known)], n=1, cutoff=0.75)
             hint = f" (did you mean {ENV_PREFIX}{close[0]}?)" if close else ""
@@ -331,12 +361,21 @@ class _Environment(EnvSettingsSource):
         super().__init__(settings_cls)
 
     def _load_env_vars(self) -> Mapping[str, str | None]:
-        # as EnvSettingsSource reads os.environ: names folded to lower case, empty values left out
-        return {
-            (name if self.case_sensitive else name.lower()): value
-            for name, value in self._environ.items()
-            if not (self.env_ignore_empty and value == "")
-        }
+        # as EnvSettingsSource reads os.environ: names folded to lower case, empty values left
+        # out; but a Spark property keeps its case (..._SPARK__CONF__spark.executor.extraJavaOptions
+        # was spark.executor.extrajavaoptions, a property Spark does not have). A policy's
+        # parameters are lower-case names: ..._POLICY__PARAMS__HORIZON is horizon.
+        return {_fold(name): value for name, value in self._environ.items() if not (self.env_ignore_empty and value == "")}
+
+
+_SPARK_PROPERTY_PREFIX = env_var("spark.conf") + ENV_DELIMITER
+
+
+def _fold(name: str) -> str:
+    """``name`` in lower case, but for the Spark property an entry of ``spark.conf`` names."""
+    if name.upper().startswith(_SPARK_PROPERTY_PREFIX):
+        return _SPARK_PROPERTY_PREFIX.lower() + name[len(_SPARK_PROPERTY_PREFIX):]
+    return name.lower()
 
 
 class _Loaded(Settings, BaseSettings):  # the declarations, loaded by pydantic-settings

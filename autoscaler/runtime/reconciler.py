@@ -65,6 +65,11 @@ class TickError(Exception):
         return type(self), (self.phase, self.cause)  # picklable: crosses process pools
 
 
+def unfit_overrides(control: ControlState, settings: Settings) -> dict[str, str]:
+    """Saved overrides that no longer fit ``settings`` (field -> why): a restore drops them."""
+    return dict(control_problems(control, settings, policy_params_problem(settings)))
+
+
 def policy_params_problem(settings: Settings) -> Callable[[object], str | None]:
     """Judge policy parameters (merged over the configured ones) with the configured policy."""
 
@@ -258,7 +263,7 @@ class Reconciler:
             if self.clock.now() > last_at:
                 self.history = self.history.with_recommendation(self.clock.now(), newest)
         # Overrides saved under another configuration may no longer fit it: drop those, loudly.
-        dropped = dict(control_problems(control, self.settings, policy_params_problem(self.settings)))
+        dropped = unfit_overrides(control, self.settings)
         if dropped:
             control = cleared(control, dropped)
             log.warning("overrides_dropped_on_restore", problems=dropped)

@@ -10,6 +10,7 @@ from autoscaler.core.settings import Settings, format_duration
 from autoscaler.runtime.config import (
     ENV_DELIMITER,
     ENV_PREFIX,
+    FILE_RELATIVE_KEYS,
     NOT_SETTINGS,
     RENAMED,
     env_var,
@@ -60,8 +61,11 @@ def render_settings_doc() -> str:
         f"`{ENV_PREFIX}` and the key with `{ENV_DELIMITER}` between its levels; a mapping "
         "(`spark.conf`, `policy.params`) takes JSON, or one entry per variable "
         f"(`{env_var('policy.params')}{ENV_DELIMITER}HORIZON=1h`). A variable with the prefix that is no "
-        f"setting is an error (except `{sorted(NOT_SETTINGS)[0]}`, a token: see `http.token_env`); an empty "
+        f"setting is an error (except the token's, which `http.token_env` names: `{sorted(NOT_SETTINGS)[0]}` unless set); an empty "
         "variable counts as unset (the file or the default applies).",
+        "",
+        f"A relative path in the YAML file ({', '.join(f'`{key}`' for key in FILE_RELATIVE_KEYS)}) is relative "
+        "to the file; given by a variable, a flag or left at its default, to the working directory.",
         "",
         "Durations accept `250ms`, `30s`, `5m`, `1h`, `2d`, combinations such as `1h30m` (largest unit first) or a number of seconds, up to `3650d`. Unknown keys are errors.",
         "",

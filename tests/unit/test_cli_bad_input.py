@@ -17,12 +17,21 @@ pytestmark = pytest.mark.usefixtures("restore_logging")
 
 
 @pytest.mark.parametrize("command", ["run", "demo"])
-def test_an_empty_http_host_is_refused_before_anything_starts(command, capsys):
-    # an empty address binds every interface (0.0.0.0 and ::)
+@pytest.mark.parametrize(
+    "host, problem",
+    [
+        # an empty address binds every interface (0.0.0.0 and ::)
+        pytest.param("", "must be an IP address or a host name, got an empty value (which binds every interface", id="empty"),
+        # passed, then the server failed to start with a guess of "address in use"
+        pytest.param("127.0.0.1:8090", "must be an address without a port, got '127.0.0.1:8090': set the port as http.port", id="with-a-port"),
+        pytest.param(" 0.0.0.0", "must be an IP address or a host name (letters, digits, '-' and '.', no spaces), got ' 0.0.0.0'", id="a-space"),
+    ],
+)
+def test_an_http_host_no_server_can_bind_is_refused_before_anything_starts(command, host, problem, capsys):
     with pytest.raises(SystemExit) as info:
-        build_parser().parse_args([command, "--http-host", ""])
+        build_parser().parse_args([command, "--http-host", host])
     assert info.value.code == 2
-    assert "--http-host: an empty address binds every interface" in capsys.readouterr().err
+    assert f"--http-host: {problem}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -83,8 +83,15 @@ def test_a_stop_asked_for_while_spark_starts_requests_no_executors(stopped):
 
 def test_a_port_in_use_is_a_clear_error():
     with HttpServer(FastAPI(), "127.0.0.1", 0) as first:
-        with pytest.raises(HttpServerError, match=f"cannot listen on 127.0.0.1:{first.port}"):
+        with pytest.raises(HttpServerError, match=f"cannot listen on 127.0.0.1:{first.port}: Address already in use"):
             HttpServer(FastAPI(), "127.0.0.1", first.port).start()
+
+
+def test_an_address_not_of_this_machine_is_told_as_the_system_tells_it():
+    # it was a guess, "address in use or not available?", for an address no interface has
+    with pytest.raises(HttpServerError) as info:
+        HttpServer(FastAPI(), "192.0.2.1", 0).start()  # TEST-NET-1: no machine's
+    assert str(info.value).startswith("cannot listen on 192.0.2.1:0: ") and "assign" in str(info.value) and "?" not in str(info.value)
 
 
 def test_run_and_demo_take_http_flags():

@@ -117,6 +117,26 @@ def test_relative_token_file_and_state_path_are_resolved_against_the_config_file
     assert s.state.path == (tmp_path / "state" / "autoscaler.json").resolve()
 
 
+def test_every_path_docs_settings_calls_relative_to_the_file_is(tmp_path, monkeypatch):
+    from autoscaler.runtime.config import FILE_RELATIVE_KEYS
+
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    for name in ("p.py", "token", "more"):
+        (conf / name).write_text("secret\n" if name != "p.py" else "")
+    cfg = write(conf, "pipelines: {module: p.py, checkpoint_root: ck}\nhttp: {token_file: token, token_files: [more]}\n"
+                      "state: {path: state.json}\n")
+    monkeypatch.chdir(tmp_path)  # not the file's directory: `checkpoint_root: ck` was ./ck here
+    s = load_settings(cfg, environ={})
+    read = {"pipelines.module": Path(s.pipelines.module), "pipelines.checkpoint_root": s.pipelines.checkpoint_root,
+            "http.token_file": s.http.token_file, "http.token_files": s.http.token_files[0], "state.path": s.state.path}
+    assert set(read) == set(FILE_RELATIVE_KEYS)
+    assert {key: path.parent for key, path in read.items()} == dict.fromkeys(read, conf.resolve())
+    # a file: URI is a local directory too; another URI is kept as written
+    assert load_settings(write(conf, "pipelines: {checkpoint_root: 'file:ck'}\n"), environ={}).pipelines.checkpoint_root == conf.resolve() / "ck"
+    assert load_settings(write(conf, "pipelines: {checkpoint_root: 's3a://b/ck'}\n"), environ={}).pipelines.checkpoint_root == "s3a://b/ck"
+
+
 def test_http_defaults_bind_to_loopback_on_8090():
     s = load_settings(environ={})
     assert (s.http.host, s.http.port, s.http.enabled, s.http.token_file) == ("127.0.0.1", 8090, True, None)
@@ -138,6 +158,18 @@ def test_every_setting_comes_from_its_environment_variable(tmp_path):
     assert s.http.port == 9100 and s.state.path == tmp_path / "s.json" and s.executors.max == 12
     assert s.normalize.scale_down_delay == timedelta(minutes=2) and s.dry_run and s.mode == Mode.AUTO
     assert s.spark.conf == {"spark.executor.memoryOverhead": "1g"} and s.policy.params == {"horizon": "1h"}
+
+
+def test_a_spark_property_from_its_own_variable_keeps_its_case():
+    # variables are read case-blind: the entry was spark.executor.extrajavaoptions, which Spark
+    # does not know, and the option was silently not set
+    s = load_settings(environ={"SPARK_AUTOSCALER_SPARK__CONF__spark.executor.extraJavaOptions": "-Dx=1",
+                               "spark_autoscaler_spark__conf__spark.sql.adaptive.coalescePartitions.enabled": "false",
+                               "SPARK_AUTOSCALER_POLICY__PARAMS__HORIZON": "1h"})
+    assert s.spark.conf == {"spark.executor.extraJavaOptions": "-Dx=1", "spark.sql.adaptive.coalescePartitions.enabled": "false"}
+    assert s.policy.params == {"horizon": "1h"}  # a parameter's name is lower case however written
+    with pytest.raises(SettingsError, match="'SPARK_EXECUTOR_MEMORY': not a Spark property"):
+        load_settings(environ={"SPARK_AUTOSCALER_SPARK__CONF__SPARK_EXECUTOR_MEMORY": "1g"})
 
 
 def test_every_documented_key_has_the_variable_the_reference_names():
@@ -208,6 +240,27 @@ def test_the_token_variable_is_not_taken_for_a_setting():
     assert load_settings(environ={"SPARK_AUTOSCALER_API_TOKEN": "secret-token"}).http.token_env == "SPARK_AUTOSCALER_API_TOKEN"
 
 
+@pytest.mark.parametrize("source", ["file", "environment", "flag"])
+def test_a_token_variable_of_ones_own_with_the_prefix_is_not_taken_for_a_setting(tmp_path, source):
+    # `http.token_env: SPARK_AUTOSCALER_TOKEN` was refused: "SPARK_AUTOSCALER_TOKEN is not a setting"
+    environ = {"SPARK_AUTOSCALER_TOKEN": "secret-token"}
+    path, flags = None, {}
+    if source == "file":
+        path = write(tmp_path, "http: {token_env: SPARK_AUTOSCALER_TOKEN}\n")
+    elif source == "environment":
+        environ["SPARK_AUTOSCALER_HTTP__TOKEN_ENV"] = "SPARK_AUTOSCALER_TOKEN"
+    else:
+        flags = {"http.token_env": "SPARK_AUTOSCALER_TOKEN"}
+    assert load_settings(path, overrides=flags, environ=environ).http.token_env == "SPARK_AUTOSCALER_TOKEN"
+    with pytest.raises(SettingsError, match="SPARK_AUTOSCALER_TOKEN is not a setting"):  # named by none: a typo, as before
+        load_settings(environ={"SPARK_AUTOSCALER_TOKEN": "secret-token"})
+
+
+def test_a_settings_own_variable_cannot_hold_the_token():
+    with pytest.raises(SettingsError, match="http.token_env: SPARK_AUTOSCALER_EXECUTORS__MAX is the variable of a setting"):
+        load_settings(overrides={"http.token_env": "SPARK_AUTOSCALER_EXECUTORS__MAX"}, environ={})
+
+
 @pytest.mark.parametrize(
     "yaml_text, problem",
     [
@@ -238,7 +291,11 @@ def test_the_token_variable_is_not_taken_for_a_setting():
         pytest.param("http: {port: 70000}\n", "http.port: Input should be less than or equal to 65535", id="port-out-of-range"),
         pytest.param("http: {token_file: /nonexistent/token}\n", "http.token_file: '/nonexistent/token' does not exist", id="missing-token-file"),
         # an empty address binds every interface (0.0.0.0 and ::), the opposite of what was meant
-        pytest.param("http: {host: ''}\n", "http.host: String should have at least 1 character", id="empty-http-host"),
+        pytest.param("http: {host: ''}\n", "http.host: must be an IP address or a host name, got an empty value", id="empty-http-host"),
+        # `run --check` said valid, then the server did not start ("address in use or not available?")
+        pytest.param("http: {host: '127.0.0.1:8090'}\n", "http.host: must be an address without a port, got '127.0.0.1:8090': set the port as http.port", id="host-with-port"),
+        pytest.param("http: {host: '[::1]'}\n", "http.host: must be an IPv6 address without brackets, got '[::1]'", id="bracketed-ipv6"),
+        pytest.param("http: {host: 'my host'}\n", "http.host: must be an IP address or a host name (letters, digits, '-' and '.', no spaces), got 'my host'", id="space-in-host"),
         pytest.param("http: {token_env: 'A-B'}\n", "http.token_env: String should match pattern", id="bad-token-env-name"),
         pytest.param("audit: {max_count: 0}\n", "audit.max_count: Input should be greater than or equal to 1", id="audit-count-zero"),
         # infinite or astronomic factors passed and then overflowed math.ceil on every tick
@@ -272,12 +329,45 @@ def test_the_token_variable_is_not_taken_for_a_setting():
         pytest.param("spark: {conf: {spark.executor.cores: 0}}\n", "spark.conf: spark.executor.cores: must be a whole number of at least 1, got 0", id="no-executor-cores"),
         pytest.param("spark: {conf: {spark.executor.memory: null}}\n", "spark.conf: spark.executor.memory: must be a string, number or boolean, got None",
                      id="null-spark-conf"),
+        # Spark ignores a property without its prefix with a warning in its log
+        # a space around a path: ` /data/s.json` was a relative path under the file's directory
+        pytest.param("state: {path: ' /data/s.json'}\n", "state.path: has a space at its start or end, got ' /data/s.json'", id="space-before-a-path"),
+        pytest.param("pipelines: {checkpoint_root: '/ck '}\n", "pipelines.checkpoint_root: has a space at its start or end, got '/ck '", id="space-after-a-root"),
+        pytest.param("pipelines: {module: 'p.py '}\n", "pipelines.module: has a space at its start or end, got 'p.py '", id="space-after-a-module"),
+        pytest.param("http: {token_files: [' more']}\n", "http.token_files.0: has a space at its start or end", id="space-before-a-token-file"),
+        # contradictions that were silent
+        pytest.param("history: {rate_step: 9d}\n", "history: rate_step (216h) must not exceed rate_max_age (192h)", id="step-longer-than-memory"),
+        pytest.param("executors: {cores: 2}\nspark: {conf: {spark.executor.cores: 4}}\n",
+                     "executors.cores (2) contradicts spark.conf spark.executor.cores (4), the cores Spark gives each executor: set one of them", id="two-executor-sizes"),
+        # accepted, then the batch buffer overflowed its C size after Spark had started
+        pytest.param("window: {max_samples: 100000000000000000000}\n", "window.max_samples: Input should be less than or equal to 100000, got 100000000000000000000", id="samples-overflow"),
+        pytest.param("history: {max_count: 10000000000}\n", "history.max_count: Input should be less than or equal to 1000000", id="history-too-long"),
+        pytest.param("audit: {max_count: 10000000000}\n", "audit.max_count: Input should be less than or equal to 1000000", id="audit-too-long"),
+        # the union of a path and a URI named its internals (lax-or-strict[...]), twice
+        pytest.param("pipelines: {checkpoint_root: 5}\n", "pipelines.checkpoint_root: must name a directory or a URI as text (checkpoints, s3a://bucket/checkpoints), got 5", id="number-as-checkpoint-root"),
+        pytest.param("pipelines: {checkpoint_root: [a]}\n", "pipelines.checkpoint_root: must name a directory or a URI as text", id="list-as-checkpoint-root"),
+        pytest.param("spark: {conf: {executor.memory: 1g}}\n", "spark.conf: 'executor.memory': not a Spark property (they start with 'spark.'", id="not-a-spark-property"),
+        # the builder's master came from the setting, then this replaced it
+        pytest.param("spark: {conf: {spark.master: 'local[2]'}}\n", "spark.conf: spark.master: set it as the setting spark.master, not in spark.conf", id="master-in-conf"),
+        pytest.param("spark: {conf: {spark.app.name: x}}\n", "spark.conf: spark.app.name: set it as the setting spark.app_name, not in spark.conf", id="app-name-in-conf"),
     ],
 )
 def test_invalid_configuration_names_key_and_problem(tmp_path, yaml_text, problem):
     with pytest.raises(SettingsError) as info:
         load_settings(write(tmp_path, yaml_text), environ={})
     assert problem in str(info.value)
+
+
+def test_a_token_files_name_with_a_space_is_refused_without_repeating_it(tmp_path):
+    # a token pasted where its file's name belongs must not reach the console
+    with pytest.raises(SettingsError) as info:
+        load_settings(write(tmp_path, "http: {token_file: 's3cr3t '}\n"), environ={})
+    assert info.value.problems == ["http.token_file: has a space at its start or end"]
+
+
+def test_one_executor_size_given_twice_alike_is_no_contradiction(tmp_path):
+    s = load_settings(write(tmp_path, "executors: {cores: 4}\nspark: {conf: {spark.executor.cores: '4'}}\n"), environ={})
+    assert s.executors.cores == 4
 
 
 def test_keys_merged_from_an_anchor_may_be_overridden(tmp_path):

@@ -158,6 +158,20 @@ def test_run_check_says_whether_the_saved_state_can_be_restored(tmp_path: Path, 
     assert "control.paused: Input should be a valid boolean" in capsys.readouterr().err
 
 
+def test_run_check_tells_the_saved_overrides_start_up_would_drop(tmp_path: Path, capsys) -> None:
+    # "restorable", and then the start-up dropped the bound that no longer fit (only its log said so)
+    from autoscaler.cli import main
+
+    pipelines = str(Path(__file__).parents[1] / "integration" / "sample_pipelines.py")
+    path = tmp_path / "s.json"
+    FileStateStore(path).save({"control": {"paused": True, "min_executors": 9}})
+    assert main(["run", "--pipelines", pipelines, "--state-file", str(path), "--max-executors", "4", "--check"]) == 0
+    assert capsys.readouterr().out.strip().endswith(
+        f"state file {str(path)!r} restorable, but start-up drops its overrides that no longer fit the configuration: "
+        "min_executors: min_executors (9) must not exceed max_executors (4)"
+    )
+
+
 def test_a_state_file_that_cannot_be_written_stops_run_before_spark(tmp_path: Path, capsys) -> None:
     from autoscaler.cli import main
 
