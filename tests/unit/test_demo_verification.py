@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 
@@ -90,9 +91,34 @@ def test_the_demos_cores_are_the_ones_this_process_may_run_on(monkeypatch):
     from autoscaler.tools.demo import params
     from autoscaler.tools.demo.run import DemoOptions
 
+    monkeypatch.setattr(params, "CPU_MAX", Path("/nonexistent/cpu.max"))  # no quota, whatever this machine has
     monkeypatch.setattr(os, "cpu_count", lambda: 32)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)  # a cpuset of 3 cores
     assert params.usable_cores() == 3 and DemoOptions().peak() == 1800.0 and DemoOptions(max_executors=2).peak() == 1200.0
     monkeypatch.delattr(os, "sched_getaffinity")  # macOS, Windows: the machine's count
     assert params.usable_cores() == 32 and DemoOptions().peak() == 2800.0
     assert DemoOptions(peak_rate=5000.0).peak() == 5000.0  # given: as given
+
+
+@pytest.mark.parametrize(
+    "cpu_max, cores",
+    [
+        pytest.param("max 100000\n", 8, id="no-quota"),
+        pytest.param("200000 100000\n", 2, id="two-cpus"),  # docker --cpus 2 on an 8-core machine: the demo sized 8 cores' load
+        pytest.param("150000 100000\n", 2, id="one-and-a-half-cpus"),
+        pytest.param("50000 100000\n", 1, id="half-a-cpu"),
+        pytest.param("1600000 100000\n", 8, id="quota-above-the-cpuset"),
+        pytest.param("garbage\n", 8, id="unreadable"),
+        pytest.param(None, 8, id="no-cgroup-v2"),
+    ],
+)
+def test_the_demos_cores_are_fewer_under_a_cpu_quota(monkeypatch, tmp_path, cpu_max, cores):
+    import os
+
+    from autoscaler.tools.demo import params
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    path = tmp_path / "cpu.max"
+    if cpu_max is not None:
+        path.write_text(cpu_max)
+    assert params.usable_cores(path) == cores

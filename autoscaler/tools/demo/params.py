@@ -4,7 +4,9 @@ it, neither imports the other, and the command line reads its defaults here with
 
 from __future__ import annotations
 
+import math
 import os
+from pathlib import Path
 from typing import Any
 
 # Seconds at a low rate before a demo's trace or a benchmark's measured phases: the JVMs' first
@@ -45,12 +47,28 @@ PEAK_RATE_MAX = 2800.0
 DEMO_MAX_EXECUTORS = 6  # the demo's default --max-executors
 
 
-def usable_cores() -> int:
+# cgroup v2's CPU quota of this process's group: "max 100000" (none) or "<quota> <period>" in µs
+CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+
+
+def usable_cores(cpu_max: Path | None = None) -> int:
     """The cores this process may run on: its CPU affinity (which a cpuset, docker's --cpuset-cpus,
-    narrows), else the machine's. A CPU quota (docker's --cpus, a pod's CPU limit) is not seen."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
+    narrows), else the machine's; fewer under a CPU quota (docker's --cpus, a pod's CPU limit):
+    quota / period, rounded up (1.5 CPUs run two executors at three quarters each)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if (quota := cpu_quota(CPU_MAX if cpu_max is None else cpu_max)) is not None:
+        cores = min(cores, math.ceil(quota))
+    return max(1, cores)
+
+
+def cpu_quota(cpu_max: Path) -> float | None:
+    """CPUs the cgroup v2 quota allows (``cpu.max``), or None without one (no such file, cgroup
+    v1, ``max``, or a line this does not read)."""
+    try:
+        quota, period = cpu_max.read_text().split()[:2]
+        return int(quota) / int(period) if int(period) > 0 else None
+    except (OSError, ValueError):  # "max 100000" fails int(): no quota
+        return None
 
 
 def default_peak_rate(max_executors: int, cores: int | None = None) -> float:
