@@ -112,6 +112,9 @@ def test_the_schema_of_an_apps_spec_is_the_crds():
         pytest.param({"image": {"tag": "1.0 #rc"}}, "- at '/image/tag': '1.0 #rc' does not match pattern", id="tag-read-as-a-comment"),
         pytest.param({"apps": [{"name": "a", "namespace": "default", "spec": {**APP_SPEC, "image": "clicks:1.0 beta"}}]},
                      "- at '/apps/0/spec/image': 'clicks:1.0 beta' does not match pattern", id="app-image-with-a-space"),
+        # Helm reads numbers as float64: 9007199254740993 rendered as ...992, a rate limit other than the one written
+        pytest.param({"apps": [{"name": "a", "namespace": "default", "spec": {**APP_SPEC, "queries": [{"name": "q", "maxRowsPerBatch": 2**53 + 1}]}}]},
+                     "- at '/apps/0/spec/queries/0/maxRowsPerBatch': maximum: got 9.007199254740992×10¹⁵, want 9.007199254740991×10¹⁵", id="rate-limit-beyond-float64"),
         # labels, names and networks the API server refuses at install, after the rest of the release
         pytest.param({"commonLabels": {"team": "data eng"}}, "- at '/commonLabels/team': 'data eng' does not match pattern", id="label-value-with-a-space"),
         pytest.param({"operator": {"podLabels": {"bad key!": "x"}}}, "- at '/operator/podLabels': additional properties 'bad key!' not allowed", id="bad-label-key"),

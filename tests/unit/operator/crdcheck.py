@@ -69,16 +69,23 @@ def documents(path: Path) -> Iterator[dict[str, Any]]:
 
 
 VALUES_SCHEMA = ROOT / "helm" / "spark-autoscaler" / "values.schema.json"
+HELM_EXACT_INTEGER_MAX = 2**53 - 1  # the largest integer every float64 below it is exact for
 
 
 def values_spec_schema() -> dict[str, Any]:
     """The chart's schema of ``apps[].spec``: the CRD's ``spec`` made strict, without the
     Kubernetes extensions (``x-kubernetes-*``) a JSON Schema validator does not read. A bad app
-    in the values is then refused at render, before Helm applies the rest of the release."""
+    in the values is then refused at render, before Helm applies the rest of the release.
+    Helm reads every number of the values as a float64, exact only up to 2^53: a larger
+    integer bound is lowered to that (``maxRowsPerBatch: 9007199254740993`` rendered as
+    ...992, a limit other than the one written)."""
 
     def plain(node: Any) -> Any:
         if isinstance(node, dict):
-            return {k: plain(v) for k, v in node.items() if not k.startswith("x-kubernetes-")}
+            out = {k: plain(v) for k, v in node.items() if not k.startswith("x-kubernetes-")}
+            if out.get("type") == "integer" and out.get("maximum", 0) > HELM_EXACT_INTEGER_MAX:
+                out["maximum"] = HELM_EXACT_INTEGER_MAX
+            return out
         if isinstance(node, list):
             return [plain(v) for v in node]
         return node
