@@ -247,6 +247,12 @@ def test_a_recording_becomes_openmetrics_with_a_timestamp_per_sample_and_escaped
     assert openmetrics(rec) == 'x_total{q="a\\"b\\\\c"} 2.0 1700000000.500\n# EOF\n'
 
 
+def test_scrapes_given_as_rows_are_held_to_the_files_span():
+    # a file was refused beyond 400 days (promtool builds a block for every 2 hours); rows were not
+    with pytest.raises(ValueError, match="the recording: its scrapes span 1157 days, more than 400"):
+        Recording.from_lines([{"t": 1.7e9, "samples": []}, {"t": 1.8e9, "samples": []}])
+
+
 def test_the_dashboard_renders_from_a_recorded_run_with_data_in_every_panel(board, recorded, tmp_path):
     report = render_recording(recorded, tmp_path / "dashboard.png", dashboard=board)
     assert (tmp_path / "dashboard.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

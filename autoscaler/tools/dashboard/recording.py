@@ -87,22 +87,22 @@ class Recording:
             raise ValueError(f'{path}, line {lines[0][0]}: not a {FORMAT} v{VERSION} recording (expected the header {{"format": "{FORMAT}", "version": {VERSION}}})')
         if len(lines) == 1:
             raise ValueError(f"{path}: a header and no scrapes (the run ended before its first tick?)")
-        rec = cls._of(_scrape_line(path, n, line) for n, line in lines[1:])
-        if (span := rec.times[-1] - rec.times[0]) > MAX_SPAN_SECONDS:
-            raise ValueError(f"{path}: its scrapes span {span / 86400:.0f} days, more than {MAX_SPAN_SECONDS / 86400:.0f}: "
-                             "the recordings of two runs, or a time typed wrong? (promtool builds a block for every 2 hours)")
-        return rec
+        return cls._of(str(path), (_scrape_line(path, n, line) for n, line in lines[1:]))
 
     @classmethod
     def from_lines(cls, rows: Iterable[dict[str, Any]]) -> Recording:
-        return cls._of(_scrape(row) for row in rows)
+        """The recording of scrapes given as the file's rows; checked as :meth:`load` checks them."""
+        return cls._of("the recording", (_scrape(row) for row in rows))
 
     @classmethod
-    def _of(cls, scrapes: Iterable[tuple[float, dict[SeriesKey, float]]]) -> Recording:
+    def _of(cls, where: str, scrapes: Iterable[tuple[float, dict[SeriesKey, float]]]) -> Recording:
         rec = cls()
         for t, scrape in sorted(scrapes, key=lambda s: s[0]):
             rec.times.append(t)
             rec.scrapes.append(scrape)
+        if rec.times and (span := rec.times[-1] - rec.times[0]) > MAX_SPAN_SECONDS:
+            raise ValueError(f"{where}: its scrapes span {span / 86400:.0f} days, more than {MAX_SPAN_SECONDS / 86400:.0f}: "
+                             "the recordings of two runs, or a time typed wrong? (promtool builds a block for every 2 hours)")
         return rec
 
 
