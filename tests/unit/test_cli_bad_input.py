@@ -189,6 +189,23 @@ def test_a_prometheus_that_cannot_be_reached_is_named_not_the_query_sent(tmp_pat
     assert err.startswith(f"spark-autoscaler: error: cannot reach the Prometheus at {url}: ") and "query_range" not in err, err
 
 
+@pytest.mark.parametrize(
+    "status, body, problem",
+    [
+        # a web page where Prometheus was expected: json.loads' traceback before
+        pytest.param(200, "<html>hello</html>", "{url} answered, but not with the JSON of Prometheus's API: is it a Prometheus server?", id="a-web-page"),
+        pytest.param(200, "[1, 2]", "{url} answered, but not with the JSON of Prometheus's API: is it a Prometheus server?", id="json-not-an-object"),
+        # a proxy's error page: the encoded query was named, not the server
+        pytest.param(502, "<html>Bad Gateway</html>", "the Prometheus at {url} answered HTTP 502", id="a-proxy-error"),
+    ],
+)
+def test_a_server_that_is_no_prometheus_is_named(tmp_path, capsys, httpserver, status, body, problem):
+    httpserver.expect_request("/prom/api/v1/query_range").respond_with_data(body, status=status)
+    url = httpserver.url_for("/prom")
+    assert main(["dashboard", "render", "--prometheus", url, "--output", str(tmp_path / "d.png")]) == 2
+    assert capsys.readouterr().err == f"spark-autoscaler: error: {problem.format(url=url)}\n"
+
+
 def test_what_the_recorder_writes_loads_in_time_order(tmp_path):
     from prometheus_client import CollectorRegistry, Gauge
 

@@ -176,6 +176,7 @@ class PrometheusQueries:
 
 def get_json(url: str) -> dict:
     """A Prometheus API answer; its error (a bad query, say) as a :class:`PrometheusError`."""
+    server = url.split("/api/v1/", 1)[0]  # named in errors rather than the encoded query, which is not what failed
     try:
         with urllib.request.urlopen(url, timeout=60) as answer:
             body = json.loads(answer.read())
@@ -183,11 +184,14 @@ def get_json(url: str) -> dict:
         try:
             body = json.loads(exc.read())
         except ValueError:
-            raise PrometheusError(f"{url}: HTTP {exc.code}") from None
-    except OSError as exc:  # the server, not the encoded query: the query is not what failed
-        server = url.split("/api/v1/", 1)[0]
+            raise PrometheusError(f"the Prometheus at {server} answered HTTP {exc.code}") from None
+    except OSError as exc:
         reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
         raise PrometheusError(f"cannot reach the Prometheus at {server}: {reason}") from None
+    except ValueError:  # a web page, the daemon's own /metrics: a traceback before
+        raise PrometheusError(f"{server} answered, but not with the JSON of Prometheus's API: is it a Prometheus server?") from None
+    if not isinstance(body, dict):
+        raise PrometheusError(f"{server} answered, but not with the JSON of Prometheus's API: is it a Prometheus server?")
     if body.get("status") != "success":
         raise PrometheusError(f"{body.get('errorType', 'error')}: {body.get('error', body)}")
     return body
