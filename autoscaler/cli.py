@@ -176,8 +176,14 @@ SIMULATION_FLAGS = {
     "executors.initial": "the simulation starts with the executors its first load needs",
     "executors.cores": "set it with --set cores_per_executor (the simulated executors' cores)",
 }
-# benchmark traces runs every policy at the same tick, SLO and ceilings
-TRACES_FLAGS = {key: "every run of the benchmark takes the same (its ceiling: twice what a --scales peak needs)" for key in SIMULATION_FLAGS}
+# benchmark traces runs every policy at the same tick, SLO, ceilings and executors, which it has no option for
+TRACES_FLAGS = {
+    "reconcile_interval": "every run of the benchmark steps by the same tick",
+    "executors.max": "every run's ceiling is twice what its --scales peak needs",
+    "slo.target_lag": "every run is judged at the same SLO, the oracles too",
+    "executors.initial": "every run starts with the executors its first load needs",
+    "executors.cores": "every run's executors have the simulator's default cores",
+}
 # the effectful shell: a simulation runs no Spark, pipeline, HTTP server, state store or audit file
 NOT_SIMULATED = ("spark", "pipelines", "http", "state", "audit")
 

@@ -301,7 +301,12 @@ def test_a_comparison_with_nothing_to_compare_to_is_refused(traces, tmp_path, ca
         (["--policies", "default,static", "--param", "hindsight=7d"], "--param applies to one policy"),
         (["--setting", "normalize.scale_down_delay=soon"], "--setting: invalid configuration"),
         (["--setting", "policy.params={}"], "--setting policy.params: choose the policy"),
-        (["--setting", "executors.max=3"], "--setting executors.max: every run of the benchmark takes the same"),
+        # each with its own reason: one sentence about the ceiling was given for all five
+        (["--setting", "executors.max=3"], "--setting executors.max: every run's ceiling is twice what its --scales peak needs"),
+        (["--setting", "executors.cores=2"], "--setting executors.cores: every run's executors have the simulator's default cores"),
+        (["--setting", "slo.target_lag=1m"], "--setting slo.target_lag: every run is judged at the same SLO, the oracles too"),
+        (["--setting", "executors.initial=2"], "--setting executors.initial: every run starts with the executors its first load needs"),
+        (["--setting", "reconcile_interval=1s"], "--setting reconcile_interval: every run of the benchmark steps by the same tick"),
         (["--setting", "executors.min=65"], "executors: min (65) must not exceed max (64)"),  # the ceiling of the peak scale
     ],
 )
