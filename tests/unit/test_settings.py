@@ -329,7 +329,6 @@ def test_a_settings_own_variable_cannot_hold_the_token():
         pytest.param("spark: {conf: {spark.executor.cores: 0}}\n", "spark.conf: spark.executor.cores: must be a whole number of at least 1, got 0", id="no-executor-cores"),
         pytest.param("spark: {conf: {spark.executor.memory: null}}\n", "spark.conf: spark.executor.memory: must be a string, number or boolean, got None",
                      id="null-spark-conf"),
-        # Spark ignores a property without its prefix with a warning in its log
         # a space around a path: ` /data/s.json` was a relative path under the file's directory
         pytest.param("state: {path: ' /data/s.json'}\n", "state.path: has a space at its start or end, got ' /data/s.json'", id="space-before-a-path"),
         pytest.param("pipelines: {checkpoint_root: '/ck '}\n", "pipelines.checkpoint_root: has a space at its start or end, got '/ck '", id="space-after-a-root"),
@@ -346,6 +345,7 @@ def test_a_settings_own_variable_cannot_hold_the_token():
         # the union of a path and a URI named its internals (lax-or-strict[...]), twice
         pytest.param("pipelines: {checkpoint_root: 5}\n", "pipelines.checkpoint_root: must name a directory or a URI as text (checkpoints, s3a://bucket/checkpoints), got 5", id="number-as-checkpoint-root"),
         pytest.param("pipelines: {checkpoint_root: [a]}\n", "pipelines.checkpoint_root: must name a directory or a URI as text", id="list-as-checkpoint-root"),
+        # Spark ignores a property without its prefix with a warning in its log
         pytest.param("spark: {conf: {executor.memory: 1g}}\n", "spark.conf: 'executor.memory': not a Spark property (they start with 'spark.'", id="not-a-spark-property"),
         # the builder's master came from the setting, then this replaced it
         pytest.param("spark: {conf: {spark.master: 'local[2]'}}\n", "spark.conf: spark.master: set it as the setting spark.master, not in spark.conf", id="master-in-conf"),
