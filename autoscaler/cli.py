@@ -274,7 +274,7 @@ def _port(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
     if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} must be within 0..65535 (0: any free port)")
+        raise argparse.ArgumentTypeError(f"{text!r} must be within 0..65535")  # what 0 means is the flag's: its help says
     return value
 
 

@@ -154,7 +154,7 @@ def _trimmed(value: Any) -> Any:
     # ` /data/state.json` is a relative path starting with a space: the file went under the working
     # directory, and `checkpoint_root: "/ck "` made a directory whose name ends in a space
     if isinstance(value, str) and value.strip() and value != value.strip():  # only spaces: empty, told as such
-        raise ValueError("has a space at its start or end")  # the value told where it is no secret (_format_error)
+        raise ValueError("has a space at its start or end")  # the value told where it is no secret (format_validation_error)
     return value
 
 

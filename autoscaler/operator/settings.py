@@ -15,7 +15,7 @@ from pydantic.alias_generators import to_camel
 
 from autoscaler.core.settings import Duration, NumbersNotBooleans, PositiveDuration, format_duration
 from autoscaler.k8s.leader import LeaseTimings
-from autoscaler.runtime.config import ConfigFileError, read_yaml_mapping
+from autoscaler.runtime.config import ConfigFileError, format_validation_error, read_yaml_mapping
 
 NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 Namespace = Annotated[str, Field(min_length=1, max_length=63, pattern=NAMESPACE)]
@@ -170,6 +170,6 @@ def _override(data: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 def _problem(err: Any) -> str:
-    loc = ".".join(str(p) for p in err["loc"])
-    msg = "unknown key" if err["type"] == "extra_forbidden" else str(err["msg"]).removeprefix("Value error, ")
-    return f"{loc}: {msg}" if loc else msg
+    # as the daemon's settings tell theirs: with the value as read (`namespaces.0: String should
+    # match pattern ...` did not say which namespace)
+    return format_validation_error(err)

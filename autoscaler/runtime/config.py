@@ -90,7 +90,7 @@ def load_settings(
     try:
         settings: Settings = _Loaded(**flags)
     except ValidationError as exc:
-        raise SettingsError([_format_error(e) for e in exc.errors()]) from None
+        raise SettingsError([format_validation_error(e) for e in exc.errors()]) from None
     except SourceError as exc:  # json_problems names the variable first; this is a last resort, never a traceback
         raise SettingsError([f"environment: {exc}"]) from None
     finally:
@@ -110,7 +110,7 @@ def validate_settings(data: Mapping[str, Any], *, check_files: bool = True) -> S
     try:
         settings = Settings.model_validate(dict(data))
     except ValidationError as exc:
-        raise SettingsError([_format_error(e) for e in exc.errors()]) from None
+        raise SettingsError([format_validation_error(e) for e in exc.errors()]) from None
     if problems := outside_problems(settings, check_files=check_files):
         raise SettingsError(problems)
     return settings
@@ -412,7 +412,7 @@ def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
 _SECRET_WORDS = ("token", "password", "secret", "key", "credential")
 
 
-def _format_error(err: Mapping[str, Any]) -> str:
+def format_validation_error(err: Mapping[str, Any]) -> str:
     loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":

@@ -175,6 +175,15 @@ def test_a_step_prometheus_would_refuse_is_named_before_it_is_asked(tmp_path, ca
     assert capsys.readouterr().err == f"spark-autoscaler: error: {message}\n"
 
 
+@pytest.mark.parametrize("command, flag", [("demo", "--http-port"), ("operator", "--metrics-port")])
+def test_a_port_out_of_range_is_refused_without_saying_what_0_means(command, flag, capsys):
+    # the operator's 0 is no server, the others' any free port: the error said "any free port" for both
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args([command, flag, "99999"])
+    assert info.value.code == 2
+    assert f"argument {flag}: '99999' must be within 0..65535\n" in capsys.readouterr().err
+
+
 def test_a_step_for_a_recording_is_refused(tmp_path, capsys):
     assert main(["dashboard", "render", "--recording", str(tmp_path / "r.jsonl"), "--step", "3", "--output", str(tmp_path / "d.png")]) == 2
     assert "--step goes with --prometheus" in capsys.readouterr().err

@@ -34,7 +34,9 @@ def test_operator_help_lists_its_flags():
     "text, problem",
     [
         pytest.param("workers: 0\n", "workers: Input should be greater than or equal to 1", id="no-workers"),
-        pytest.param("namespaces: [Bad_NS]\n", "namespaces.0: String should match pattern", id="bad-namespace"),
+        # which namespace was not said
+        pytest.param("namespaces: [ok, Bad_NS]\n", "namespaces.1: String should match pattern '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$', got 'Bad_NS'", id="bad-namespace"),
+        pytest.param("workers: 99\n", "workers: Input should be less than or equal to 32, got 99", id="too-many-workers"),
         pytest.param("leaderElection: {leaseDuration: 10, renewDeadline: 10}\n", "leaderElection: lease_duration (10s) must exceed renew_deadline (10s)",
                      id="lease-timings"),
         pytest.param("resyncInterval: soon\n", "resyncInterval: Value error, expected a duration", id="bad-duration"),
