@@ -301,8 +301,9 @@ class SloSettings(_Model):
 
 
 class WindowSettings(_Model):
-    metrics_window: Duration = Field(
-        timedelta(seconds=60), description="Batches that ended within this window feed each decision."
+    # 0 fed no batch to any decision: every policy blind
+    metrics_window: PositiveDuration = Field(
+        timedelta(seconds=60), description="Batches that ended within this window feed each decision (more than 0)."
     )
     # each bound is far above any use and keeps a number with too many zeros from failing after
     # Spark started (1e20 batches overflowed the buffer's C size)
@@ -355,8 +356,9 @@ class PipelineSettings(_Model):
         description="Failures in a row (without a batch done in between) after which a query is given up: status "
         "`failed`, no more restarts; the daemon and the other queries go on. 0: never give up.",
     )
-    stop_timeout: Duration = Field(
-        timedelta(seconds=120), description="Longest wait for a batch boundary when stopping a query."
+    # 0 stopped every query mid-batch, never at the boundary a rescale from the checkpoint waits for
+    stop_timeout: PositiveDuration = Field(
+        timedelta(seconds=120), description="Longest wait for a batch boundary when stopping a query (more than 0)."
     )
 
 
@@ -403,7 +405,8 @@ OWN_SPARK_KEYS = {"spark.master": "spark.master", "spark.app.name": "spark.app_n
 
 class SparkSettings(_Model):
     master: Annotated[str, AfterValidator(_spark_master)] = Field("local-cluster[4,1,512]", description="Spark master URL for driver mode.")
-    app_name: str = Field("spark-autoscaler", description="Spark application name.")
+    # the name Spark's UI, its event log and the metrics' application label show: blank is none
+    app_name: str = Field("spark-autoscaler", min_length=1, pattern=r"\S", description="Spark application name.")
     conf: dict[str, str | int | float | bool] = Field(
         default_factory=dict,
         description="Extra Spark properties for the session (each `spark.*`; the master and the name are the settings "

@@ -334,6 +334,10 @@ def test_a_settings_own_variable_cannot_hold_the_token():
         pytest.param("pipelines: {checkpoint_root: '/ck '}\n", "pipelines.checkpoint_root: has a space at its start or end, got '/ck '", id="space-after-a-root"),
         pytest.param("pipelines: {module: 'p.py '}\n", "pipelines.module: has a space at its start or end, got 'p.py '", id="space-after-a-module"),
         pytest.param("http: {token_files: [' more']}\n", "http.token_files.0: has a space at its start or end", id="space-before-a-token-file"),
+        # accepted: no batch fed a decision, every stop cut its batch short, a nameless application
+        pytest.param("window: {metrics_window: 0s}\n", "window.metrics_window: must be more than 0, got 0s", id="no-metrics-window"),
+        pytest.param("pipelines: {stop_timeout: 0s}\n", "pipelines.stop_timeout: must be more than 0, got 0s", id="no-stop-timeout"),
+        pytest.param("spark: {app_name: '  '}\n", "spark.app_name: String should match pattern '\\S', got '  '", id="blank-app-name"),
         # contradictions that were silent
         pytest.param("history: {rate_step: 9d}\n", "history: rate_step (216h) must not exceed rate_max_age (192h)", id="step-longer-than-memory"),
         pytest.param("executors: {cores: 2}\nspark: {conf: {spark.executor.cores: 4}}\n",
