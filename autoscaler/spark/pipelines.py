@@ -157,6 +157,9 @@ def validate_spec(spec: PipelineSpec) -> None:
         problems.append(f"name must be at most {MAX_NAME_BYTES} bytes (it names the query's checkpoint directory)")
     if not _takes_spark_and_ctx(spec.build):
         problems.append("its function must take two arguments, (spark, ctx)")
+    elif inspect.iscoroutinefunction(spec.build) or inspect.isgeneratorfunction(spec.build):
+        # it returned a coroutine or a generator, not the writer to start: found only at start
+        problems.append("its function must be a plain `def` returning the query's DataStreamWriter, not async nor a generator")
     if spec.min_parallelism < 1:
         problems.append("min_parallelism must be at least 1")
     if spec.max_parallelism < spec.min_parallelism:

@@ -93,6 +93,11 @@ def test_module_pipelines_are_loaded_with_their_declarations(tmp_path):
                      "name must be at most 200 bytes (it names the query's checkpoint directory)", id="name-too-long"),
         pytest.param("from autoscaler import pipeline\n@pipeline('a')\ndef a(): pass\n",
                      "pipeline 'a': its function must take two arguments, (spark, ctx)", id="builder-without-arguments"),
+        # accepted, and the query failed at start on a coroutine where its writer belonged
+        pytest.param("from autoscaler import pipeline\n@pipeline('a')\nasync def a(s, c): pass\n",
+                     "pipeline 'a': its function must be a plain `def` returning the query's DataStreamWriter, not async nor a generator", id="async-builder"),
+        pytest.param("from autoscaler import pipeline\n@pipeline('a')\ndef a(s, c):\n    yield 1\n",
+                     "pipeline 'a': its function must be a plain `def`", id="generator-builder"),
         pytest.param(
             "from autoscaler import pipeline\n@pipeline('a', checkpoint='ck')\ndef a(s, c): pass\n"
             "@pipeline('b', checkpoint='./ck/')\ndef b(s, c): pass\n@pipeline('c', checkpoint='s3a://x/c')\ndef c(s, c): pass\n",
