@@ -196,12 +196,26 @@ def read_config_file(path: Path) -> dict[str, Any]:
         # whoever started the daemon, so another cwd restarted every query from nothing
         local = local_path(root)
         if root.strip() and _as_written(root) and not local.is_absolute():
-            pipelines["checkpoint_root"] = str((path.parent / local).resolve())
+            anchored = (path.parent / local).resolve()
+            if problem := _moved_checkpoints(root, anchored, (Path.cwd() / local).resolve()):
+                raise SettingsError([problem])
+            pipelines["checkpoint_root"] = str(anchored)
     http = loaded.get("http")
     if isinstance(http, dict) and isinstance(http.get("token_files"), list):
         http["token_files"] = [str((path.parent / v).resolve()) if isinstance(v, str) and _as_written(v) and not Path(v).is_absolute() else v
                                for v in http["token_files"]]
     return loaded
+
+
+def _moved_checkpoints(written: str, anchored: Path, under_cwd: Path) -> str | None:
+    """Why a relative ``checkpoint_root`` cannot be made relative to its file now: until
+    2026-12-02 it was relative to the working directory, and a daemon started elsewhere has its
+    checkpoints there. Taking the file's directory would restart every query without its
+    offsets and state; refused, naming both places, until one of them is written."""
+    if anchored == under_cwd or anchored.exists() or not under_cwd.is_dir():
+        return None
+    return (f"pipelines.checkpoint_root: {written!r} is relative to the configuration file ({anchored}), but the checkpoints are "
+            f"under the working directory ({under_cwd}), where a relative root was read before: move them, or write {str(under_cwd)!r}")
 
 
 def _token_variable(data: Mapping[str, Any], environ: Mapping[str, str], flags: Mapping[str, Any]) -> str | None:

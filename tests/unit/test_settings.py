@@ -137,6 +137,27 @@ def test_every_path_docs_settings_calls_relative_to_the_file_is(tmp_path, monkey
     assert load_settings(write(conf, "pipelines: {checkpoint_root: 's3a://b/ck'}\n"), environ={}).pipelines.checkpoint_root == "s3a://b/ck"
 
 
+def test_checkpoints_under_the_working_directory_of_a_relative_root_are_not_left_behind(tmp_path, monkeypatch):
+    # a relative root was relative to the working directory before: taking the file's directory
+    # would have restarted every query there without its offsets and state
+    conf, run_dir = tmp_path / "conf", tmp_path / "run"
+    (run_dir / "ck" / "q" / "offsets").mkdir(parents=True)
+    conf.mkdir()
+    cfg = write(conf, "pipelines: {checkpoint_root: ck}\n")
+    monkeypatch.chdir(run_dir)
+    with pytest.raises(SettingsError) as info:
+        load_settings(cfg, environ={})
+    assert info.value.problems == [
+        f"pipelines.checkpoint_root: 'ck' is relative to the configuration file ({conf / 'ck'}), but the checkpoints are under the "
+        f"working directory ({run_dir / 'ck'}), where a relative root was read before: move them, or write {str(run_dir / 'ck')!r}"
+    ]
+    (conf / "ck").mkdir()  # moved (or begun) beside the file: that one is used
+    assert load_settings(cfg, environ={}).pipelines.checkpoint_root == conf / "ck"
+    monkeypatch.chdir(conf)  # started from the file's directory: one place, as before
+    (conf / "ck").rmdir()
+    assert load_settings(cfg, environ={}).pipelines.checkpoint_root == conf / "ck"
+
+
 def test_http_defaults_bind_to_loopback_on_8090():
     s = load_settings(environ={})
     assert (s.http.host, s.http.port, s.http.enabled, s.http.token_file) == ("127.0.0.1", 8090, True, None)
