@@ -15,6 +15,8 @@ model adds what a schema cannot say, each with a message naming the field:
   ``manualExecutors`` outside was refused only by the daemon's REST API);
 * ``sparkConf`` and ``settings`` do not set what the operator writes from other fields (the
   message names the field to use instead), and ``settings.pipelines`` is a mapping;
+* ``checkpointRoot`` is a URI or an absolute path (a mounted volume): a relative one is under the
+  pod's working directory, lost with the pod;
 * what the API server checks on the children and a schema of the CR cannot: label and
   annotation syntax, the driver's ``env`` names once each and none the operator sets; and what
   Spark refuses at start: a JVM's memory of at least 450m.
@@ -30,7 +32,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, 
 from pydantic.alias_generators import to_camel
 
 from autoscaler.core.model import JAVA_LONG_MAX, Mode
-from autoscaler.core.settings import MAX_EXECUTORS, CheckpointRoot, Duration, ExecutorSettings, PositiveDuration, parse_duration
+from autoscaler.core.settings import MAX_EXECUTORS, CheckpointRoot, Duration, ExecutorSettings, PositiveDuration, is_uri, local_path, parse_duration
 
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 CONFIG_KEY = r"^[-._a-zA-Z0-9]+$"
@@ -147,6 +149,14 @@ def _read_as(daemon_type: Any) -> AfterValidator:
         return text
 
     return AfterValidator(check)
+
+
+def _lasting(root: str) -> str:
+    """A checkpoint root that outlives the pod: a URI (``s3a://``...) or an absolute path."""
+    if not is_uri(root) and not local_path(root).is_absolute():
+        raise ValueError(f"{root!r} is relative: under the pod's working directory, lost with the pod; give a URI (s3a://bucket/ck) "
+                         "or the absolute path of a mounted volume")
+    return root
 
 
 DurationText = Annotated[str, Field(min_length=1, pattern=DURATION), _read_as(Duration)]
@@ -270,7 +280,7 @@ class SparkStreamingAppSpec(_Spec):
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
     image_pull_secrets: Annotated[list[Name], Field(max_length=16)] = Field(default_factory=list)
     pipelines: PipelinesSpec
-    checkpoint_root: Annotated[str, Field(min_length=1), _read_as(CheckpointRoot)]  # not blank (the CRD's pattern \S)
+    checkpoint_root: Annotated[str, Field(min_length=1), _read_as(CheckpointRoot), AfterValidator(_lasting)]  # not blank (the CRD's pattern \S)
     spark_conf: dict[str, str] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
     driver: DriverSpec = Field(default_factory=DriverSpec)

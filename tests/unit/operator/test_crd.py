@@ -154,6 +154,8 @@ def model_only_problems(spec: dict[str, Any]) -> list[str]:
         out.append("settings the operator owns")
     if isinstance(spec.get("settings"), dict) and "pipelines" in spec["settings"] and not isinstance(spec["settings"]["pipelines"], dict):
         out.append("settings.pipelines a mapping")
+    if spec.get("checkpointRoot") == "ck":
+        out.append("checkpointRoot not relative")
     driver = spec.get("driver") if isinstance(spec.get("driver"), dict) else {}
     if driver.get("memory") == "256m" or (spec.get("executor") or {}).get("memory") == "400m":
         out.append("memory at least 450m")
@@ -172,7 +174,7 @@ values = {
     "pipelines": st.sampled_from([{"module": "m"}, {"configMapRef": {"name": "cm"}}, {"configMapRef": {"name": "cm", "key": "p.py"}},
                                   {"module": ""}, {"configMapRef": {"name": "Bad_Name"}}, {"configMapRef": {}}, {}, {"module": "m", "configMapRef": {"name": "c"}},
                                   {"module": "m", "extra": 1}]),
-    "checkpointRoot": st.sampled_from(["s3a://b/c", "", "  ", None]),
+    "checkpointRoot": st.sampled_from(["s3a://b/c", "/mnt/ck", "", "  ", "ck", None]),
     "sparkConf": st.sampled_from([{}, {"spark.sql.shuffle.partitions": "8"}, {"spark.master": "local"}, {"spark.x": 1}]),
     "settings": st.sampled_from([{}, {"reconcile_interval": "10s"}, {"executors": {"max": 3}}, {"pipelines": 5}, {"pipelines": {"max_failures": 3}}]),
     "driver": st.sampled_from([{}, {"cores": 2, "memory": "2g"}, {"cores": 0}, {"memory": "2 GB"}, {"env": [{"name": "A", "value": "1"}]},
@@ -283,6 +285,14 @@ def test_the_crds_rules_each_have_their_counterpart_in_the_model():
     assert parse_spec({**BASE, "pipelines": {}})[1] == ["spec.pipelines: set exactly one of pipelines.module and pipelines.configMapRef"]
     assert parse_spec({**BASE, "scaling": {"minExecutors": 5, "maxExecutors": 2}})[1] == [
         "spec.scaling: scaling.minExecutors must not exceed scaling.maxExecutors"]
+
+
+@pytest.mark.parametrize("root", ["ck", "./ck", "file:ck"])
+def test_a_relative_checkpoint_root_is_refused_it_would_be_lost_with_the_pod(root):
+    assert parse_spec({**BASE, "checkpointRoot": root})[1] == [
+        f"spec.checkpointRoot: {root!r} is relative: under the pod's working directory, lost with the pod; give a URI "
+        "(s3a://bucket/ck) or the absolute path of a mounted volume"]
+    assert parse_spec({**BASE, "checkpointRoot": "/mnt/ck"})[1] == [] and parse_spec({**BASE, "checkpointRoot": "file:///mnt/ck"})[1] == []
 
 
 def test_the_model_names_the_field_to_use_instead_of_an_owned_key():
