@@ -446,7 +446,8 @@ class SparkSettings(_Model):
         return conf
 
 
-_HOST_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[-A-Za-z0-9]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[-A-Za-z0-9]{0,61}[A-Za-z0-9])?)*\.?$")
+# labels of letters, digits, '-' and '_' (not DNS's, but resolvers take it: Docker Compose names services so)
+_HOST_NAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9_](?:[-A-Za-z0-9_]{0,61}[A-Za-z0-9_])?(?:\.[A-Za-z0-9_](?:[-A-Za-z0-9_]{0,61}[A-Za-z0-9_])?)*\.?$")
 
 
 def listen_address(host: str) -> str:
@@ -467,7 +468,7 @@ def listen_address(host: str) -> str:
     if host.startswith("[") and host.endswith("]"):
         raise ValueError(f"must be an IPv6 address without brackets, got {host!r}")
     if not _HOST_NAME.match(host):
-        raise ValueError(f"must be an IP address or a host name (letters, digits, '-' and '.', no spaces), got {host!r}")
+        raise ValueError(f"must be an IP address or a host name (letters, digits, '-', '_' and '.', no spaces), got {host!r}")
     return host
 
 

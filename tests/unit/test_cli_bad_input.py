@@ -24,7 +24,7 @@ pytestmark = pytest.mark.usefixtures("restore_logging")
         pytest.param("", "must be an IP address or a host name, got an empty value (which binds every interface", id="empty"),
         # passed, then the server failed to start with a guess of "address in use"
         pytest.param("127.0.0.1:8090", "must be an address without a port, got '127.0.0.1:8090': set the port as http.port", id="with-a-port"),
-        pytest.param(" 0.0.0.0", "must be an IP address or a host name (letters, digits, '-' and '.', no spaces), got ' 0.0.0.0'", id="a-space"),
+        pytest.param(" 0.0.0.0", "must be an IP address or a host name (letters, digits, '-', '_' and '.', no spaces), got ' 0.0.0.0'", id="a-space"),
     ],
 )
 def test_an_http_host_no_server_can_bind_is_refused_before_anything_starts(command, host, problem, capsys):

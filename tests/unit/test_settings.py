@@ -316,7 +316,7 @@ def test_a_settings_own_variable_cannot_hold_the_token():
         # `run --check` said valid, then the server did not start ("address in use or not available?")
         pytest.param("http: {host: '127.0.0.1:8090'}\n", "http.host: must be an address without a port, got '127.0.0.1:8090': set the port as http.port", id="host-with-port"),
         pytest.param("http: {host: '[::1]'}\n", "http.host: must be an IPv6 address without brackets, got '[::1]'", id="bracketed-ipv6"),
-        pytest.param("http: {host: 'my host'}\n", "http.host: must be an IP address or a host name (letters, digits, '-' and '.', no spaces), got 'my host'", id="space-in-host"),
+        pytest.param("http: {host: 'my host'}\n", "http.host: must be an IP address or a host name (letters, digits, '-', '_' and '.', no spaces), got 'my host'", id="space-in-host"),
         pytest.param("http: {token_env: 'A-B'}\n", "http.token_env: String should match pattern", id="bad-token-env-name"),
         pytest.param("audit: {max_count: 0}\n", "audit.max_count: Input should be greater than or equal to 1", id="audit-count-zero"),
         # infinite or astronomic factors passed and then overflowed math.ceil on every tick
@@ -381,6 +381,12 @@ def test_invalid_configuration_names_key_and_problem(tmp_path, yaml_text, proble
     with pytest.raises(SettingsError) as info:
         load_settings(write(tmp_path, yaml_text), environ={})
     assert problem in str(info.value)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "fe80::1%eth0", "localhost", "driver.spark.svc.cluster.local", "spark_driver"])
+def test_addresses_a_server_binds_to_are_taken(host):
+    # a Docker Compose service name has an underscore: not DNS's, but resolvers take it
+    assert load_settings(None, {"http.host": host}, environ={}).http.host == host
 
 
 def test_a_token_files_name_with_a_space_is_refused_without_repeating_it(tmp_path):
