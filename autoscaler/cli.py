@@ -505,7 +505,7 @@ def _benchmark_parser(sub: Any) -> None:
         "example:\n  spark-autoscaler benchmark on-off --json --output on-off.json",
     )
     _real_spark_flags(onoff, runs=True)
-    onoff.add_argument("--trace", type=Path, metavar="CSV", help="trace to compress (default: ../shared/traces/Twitter_volume_CVS.csv)")
+    onoff.add_argument("--trace", type=Path, metavar="CSV", help="trace to compress (default: ../shared/traces/Twitter_volume_CVS.csv, else the bundled five hours of it the default replay takes)")
     _warmup_flag(onoff, "100 rows/s")
 
     s2r = _command(
@@ -973,6 +973,8 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         return _cmd_traces(args)
     from autoscaler.tools.bench.step_load import (
         ALL_RUNS,
+        BUNDLED_CVS_TRACE,
+        CVS_TRACE,
         OnOffProfile,
         StepProfile,
         format_table,
@@ -987,9 +989,7 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
     if args.benchmark == "on-off":
         from autoscaler.tools.traces import TraceError
 
-        trace = args.trace or _shared_trace("Twitter_volume_CVS.csv")
-        if trace is None:
-            return _fail("--trace: ../shared/traces/Twitter_volume_CVS.csv not found; pass --trace CSV")
+        trace = args.trace or _shared_trace(CVS_TRACE) or BUNDLED_CVS_TRACE
         profile = OnOffProfile(trace=trace, warmup=args.warmup)
         try:  # the trace is read before Spark starts (it was read by the first run, after its cluster)
             profile.rate_profile()

@@ -13,17 +13,23 @@ import pytest
 
 from autoscaler.cli import main
 from autoscaler.tools.bench.sim_to_real import fitted_model, measured_startup
-from autoscaler.tools.bench.step_load import ExecutorSampler, OnOffProfile, StepProfile, daemon_settings, on_off_summary
+from autoscaler.tools.bench.step_load import BUNDLED_CVS_TRACE, ExecutorSampler, OnOffProfile, StepProfile, daemon_settings, on_off_summary
 from autoscaler.tools.demo.params import WARMUP_SECONDS
 from autoscaler.tools.provenance import code_version
 
 CVS = Path(__file__).parents[3] / "shared" / "traces" / "Twitter_volume_CVS.csv"
 
 
-def test_the_on_off_profile_is_a_compressed_stretch_of_bursts_and_quiet_steps():
+def test_the_bundled_stretch_of_cvs_replays_as_the_whole_trace_does():
+    # the on/off benchmark's default where ../shared/traces is not: the same profile, step for step
     if not CVS.is_file():
         pytest.skip("the shared traces are not on this machine")
-    profile = OnOffProfile(trace=CVS)
+    whole, bundled = OnOffProfile(trace=CVS), OnOffProfile(trace=BUNDLED_CVS_TRACE)
+    assert bundled.bounds() == whole.bounds() and bundled.rate_profile() == whole.rate_profile()
+
+
+def test_the_on_off_profile_is_a_compressed_stretch_of_bursts_and_quiet_steps():
+    profile = OnOffProfile(trace=BUNDLED_CVS_TRACE)  # the whole trace replays the same (above)
     windows = profile.bounds()
     assert windows[0][1] == WARMUP_SECONDS and len(windows) == 48  # 4 hours of 5-minute steps, 15 s each
     bursts = [w for w in windows if w[0].startswith("burst")]
