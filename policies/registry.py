@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-import reprlib
 import warnings
 from importlib.metadata import entry_points
 from typing import Any, Callable, Mapping, TypeVar
@@ -17,6 +16,7 @@ from typing import Any, Callable, Mapping, TypeVar
 from pydantic import ValidationError
 
 from autoscaler.core.policy import Policy, PolicyError, PolicyParams
+from autoscaler.core.settings import format_validation_error
 
 ENTRY_POINT_GROUP = "spark_autoscaler.policies"
 NEUTRAL_MODULES = ("registry", "sizing")  # helpers beside the policies, not policies
@@ -123,13 +123,8 @@ def create_policy(name: str, params: Mapping[str, Any] | None = None) -> Policy:
     try:
         parsed = cls.Params.model_validate(dict(params or {}))
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            loc = ".".join(str(p) or "''" for p in err["loc"])  # an empty name shown as ''
-            msg = "unknown parameter" if err["type"] == "extra_forbidden" else str(err["msg"]).removeprefix("Value error, ")
-            if err["type"] != "extra_forbidden" and isinstance(err.get("input"), (str, int, float)) and "got" not in msg:
-                msg += f", got {reprlib.repr(err['input'])}"  # `70%` was refused without being shown
-            problems.append(f"params.{loc}: {msg}" if err["loc"] else msg)
+        # each with the value given, as the settings tell theirs (`70%` was refused without being shown)
+        problems = [("params." if err["loc"] else "") + format_validation_error(err, unknown="unknown parameter") for err in exc.errors()]
         raise PolicyError(f"policy {name!r}: " + "; ".join(problems)) from None
     try:
         policy = cls(parsed)  # type: ignore[call-arg]  # a policy takes its Params

@@ -12,11 +12,12 @@ import ipaddress
 import math
 import os
 import re
+import reprlib
 from datetime import timedelta
 from itertools import pairwise
 from pathlib import Path
 from types import NoneType, UnionType
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Annotated, Any, Mapping, Union, get_args, get_origin
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -578,3 +579,25 @@ class Settings(_Model):
             # 0 would tick (and on errors back off) without pause, hammering the driver
             raise ValueError(f"must be at least {MIN_RECONCILE_INTERVAL.total_seconds() * 1000:.0f}ms, got {format_duration(value)}")
         return value
+
+
+# settings whose values an error never repeats (a token given where a path belongs, say)
+_SECRET_WORDS = ("token", "password", "secret", "key", "credential")
+
+
+def format_validation_error(err: Mapping[str, Any], *, unknown: str = "unknown key") -> str:
+    """One pydantic error as ``where: what``, with the value as read where it is no secret: the
+    daemon's settings, the operator's and a policy's parameters (``unknown`` names an extra key)."""
+    loc = ".".join(str(p) or "''" for p in err["loc"] if not str(p).startswith("function-"))  # an empty name shown as ''
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = unknown
+    elif _tellable(err.get("input"), loc) and "got" not in msg:
+        # what was given, as read: YAML reads `1e9` as text and `yes` as true, which the message
+        # alone does not show
+        msg += f", got {reprlib.repr(err['input'])}"
+    return f"{loc}: {msg}" if loc else msg
+
+
+def _tellable(value: object, loc: str) -> bool:
+    return isinstance(value, (str, int, float, bool)) and not any(word in loc.lower() for word in _SECRET_WORDS)

@@ -13,9 +13,9 @@ from typing import Annotated, Any, Mapping
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from autoscaler.core.settings import Duration, NumbersNotBooleans, PositiveDuration, format_duration
+from autoscaler.core.settings import Duration, NumbersNotBooleans, PositiveDuration, format_duration, format_validation_error
 from autoscaler.k8s.leader import LeaseTimings
-from autoscaler.runtime.config import ConfigFileError, format_validation_error, read_yaml_mapping
+from autoscaler.runtime.config import ConfigFileError, read_yaml_mapping
 
 NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 Namespace = Annotated[str, Field(min_length=1, max_length=63, pattern=NAMESPACE)]
@@ -154,7 +154,9 @@ def load_operator_settings(path: Path | None = None, overrides: Mapping[str, Any
     try:
         return OperatorSettings.model_validate(data)
     except ValidationError as exc:
-        raise OperatorSettingsError([_problem(e) for e in exc.errors()]) from None
+        # as the daemon's settings tell theirs: with the value as read (`namespaces.0: String
+        # should match pattern ...` did not say which namespace)
+        raise OperatorSettingsError([format_validation_error(e) for e in exc.errors()]) from None
 
 
 def _override(data: dict[str, Any], dotted: str, value: Any) -> None:
@@ -167,9 +169,3 @@ def _override(data: dict[str, Any], dotted: str, value: Any) -> None:
         if not isinstance(node, dict):
             return
     node[last] = value
-
-
-def _problem(err: Any) -> str:
-    # as the daemon's settings tell theirs: with the value as read (`namespaces.0: String should
-    # match pattern ...` did not say which namespace)
-    return format_validation_error(err)

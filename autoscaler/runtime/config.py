@@ -15,7 +15,6 @@ import difflib
 import importlib.util
 import json
 import os
-import reprlib
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Iterator, Mapping, get_origin
@@ -32,7 +31,7 @@ from pydantic_settings import (
 from pydantic_settings import SettingsError as SourceError
 
 from autoscaler.core.policy import PolicyError
-from autoscaler.core.settings import Settings, is_uri, local_path
+from autoscaler.core.settings import Settings, format_validation_error, is_uri, local_path
 from policies.registry import create_policy
 
 ENV_PREFIX = "SPARK_AUTOSCALER_"
@@ -188,8 +187,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
         if isinstance(node, dict) and isinstance(node.get(key), str):
             value = node[key]
             is_file = section != "pipelines" or value.endswith(".py") or "/" in value  # else a dotted module name
-            if is_file and _as_written(value) and not Path(value).is_absolute():
-                node[key] = str((path.parent / value).resolve())
+            if is_file:
+                node[key] = _beside(path, value)
     pipelines = loaded.get("pipelines")
     if isinstance(pipelines, dict) and isinstance(root := pipelines.get("checkpoint_root"), str) and not is_uri(root):
         # as the module beside it: `checkpoint_root: ck` was under the working directory of
@@ -202,8 +201,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
             pipelines["checkpoint_root"] = str(anchored)
     http = loaded.get("http")
     if isinstance(http, dict) and isinstance(http.get("token_files"), list):
-        http["token_files"] = [str((path.parent / v).resolve()) if isinstance(v, str) and _as_written(v) and not Path(v).is_absolute() else v
-                               for v in http["token_files"]]
+        http["token_files"] = [_beside(path, v) if isinstance(v, str) else v for v in http["token_files"]]
     return loaded
 
 
@@ -229,6 +227,11 @@ def _token_variable(data: Mapping[str, Any], environ: Mapping[str, str], flags: 
     return http.get("token_env") if isinstance(http, dict) and isinstance(http.get("token_env"), str) else None
 
 
+def _beside(config: Path, value: str) -> str:
+    """``value`` relative to the configuration file's directory, if it is a relative path as written."""
+    return str((config.parent / value).resolve()) if _as_written(value) and not Path(value).is_absolute() else value
+
+
 def _as_written(value: str) -> bool:
     """Whether a path has no space around it; one that has is refused by its setting as written,
     not made relative to the file first (`` /data/s.json`` became ``<dir>/ /data/s.json``)."""
@@ -242,9 +245,9 @@ def environment_problems(environ: Mapping[str, str], *, token_env: str | None = 
     known = set(setting_variables())
     prefixes = tuple(env_var(key) + ENV_DELIMITER for key in mapping_keys())
     not_settings = NOT_SETTINGS | ({token_env.upper()} if token_env else set())
-    if token_env and (token_env.upper() in known or token_env.upper().startswith(prefixes)):
-        return [f"http.token_env: {token_env} is the variable of a setting, not one to hold a token; name another"]
     problems = []
+    if token_env and (token_env.upper() in known or token_env.upper().startswith(prefixes)):
+        problems.append(f"http.token_env: {token_env} is the variable of a setting, not one to hold a token; name another")
     for name in sorted(environ):
         upper = name.upper()
         if upper in RENAMED:
@@ -420,23 +423,3 @@ def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
             child = node[key] = {}
         node = child
     node[keys[-1]] = value
-
-
-# settings whose values an error never repeats (a token given where a path belongs, say)
-_SECRET_WORDS = ("token", "password", "secret", "key", "credential")
-
-
-def format_validation_error(err: Mapping[str, Any]) -> str:
-    loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        msg = "unknown key"
-    elif _tellable(err.get("input"), loc) and "got" not in msg:
-        # what was given, as read: YAML reads `1e9` as text and `yes` as true, which the message
-        # alone does not show
-        msg += f", got {reprlib.repr(err['input'])}"
-    return f"{loc}: {msg}" if loc else msg
-
-
-def _tellable(value: object, loc: str) -> bool:
-    return isinstance(value, (str, int, float, bool)) and not any(word in loc.lower() for word in _SECRET_WORDS)
