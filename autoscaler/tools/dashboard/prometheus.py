@@ -189,8 +189,8 @@ def get_json(url: str) -> dict:
         reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
         raise PrometheusError(f"cannot reach the Prometheus at {server}: {reason}") from None
     except ValueError:  # a web page, the daemon's own /metrics: a traceback before
-        raise PrometheusError(f"{server} answered, but not with the JSON of Prometheus's API: is it a Prometheus server?") from None
-    if not isinstance(body, dict):
+        body = None
+    if not isinstance(body, dict):  # not JSON, or JSON of something else
         raise PrometheusError(f"{server} answered, but not with the JSON of Prometheus's API: is it a Prometheus server?")
     if body.get("status") != "success":
         raise PrometheusError(f"{body.get('errorType', 'error')}: {body.get('error', body)}")
