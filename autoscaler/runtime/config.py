@@ -196,7 +196,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
         local = local_path(root)
         if root.strip() and _as_written(root) and not local.is_absolute():
             anchored = (path.parent / local).resolve()
-            if problem := _moved_checkpoints(root, anchored, (Path.cwd() / local).resolve()):
+            if problem := moved_checkpoints("pipelines.checkpoint_root", "the configuration file", root, anchored, (Path.cwd() / local).resolve()):
                 raise SettingsError([problem])
             pipelines["checkpoint_root"] = str(anchored)
     http = loaded.get("http")
@@ -205,15 +205,16 @@ def read_config_file(path: Path) -> dict[str, Any]:
     return loaded
 
 
-def _moved_checkpoints(written: str, anchored: Path, under_cwd: Path) -> str | None:
-    """Why a relative ``checkpoint_root`` cannot be made relative to its file now: until
-    2026-12-02 it was relative to the working directory, and a daemon started elsewhere has its
-    checkpoints there. Taking the file's directory would restart every query without its
-    offsets and state; refused, naming both places, until one of them is written."""
+def moved_checkpoints(setting: str, anchor: str, written: str, anchored: Path, under_cwd: Path) -> str | None:
+    """Why a relative checkpoint location cannot be made relative to the file that gives it
+    now: until 2026-12-02 it was relative to the working directory, and a daemon started
+    elsewhere has its checkpoints there. Taking the file's directory would restart every query
+    without its offsets and state; refused, naming both places, until one of them is written.
+    ``setting`` names what gives it, ``anchor`` the file it is now relative to."""
     if anchored == under_cwd or anchored.exists() or not under_cwd.is_dir():
         return None
-    return (f"pipelines.checkpoint_root: {written!r} is relative to the configuration file ({anchored}), but the checkpoints are "
-            f"under the working directory ({under_cwd}), where a relative root was read before: move them, or write {str(under_cwd)!r}")
+    return (f"{setting}: {written!r} is relative to {anchor} ({anchored}), but the checkpoints are under the working "
+            f"directory ({under_cwd}), where a relative one was read before: move them, or write {str(under_cwd)!r}")
 
 
 def _token_variable(data: Mapping[str, Any], environ: Mapping[str, str], flags: Mapping[str, Any]) -> str | None:

@@ -20,7 +20,7 @@ import importlib.util
 import inspect
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from autoscaler.core.model import JAVA_INT_MAX, JAVA_LONG_MAX, QueryParams
 from autoscaler.core.settings import is_uri, local_path, parse_duration, uri_key
-from autoscaler.runtime.config import file_problem
+from autoscaler.runtime.config import file_problem, moved_checkpoints
 
 
 class PipelineError(ValueError):
@@ -65,7 +65,7 @@ class PipelineSpec:
     partitions_per_core: int = 1
     max_rows_per_batch: int | None = None
     shuffle_partitions: int | None = None  # for a new checkpoint of a stateful query
-    checkpoint: str | None = None  # default: <checkpoint_root>/<name>
+    checkpoint: str | None = None  # default: <checkpoint_root>/<name>; relative in a .py file: to the file
     # the builder passes ctx.max_rows_per_batch to its source (Kafka's maxOffsetsPerTrigger):
     # without a limit of its own, the daemon bounds each batch when it restarts the query
     manage_rate_limit: bool = False
@@ -287,17 +287,36 @@ def _exec_beside_its_siblings(loader: Any, mod: ModuleType, directory: Path) -> 
             _pickle_by_value(imported)
 
 
+def _beside_its_file(spec: PipelineSpec, directory: Path) -> PipelineSpec:
+    """A relative local ``checkpoint=`` of a pipeline file made relative to the file, as a
+    relative path in the configuration file is to that file: relative to the working directory
+    (Spark's reading of a checkpointLocation), a daemon started from another directory ran
+    every query from nothing in another checkpoint. One left under the working directory, where
+    it was read until 2026-12-02, is refused (:func:`moved_checkpoints`)."""
+    if spec.checkpoint is None or is_uri(spec.checkpoint) or local_path(spec.checkpoint).is_absolute():
+        return spec
+    anchored = (directory / local_path(spec.checkpoint)).resolve()
+    under_cwd = local_path(spec.checkpoint).resolve()
+    if problem := moved_checkpoints(f"pipeline {spec.name!r}: checkpoint", "the pipeline file", spec.checkpoint, anchored, under_cwd):
+        raise PipelineError(problem)
+    return replace(spec, checkpoint=str(anchored))
+
+
 def load_pipelines(module: str, only: list[str] | None = None, *, checkpoint_root: Path | str | None = None) -> list[PipelineSpec]:
     """Import a pipeline module (a ``.py`` file or a dotted name) and return its pipelines.
 
     Two of its pipelines on one checkpoint are refused: two given the same ``checkpoint=``, and,
-    given the ``checkpoint_root`` they will run under, one given another's default.
+    given the ``checkpoint_root`` they will run under, one given another's default. A relative
+    ``checkpoint=`` in a ``.py`` file is relative to the file; in a dotted module (installed
+    code) to the working directory, as Spark reads it.
     """
     with _collect_lock:
         _collected.clear()
+    directory: Path | None = None  # a file's, where its relative checkpoint= are
     try:
         if module.endswith(".py") or "/" in module:
             path = Path(module).resolve()
+            directory = path.parent
             if problem := file_problem(path):
                 raise PipelineError(f"pipeline module {module!r} {problem}")
             mod_name = f"spark_autoscaler_pipelines_{path.stem}"
@@ -327,6 +346,8 @@ def load_pipelines(module: str, only: list[str] | None = None, *, checkpoint_roo
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise PipelineError(f"pipeline module {module!r} defines {', '.join(duplicates)} more than once")
+    if directory is not None:
+        specs = [_beside_its_file(spec, directory) for spec in specs]
     if shared := _shared_checkpoints(specs, checkpoint_root):
         raise PipelineError(f"pipeline module {module!r}: {shared}")
     if only:

@@ -67,7 +67,9 @@ def render_settings_doc() -> str:
         f"A relative path in the YAML file ({', '.join(f'`{key}`' for key in FILE_RELATIVE_KEYS)}) is relative "
         "to the file; given by a variable, a flag or left at its default, to the working directory. A relative "
         "`pipelines.checkpoint_root` in the file was relative to the working directory until 2026-12-02: while the "
-        "checkpoints are only there, the daemon refuses to start, naming both places.",
+        "checkpoints are only there, the daemon refuses to start, naming both places. The same holds for a "
+        "pipeline's own `checkpoint=`: relative in a `.py` pipeline file, it is relative to that file (in a dotted "
+        "module, installed code, to the working directory, as Spark reads it).",
         "",
         "Durations accept `250ms`, `30s`, `5m`, `1h`, `2d`, combinations such as `1h30m` (largest unit first) or a number of seconds, up to `3650d`. Unknown keys are errors.",
         "",

@@ -1,4 +1,5 @@
 import re
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -150,8 +151,50 @@ def test_each_pipeline_has_its_own_checkpoint_and_a_default_one_is_absolute(tmp_
     monkeypatch.chdir(tmp_path)
     module = two_pipelines(tmp_path, "checkpoints/a")  # a's own default, spelled out
     specs = load_pipelines(module, checkpoint_root=Path("checkpoints"))
-    assert checkpoint_locations(specs, Path("checkpoints")) == {"a": "checkpoints/a", "b": str(tmp_path / "checkpoints" / "b")}
+    assert checkpoint_locations(specs, Path("checkpoints")) == {"a": str(tmp_path / "checkpoints" / "a"), "b": str(tmp_path / "checkpoints" / "b")}
     assert [s.name for s in load_pipelines(two_pipelines(tmp_path, "s3a://bucket/b"), checkpoint_root=Path("checkpoints"))] == ["a", "b"]
+
+
+@pytest.mark.parametrize("checkpoint", ["ck/a", "./ck/a/", "file:ck/a"])
+def test_a_relative_checkpoint_in_a_pipeline_file_is_relative_to_the_file(tmp_path, monkeypatch, checkpoint):
+    # it was relative to the working directory: a daemon started from another directory ran the
+    # query from nothing in another checkpoint (as a relative checkpoint_root in the configuration file did)
+    pipes, elsewhere = tmp_path / "pipes", tmp_path / "elsewhere"
+    pipes.mkdir(), elsewhere.mkdir()
+    module = two_pipelines(pipes, checkpoint)
+    monkeypatch.chdir(elsewhere)
+    specs = load_pipelines(module, checkpoint_root="s3a://bucket/ck")
+    assert checkpoint_locations(specs, "s3a://bucket/ck") == {"a": str(pipes / "ck" / "a"), "b": "s3a://bucket/ck/b"}
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_relative_checkpoint_of_a_dotted_module_stays_relative_to_the_working_directory(tmp_path, monkeypatch):
+    # installed code: its directory (site-packages, an image's) is no place for state
+    (tmp_path / "dotted_pipes.py").write_text("from autoscaler import pipeline\n@pipeline('a', checkpoint='ck/a')\ndef a(s, c): pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "dotted_pipes", raising=False)
+    assert [s.checkpoint for s in load_pipelines("dotted_pipes")] == ["ck/a"]
+
+
+def test_a_checkpoint_left_under_the_working_directory_is_not_left_behind(tmp_path, monkeypatch):
+    # until 2026-12-02 a relative checkpoint= was read from the working directory: taking the
+    # file's would restart the query there without its offsets and state
+    pipes, run_dir = tmp_path / "pipes", tmp_path / "run"
+    pipes.mkdir()
+    (run_dir / "ck" / "a" / "offsets").mkdir(parents=True)
+    module = two_pipelines(pipes, "ck/a")
+    monkeypatch.chdir(run_dir)
+    with pytest.raises(PipelineError) as info:
+        load_pipelines(module)
+    assert str(info.value) == (
+        f"pipeline 'a': checkpoint: 'ck/a' is relative to the pipeline file ({pipes / 'ck' / 'a'}), but the checkpoints are under "
+        f"the working directory ({run_dir / 'ck' / 'a'}), where a relative one was read before: move them, or write {str(run_dir / 'ck' / 'a')!r}")
+    (pipes / "ck" / "a").mkdir(parents=True)  # moved (or begun) beside the file: that one is used
+    assert load_pipelines(module)[0].checkpoint == str(pipes / "ck" / "a")
+    (pipes / "ck" / "a").rmdir()
+    monkeypatch.chdir(pipes)  # started from the file's directory: one place, as before
+    assert load_pipelines(module)[0].checkpoint == str(pipes / "ck" / "a")
 
 
 @pytest.mark.parametrize(

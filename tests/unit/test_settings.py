@@ -149,7 +149,7 @@ def test_checkpoints_under_the_working_directory_of_a_relative_root_are_not_left
         load_settings(cfg, environ={})
     assert info.value.problems == [
         f"pipelines.checkpoint_root: 'ck' is relative to the configuration file ({conf / 'ck'}), but the checkpoints are under the "
-        f"working directory ({run_dir / 'ck'}), where a relative root was read before: move them, or write {str(run_dir / 'ck')!r}"
+        f"working directory ({run_dir / 'ck'}), where a relative one was read before: move them, or write {str(run_dir / 'ck')!r}"
     ]
     (conf / "ck").mkdir()  # moved (or begun) beside the file: that one is used
     assert load_settings(cfg, environ={}).pipelines.checkpoint_root == conf / "ck"
