@@ -20,6 +20,10 @@ model adds what a schema cannot say, each with a message naming the field:
 * what the API server checks on the children and a schema of the CR cannot: label and
   annotation syntax, the driver's ``env`` names once each and none the operator sets; and what
   Spark refuses at start: a JVM's memory of at least 450m.
+
+The chart copies these rules (``sa.operatorSpecChecks`` in ``templates/_helpers.tpl``), so an
+app of its values the operator would refuse fails the render instead of being installed;
+``tests/unit/chart/test_chart_schema.py`` checks the two refuse the same specs.
 """
 
 from __future__ import annotations

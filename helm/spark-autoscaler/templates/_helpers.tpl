@@ -201,6 +201,7 @@ exponent form, which float64 reads whole. */}}
 {{- fail (printf "apps[%d].spec.scaling: %s (%v) must lie within minExecutors and maxExecutors, [%d, %d] (the daemon's defaults where unset)" $i $field (get $scaling $field) $lo $hi) -}}
 {{- end -}}
 {{- end -}}
+{{- include "sa.operatorSpecChecks" (list $i $app.spec) -}}
 {{- /* the CRD keys its queries by name (a list map): a name twice is refused by the API server */ -}}
 {{- $queries := dict -}}
 {{- range $j, $query := $app.spec.queries | default list -}}
@@ -209,6 +210,150 @@ exponent form, which float64 reads whole. */}}
 {{- end -}}
 {{- $_ := set $queries $query.name $j -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The rest of the operator's checks of an app's spec (autoscaler/operator/model.py), each
+refused there only in the app's status after Helm installed the app: the same rule, the
+operator's words after "apps[<i>].". Called with (list <index> <spec>). */}}
+{{- define "sa.operatorSpecChecks" -}}
+{{- $i := index . 0 -}}
+{{- $spec := index . 1 -}}
+{{- $at := printf "apps[%d].spec" $i -}}
+{{- /* durations as the daemon reads them: at most ten years; a trigger within 100ms .. 24h, as
+       the daemon's REST API takes it (MIN_TRIGGER, MAX_TRIGGER) */ -}}
+{{- $scaling := $spec.scaling | default dict -}}
+{{- if and (hasKey $scaling "requestTimeout") (gt (include "sa.durationSeconds" $scaling.requestTimeout | float64) 315360000.0) -}}
+{{- fail (printf "%s.scaling.requestTimeout: duration must be at most 3650d (about ten years), got '%s'" $at $scaling.requestTimeout) -}}
+{{- end -}}
+{{- range $j, $query := $spec.queries | default list -}}
+{{- if hasKey $query "triggerInterval" -}}
+{{- $seconds := include "sa.durationSeconds" $query.triggerInterval | float64 -}}
+{{- if or (lt $seconds 0.1) (gt $seconds 86400.0) -}}
+{{- fail (printf "%s.queries.%d.triggerInterval: must lie within 100ms and 24h (the daemon's REST API takes no other), got '%s'" $at $j $query.triggerInterval) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- /* a checkpoint root that outlives the pod: a URI or an absolute path (a file: URI's path) */ -}}
+{{- $root := $spec.checkpointRoot -}}
+{{- $path := $root -}}
+{{- if hasPrefix "file:" (lower $root) -}}
+{{- $path = regexReplaceAll "^//[^/]*" (substr 5 -1 $root) "" -}}
+{{- end -}}
+{{- if ne $root (trim $root) -}}
+{{- fail (printf "%s.checkpointRoot: has a space at its start or end" $at) -}}
+{{- else if and (regexMatch "^[A-Za-z][A-Za-z0-9+.-]*:" $root) (not (hasPrefix "file:" (lower $root))) -}}
+{{- else if not (trim $path) -}}
+{{- fail (printf "%s.checkpointRoot: must name a directory or a URI (s3a://bucket/checkpoints), got an empty value" $at) -}}
+{{- else if not (hasPrefix "/" $path) -}}
+{{- fail (printf "%s.checkpointRoot: '%s' is relative: under the pod's working directory, lost with the pod; give a URI (s3a://bucket/ck) or the absolute path of a mounted volume" $at $root) -}}
+{{- end -}}
+{{- /* what the operator writes from other fields (OWNED_SPARK_CONF, OWNED_SETTINGS, OWNED_PIPELINE_SETTINGS) */ -}}
+{{- $ownedConf := dict
+      "spark.master" "the operator runs the daemon as the driver on Kubernetes"
+      "spark.submit.deployMode" "the daemon is the driver (client mode)"
+      "spark.kubernetes.namespace" "executors run in the app's namespace"
+      "spark.kubernetes.container.image" "set spec.image"
+      "spark.kubernetes.container.image.pullPolicy" "set spec.imagePullPolicy"
+      "spark.kubernetes.container.image.pullSecrets" "set spec.imagePullSecrets"
+      "spark.kubernetes.executor.podTemplateFile" "set spec.executor"
+      "spark.kubernetes.authenticate.executor.serviceAccountName" "the chart's executor service account"
+      "spark.kubernetes.driver.pod.name" "the daemon sets it from its pod"
+      "spark.executor.cores" "set spec.executor.cores"
+      "spark.kubernetes.executor.request.cores" "set spec.executor.cores"
+      "spark.executor.memory" "set spec.executor.memory"
+      "spark.driver.memory" "set spec.driver.memory"
+      "spark.executor.instances" "set spec.scaling.initialExecutors"
+      "spark.driver.port" "fixed (7078) for the network policies"
+      "spark.blockManager.port" "fixed (7079) for the network policies"
+      "spark.app.name" "set to <namespace>-<name>, the application label of the metrics" -}}
+{{- $owned := list -}}
+{{- range $key := keys ($spec.sparkConf | default dict) | sortAlpha -}}
+{{- if hasKey $ownedConf $key -}}
+{{- $owned = append $owned (printf "%s: set by the operator (%s)" $key (get $ownedConf $key)) -}}
+{{- end -}}
+{{- end -}}
+{{- if $owned -}}
+{{- fail (printf "%s.sparkConf: %s" $at (join "; " $owned)) -}}
+{{- end -}}
+{{- $ownedSettings := dict
+      "mode" "set spec.scaling.mode"
+      "dry_run" "set spec.scaling.dryRun"
+      "request_timeout" "set spec.scaling.requestTimeout"
+      "executors" "set spec.scaling and spec.executor"
+      "policy" "set spec.scaling.policy"
+      "spark" "set spec.sparkConf"
+      "http" "set spec.http"
+      "state" "the operator keeps the state in the ConfigMap <name>-state" -}}
+{{- $settings := $spec.settings | default dict -}}
+{{- $owned = list -}}
+{{- range $key := keys $settings | sortAlpha -}}
+{{- if hasKey $ownedSettings $key -}}
+{{- $owned = append $owned (printf "%s: written by the operator (%s)" $key (get $ownedSettings $key)) -}}
+{{- end -}}
+{{- end -}}
+{{- $pipelines := ternary (get $settings "pipelines") nil (hasKey $settings "pipelines") -}}
+{{- $ownedPipelines := dict "module" "set spec.pipelines" "checkpoint_root" "set spec.checkpointRoot" -}}
+{{- if kindIs "map" $pipelines -}}
+{{- range $key := list "module" "checkpoint_root" -}}
+{{- if hasKey $pipelines $key -}}
+{{- $owned = append $owned (printf "pipelines.%s: written by the operator (%s)" $key (get $ownedPipelines $key)) -}}
+{{- end -}}
+{{- end -}}
+{{- else if kindIs "string" $pipelines -}}
+{{- $owned = append $owned (printf "pipelines: must be a mapping of pipeline settings, got '%s'" $pipelines) -}}
+{{- else if not (kindIs "invalid" $pipelines) -}}  {{- /* null: no pipeline settings, as the operator reads it */ -}}
+{{- $owned = append $owned (printf "pipelines: must be a mapping of pipeline settings, got %v" $pipelines) -}}
+{{- end -}}
+{{- if $owned -}}
+{{- fail (printf "%s.settings: %s" $at (join "; " $owned)) -}}
+{{- end -}}
+{{- /* the driver's and the executors' pods: Spark refuses a JVM under 450m (MIN_SPARK_MEMORY_MIB);
+       label and annotation syntax, the driver's env names once each and none the operator sets */ -}}
+{{- $mib := dict "k" 0.0009765625 "m" 1.0 "g" 1024.0 "t" 1048576.0 -}}
+{{- range $role := list "driver" "executor" -}}
+{{- $pod := get $spec $role | default dict -}}
+{{- if hasKey $pod "memory" -}}
+{{- if lt (mulf (regexFind "^[0-9]+" $pod.memory | float64) (get $mib (regexFind "[a-zA-Z]$" $pod.memory | lower))) 450.0 -}}
+{{- fail (printf "%s.%s.memory: '%s' is less than the 450m a Spark JVM starts with" $at $role $pod.memory) -}}
+{{- end -}}
+{{- end -}}
+{{- range $field := list "podLabels" "podAnnotations" "nodeSelector" -}}
+{{- range $key, $value := get $pod $field | default dict -}}
+{{- $name := regexReplaceAll "^.*/" $key "" -}}
+{{- if or (not (regexMatch "^(?:[a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$" $key)) (gt (len $name) 63) (gt (len (trimSuffix $name $key)) 254) -}}
+{{- fail (printf "%s.%s.%s: key '%s' is not a Kubernetes label or annotation key ([prefix/]name, name at most 63 letters, digits, '-', '_', '.')" $at $role $field $key) -}}
+{{- end -}}
+{{- if and (ne $field "podAnnotations") (or (gt (len $value) 63) (not (regexMatch "^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$" $value))) -}}
+{{- fail (printf "%s.%s.%s: %s: value '%s' is not a Kubernetes label value (at most 63 letters, digits, '-', '_', '.')" $at $role $field $key $value) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $names := list -}}
+{{- range $env := ($spec.driver | default dict).env | default list -}}
+{{- $names = append $names $env.name -}}
+{{- end -}}
+{{- $set := list -}}
+{{- $twice := list -}}
+{{- range $name := $names | uniq | sortAlpha -}}
+{{- if has $name (list "POD_NAME" "POD_NAMESPACE" "POD_IP" "SPARK_LOCAL_IP" "HOME") -}}
+{{- $set = append $set $name -}}
+{{- end -}}
+{{- $n := 0 -}}
+{{- range $other := $names -}}
+{{- if eq $other $name -}}
+{{- $n = add1 $n -}}
+{{- end -}}
+{{- end -}}
+{{- if gt $n 1 -}}
+{{- $twice = append $twice $name -}}
+{{- end -}}
+{{- end -}}
+{{- if $set -}}
+{{- fail (printf "%s.driver.env: %s: set by the operator" $at (join ", " $set)) -}}
+{{- else if $twice -}}
+{{- fail (printf "%s.driver.env: %s listed more than once" $at (join ", " $twice)) -}}
 {{- end -}}
 {{- end -}}
 

@@ -9,13 +9,14 @@ from functools import cache
 import helm_python
 import jsonschema
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autoscaler.core.settings import parse_duration
-from autoscaler.operator.model import DURATION
+from autoscaler.operator.model import APP_NAME, DURATION, MAX_APP_NAME, OPERATOR_ENV, OWNED_PIPELINE_SETTINGS, OWNED_SETTINGS, OWNED_SPARK_CONF, parse_spec
 from autoscaler.operator.settings import load_operator_settings
 from tests.unit.chart.render import CHART, render, values_of
+from tests.unit.operator.specs import SPECS
 
 APP_SPEC = {"image": "registry.example.com/clicks:1.0", "pipelines": {"module": "clicks.pipelines"}, "checkpointRoot": "s3a://ck/clicks"}
 
@@ -243,6 +244,83 @@ def test_the_chart_refuses_exactly_the_executor_counts_the_operator_refuses(scal
     except helm_python.HelmRenderError as exc:
         refused = "apps[0].spec.scaling: " in str(exc)
     assert refused == bool(errors), errors
+
+
+def render_refusal(spec: dict) -> str | None:
+    """Why the chart refuses an app of this spec: a template check's message, the schema's
+    errors; None if it renders."""
+    try:
+        render({"apps": [{"name": "a", "namespace": "default", "spec": spec}]})
+    except helm_python.HelmRenderError as exc:
+        return str(exc).strip().splitlines()[-1].split("): ", 1)[1]  # "execution error at (<template>): <message>"
+    except helm_python.HelmValuesError as exc:
+        return str(exc)
+    return None
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(SPECS)
+def test_the_chart_refuses_exactly_the_apps_the_operator_refuses(spec):
+    # Helm installs an app the operator refuses all the same, and there it sits, refused in its
+    # status: the render fails instead, naming the field the operator names
+    _, problems = parse_spec(spec)
+    refusal = render_refusal(spec)
+    assert (refusal is not None) == bool(problems), (refusal, problems)
+    if refusal is not None and refusal.startswith("apps[0]."):
+        assert refusal.split(": ")[0] in {"apps[0]." + p.split(": ")[0] for p in problems}, (refusal, problems)
+
+
+OWNED = ([{"sparkConf": {key: "x"}} for key in OWNED_SPARK_CONF] + [{"settings": {key: "x"}} for key in OWNED_SETTINGS]
+         + [{"settings": {"pipelines": {key: "x"}}} for key in OWNED_PIPELINE_SETTINGS]
+         + [{"driver": {"env": [{"name": name, "value": "x"}]}} for name in OPERATOR_ENV])
+
+
+@pytest.mark.parametrize("change", [
+    *OWNED,
+    {"sparkConf": {"spark.master": "x", "spark.app.name": "y", "spark.sql.shuffle.partitions": "8"}},
+    {"settings": {"state": {}, "mode": "active", "pipelines": {"checkpoint_root": "/x", "module": "m"}}},
+    {"settings": {"pipelines": "clicks"}}, {"settings": {"pipelines": 5}},
+    {"driver": {"env": [{"name": "B"}, {"name": "HOME"}, {"name": "B"}, {"name": "POD_IP"}]}},
+    {"driver": {"env": [{"name": "B"}, {"name": "A"}, {"name": "B"}, {"name": "A"}]}},
+    {"scaling": {"requestTimeout": "3651d"}}, {"queries": [{"name": "q", "triggerInterval": "2s"}, {"name": "r", "triggerInterval": "99ms"}]},
+    {"queries": [{"name": "q", "triggerInterval": "1d1ms"}]}, {"queries": [{"name": "q", "triggerInterval": "0s"}]},
+    {"checkpointRoot": "checkpoints"}, {"checkpointRoot": "file:checkpoints"}, {"checkpointRoot": "/mnt/ck "}, {"checkpointRoot": "file://host"},
+    {"driver": {"memory": "449m"}}, {"executor": {"memory": "460799k"}}, {"executor": {"memory": "1t", "nodeSelector": {"zone": "eu west"}}},
+    {"driver": {"podLabels": {"Example.com/team": "x"}}}, {"driver": {"podLabels": {"team": "x" * 64}}},
+    {"driver": {"podAnnotations": {"example.com/" + "n" * 64: "any text"}}}, {"driver": {"podAnnotations": {"p" * 254 + "/note": "x"}}},
+], ids=lambda change: "-".join(f"{k}={v}" for k, v in change.items())[:90])
+def test_what_the_operator_refuses_in_a_spec_fails_the_render_in_its_words(change):
+    # the chart's copies of the operator's rules and lists (templates/_helpers.tpl,
+    # sa.operatorSpecChecks): a key, a name or a rule added to the model shows here
+    spec = {**APP_SPEC, **change}
+    _, problems = parse_spec(spec)
+    assert len(problems) == 1
+    assert render_refusal(spec) == "apps[0]." + problems[0]
+
+
+@pytest.mark.parametrize("change", [
+    {"sparkConf": {"spark.sql.shuffle.partitions": "8", "spark.kubernetes.executor.label.team": "x"}},
+    {"settings": {"reconcile_interval": "10s", "pipelines": {"max_failures": 3}}}, {"settings": {"pipelines": None}},
+    {"driver": {"env": [{"name": "A", "value": "1"}, {"name": "B"}], "memory": "450m"}}, {"executor": {"memory": "460800k"}},
+    {"scaling": {"requestTimeout": "3650d"}}, {"queries": [{"name": "q", "triggerInterval": "100ms"}, {"name": "r", "triggerInterval": "24h"}]},
+    {"checkpointRoot": "/mnt/ck"}, {"checkpointRoot": "file:///mnt/ck"}, {"checkpointRoot": "gs://bucket/ck"}, {"checkpointRoot": "hdfs:/ck"},
+    {"driver": {"podLabels": {"example.com/team": "data-platform", "empty": ""}, "podAnnotations": {"p" * 253 + "/note": "any text at all"}}},
+], ids=lambda change: "-".join(f"{k}={v}" for k, v in change.items())[:90])
+def test_what_the_operator_takes_in_a_spec_renders(change):
+    spec = {**APP_SPEC, **change}
+    assert parse_spec(spec)[1] == []
+    assert render_refusal(spec) is None
+
+
+@pytest.mark.parametrize("name", ["1clicks", "clicks.eu", "c" * 53])
+def test_an_app_name_that_cannot_name_its_children_is_refused(name):
+    # the operator names the app's Service (a DNS-1035 label) and StatefulSet after it
+    # (autoscaler/operator/reconcile.py); refused only in the app's status, after the install
+    name_schema = chart_schema()["properties"]["apps"]["items"]["properties"]["name"]
+    assert (name_schema["pattern"], name_schema["maxLength"]) == (f"^{APP_NAME.pattern}$", MAX_APP_NAME)
+    with pytest.raises(helm_python.HelmValuesError, match="/apps/0/name"):
+        render({"apps": [{"name": name, "namespace": "default", "spec": APP_SPEC}]})
+    render({"apps": [{"name": "c" * 52, "namespace": "default", "spec": APP_SPEC}]})
 
 
 def test_quantities_image_references_labels_and_networks_in_their_usual_forms_render():

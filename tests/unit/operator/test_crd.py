@@ -11,11 +11,11 @@ import kubernetes_validate
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from autoscaler.core.settings import parse_duration
 from autoscaler.operator.model import OWNED_SETTINGS, OWNED_SPARK_CONF, SparkStreamingAppSpec, parse_spec
 from tests.unit.operator.crdcheck import CRD_FILE, ROOT, crd, documents, problems
+from tests.unit.operator.specs import BASE, SPECS
 
 EXAMPLES = ROOT / "docs" / "examples"
 GOOD = ["clicks-app.yaml", "rate-source-app.yaml"]
@@ -113,9 +113,6 @@ def test_executor_counts_within_the_bounds_are_taken():
 
 # --- the model and the CRD agree ---------------------------------------------------------------------------
 
-BASE = {"image": "img:1", "pipelines": {"module": "m"}, "checkpointRoot": "s3a://b/c"}
-
-
 def cel_problems(spec: dict[str, Any]) -> list[str]:
     """The CRD's CEL rules (``x-kubernetes-validations``), which only an API server evaluates."""
     out = []
@@ -146,68 +143,37 @@ def model_only_problems(spec: dict[str, Any]) -> list[str]:
         if isinstance(text, str) and text in ("3651d",):
             out.append("duration at most ten years")
     for q in spec.get("queries") or ():
-        if isinstance(q, dict) and q.get("triggerInterval") in ("50ms", "2d"):
+        if isinstance(q, dict) and q.get("triggerInterval") in ("50ms", "2d", "0s"):
             out.append("trigger within 100ms .. 24h")
     if isinstance(spec.get("sparkConf"), dict) and set(spec["sparkConf"]) & set(OWNED_SPARK_CONF):
         out.append("sparkConf the operator owns")
     if isinstance(spec.get("settings"), dict) and set(spec["settings"]) & set(OWNED_SETTINGS):
         out.append("settings the operator owns")
-    if isinstance(spec.get("settings"), dict) and "pipelines" in spec["settings"] and not isinstance(spec["settings"]["pipelines"], dict):
+    if isinstance(spec.get("settings"), dict) and isinstance(spec["settings"].get("pipelines"), dict) and "module" in spec["settings"]["pipelines"]:
+        out.append("pipeline settings the operator owns")
+    if isinstance(spec.get("settings"), dict) and spec["settings"].get("pipelines") is not None and not isinstance(spec["settings"]["pipelines"], dict):
         out.append("settings.pipelines a mapping")
-    if spec.get("checkpointRoot") == "ck":
+    if spec.get("checkpointRoot") in ("ck", "file:ck"):
         out.append("checkpointRoot not relative")
+    if spec.get("checkpointRoot") == " /mnt/ck":
+        out.append("checkpointRoot without a space around it")
     driver = spec.get("driver") if isinstance(spec.get("driver"), dict) else {}
     if driver.get("memory") == "256m" or (spec.get("executor") or {}).get("memory") == "400m":
         out.append("memory at least 450m")
     if any(isinstance(e, dict) and e.get("name") == "HOME" for e in driver.get("env") or ()):
         out.append("env the operator sets")
-    if driver.get("podLabels") == {"team": "data platform"} or driver.get("podAnnotations") == {"bad key!": "x"}:
+    if [e.get("name") for e in driver.get("env") or () if isinstance(e, dict)] == ["A", "A"]:
+        out.append("env names once each")
+    if (driver.get("podLabels") == {"team": "data platform"} or driver.get("podAnnotations") == {"bad key!": "x"}
+            or (spec.get("executor") or {}).get("nodeSelector") == {"zone": "eu west"}):
         out.append("label and annotation syntax")
     return out
 
 
-values = {
-    "image": st.sampled_from(["img:1", "", 5, "registry.example.com:5000/team/clicks:1.0-rc_1", "clicks@sha256:" + "a" * 64,
-                              "clicks:1.0:0.1.0", "Clicks:1", "clicks:1.0 beta", "ghcr.io//clicks", "https://ghcr.io/clicks"]),
-    "imagePullPolicy": st.sampled_from(["Always", "Never", "Sometimes"]),
-    "imagePullSecrets": st.sampled_from([[], ["regcred"], ["Bad_Secret"], "regcred"]),
-    "pipelines": st.sampled_from([{"module": "m"}, {"configMapRef": {"name": "cm"}}, {"configMapRef": {"name": "cm", "key": "p.py"}},
-                                  {"module": ""}, {"configMapRef": {"name": "Bad_Name"}}, {"configMapRef": {}}, {}, {"module": "m", "configMapRef": {"name": "c"}},
-                                  {"module": "m", "extra": 1}]),
-    "checkpointRoot": st.sampled_from(["s3a://b/c", "/mnt/ck", "", "  ", "ck", None]),
-    "sparkConf": st.sampled_from([{}, {"spark.sql.shuffle.partitions": "8"}, {"spark.master": "local"}, {"spark.x": 1}]),
-    "settings": st.sampled_from([{}, {"reconcile_interval": "10s"}, {"executors": {"max": 3}}, {"pipelines": 5}, {"pipelines": {"max_failures": 3}}]),
-    "driver": st.sampled_from([{}, {"cores": 2, "memory": "2g"}, {"cores": 0}, {"memory": "2 GB"}, {"env": [{"name": "A", "value": "1"}]},
-                               {"env": [{"value": "1"}]}, {"cpu": 1}, {"memory": "256m"}, {"env": [{"name": "HOME", "value": "/x"}]},
-                               {"podLabels": {"team": "data-platform"}}, {"podLabels": {"team": "data platform"}},
-                               {"podAnnotations": {"bad key!": "x"}}, {"podAnnotations": {"example.com/note": "any text at all"}}]),
-    "executor": st.sampled_from([{}, {"cores": 4, "memory": "8g"}, {"cores": 65}, {"priorityClassName": "high"}, {"memory": 4}, {"memory": "400m"}]),
-    "scaling": st.fixed_dictionaries({}, optional={
-        "mode": st.sampled_from(["auto", "active", "reactive", "sometimes"]),
-        "minExecutors": st.sampled_from([0, 3, 9, -1, 100001, "2", True]),
-        "maxExecutors": st.sampled_from([1, 5, 0, 12]),
-        "initialExecutors": st.sampled_from([0, 2, 4, 20]),
-        "manualExecutors": st.sampled_from([0, 7, -2]),
-        "paused": st.sampled_from([True, False, "yes"]),
-        "dryRun": st.sampled_from([True, "no"]),
-        "requestTimeout": st.sampled_from(["5m", "1h30m", "30m1h", "5", "", "250ms", "3651d", "0s", "0m0.0s"]),
-        "policy": st.sampled_from([{}, {"name": "default"}, {"params": {"horizon": "1h"}}, {"name": ""}, {"weights": 1}]),
-        "maxExecutor": st.just(3),
-    }),
-    "queries": st.lists(st.fixed_dictionaries({"name": st.sampled_from(["q", "clicks", "bad name"])}, optional={
-        "maxRowsPerBatch": st.sampled_from([1, 500, 0, 2**63]),
-        "triggerInterval": st.sampled_from(["2s", "1m", "50ms", "2d", "2 s"]),
-    }), max_size=2, unique_by=lambda q: q["name"]),
-    "logLevel": st.sampled_from(["INFO", "DEBUG", "TRACE"]),
-    "http": st.sampled_from([{}, {"tokenSecretRef": {"name": "tokens"}}, {"tokenSecretRef": {}}]),
-    "suspend": st.sampled_from([True, False, "true"]),
-    "replicas": st.just(2),
-}
-specs = st.fixed_dictionaries({}, optional=values).map(lambda d: {k: v for k, v in {**BASE, **d}.items() if v is not None})
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(specs)
+@given(SPECS)
 def test_the_model_accepts_exactly_what_the_crd_and_its_rules_accept(spec):
     obj = {"apiVersion": "streaming.sparkautoscaler.io/v1alpha1", "kind": "SparkStreamingApp", "metadata": {"name": "a"}, "spec": copy.deepcopy(spec)}
     schema_ok = problems(obj) == []
