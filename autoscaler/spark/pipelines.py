@@ -275,11 +275,20 @@ def _exec_beside_its_siblings(loader: Any, mod: ModuleType, directory: Path) -> 
     """Run a pipeline file as ``python file.py`` would: its directory first on ``sys.path``, so
     ``import helpers`` finds the ``helpers.py`` beside it (it failed with ModuleNotFoundError).
     Such modules, imported while the file runs, are no more on the executors than the file is:
-    pickled by value too."""
-    if str(directory) not in sys.path:
-        sys.path.insert(0, str(directory))
-    before = set(sys.modules)
-    loader.exec_module(mod)
+    pickled by value too.
+
+    Once the file has run, its directory moves to the end of ``sys.path``: a builder's later
+    ``import helpers`` still finds the file's siblings, but a ``wave.py`` or ``kubernetes.py``
+    beside the file no longer takes the place of a module the daemon imports later."""
+    entry = str(directory)
+    sys.path.insert(0, entry)
+    try:
+        before = set(sys.modules)
+        loader.exec_module(mod)
+    finally:
+        sys.path.remove(entry)  # the first one: ours
+        if entry not in sys.path:
+            sys.path.append(entry)
     for name in sorted(set(sys.modules) - before):
         imported = sys.modules[name]
         origin = getattr(imported, "__file__", None)

@@ -265,6 +265,26 @@ def test_a_pipeline_file_imports_the_modules_beside_it_and_ships_them(tmp_path):
     assert not cloudpickle._is_registered_pickle_by_value(pytest)  # imported before: not the file's
 
 
+def test_a_module_beside_a_pipeline_file_does_not_replace_one_the_daemon_imports_later(tmp_path, monkeypatch):
+    # the file's directory stayed first on sys.path: the daemon's later `import wave` (a standard
+    # module not imported yet) ran the wave.py beside the pipeline file
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "wave", raising=False)
+    monkeypatch.delitem(sys.modules, "sibling_helpers_2", raising=False)
+    write(tmp_path, "wave.py", "raise RuntimeError('the pipeline directory shadowed the standard wave module')\n")
+    write(tmp_path, "sibling_helpers_2.py", "def scale(n):\n    return n * 10\n")
+    module = write(tmp_path, "p.py", "from autoscaler import pipeline\n"
+                                     "@pipeline('a')\ndef a(spark, ctx):\n    from sibling_helpers_2 import scale\n    return scale(2)\n")
+    [spec] = load_pipelines(module)
+    import wave
+
+    assert not Path(wave.__file__).is_relative_to(tmp_path)
+    assert spec.build(None, None) == 20  # a builder's own import still finds the file's siblings
+    assert sys.path.count(str(tmp_path)) == 1
+    load_pipelines(module)
+    assert sys.path.count(str(tmp_path)) == 1 and sys.path[-1] == str(tmp_path)
+
+
 def test_missing_module_file(tmp_path):
     with pytest.raises(PipelineError, match="does not exist"):
         load_pipelines(str(tmp_path / "nope.py"))
