@@ -15,10 +15,18 @@ from hypothesis import strategies as st
 from autoscaler.core.settings import parse_duration
 from autoscaler.operator.model import APP_NAME, DURATION, MAX_APP_NAME, OPERATOR_ENV, OWNED_PIPELINE_SETTINGS, OWNED_SETTINGS, OWNED_SPARK_CONF, parse_spec
 from autoscaler.operator.settings import load_operator_settings
-from tests.unit.chart.render import CHART, render, values_of
+from tests.unit.chart.render import CHART, of_kind, render, values_of
 from tests.unit.operator.specs import SPECS
 
 APP_SPEC = {"image": "registry.example.com/clicks:1.0", "pipelines": {"module": "clicks.pipelines"}, "checkpointRoot": "s3a://ck/clicks"}
+
+
+def test_the_values_passed_through_to_kubernetes_have_kubernetes_schemas():
+    from tests.unit.chart.kube_schemas import with_kubernetes_schemas
+
+    assert chart_schema() == with_kubernetes_schemas(chart_schema()), (
+        "python -m tests.unit.chart.kube_schemas --write-values-schema"
+    )
 
 
 def test_the_schema_of_an_apps_spec_is_the_crds():
@@ -139,6 +147,27 @@ def test_the_schema_of_an_apps_spec_is_the_crds():
                      "- at '/operator/tolerations/0/effect': value must be one of 'NoSchedule', 'PreferNoSchedule', 'NoExecute', ''", id="toleration-effect-typo"),
         pytest.param({"operator": {"affinity": {"nodeAfinity": {}}}}, "- at '/operator/affinity': additional properties 'nodeAfinity' not allowed",
                      id="affinity-typo"),
+        # the values passed through to Kubernetes objects, checked by Kubernetes' own schemas
+        # (tests/unit/chart/kube_schemas.py): free objects before, a typo rendered and the API
+        # server dropped the field or refused the object after the rest of the release
+        pytest.param({"podSecurityContext": {"runAsNonroot": True}}, "- at '/podSecurityContext': additional properties 'runAsNonroot' not allowed",
+                     id="pod-security-context-typo"),
+        pytest.param({"securityContext": {"readOnlyRootFileSystem": True}}, "- at '/securityContext': additional properties 'readOnlyRootFileSystem' not allowed",
+                     id="security-context-typo"),
+        pytest.param({"securityContext": {"runAsUser": "185"}}, "- at '/securityContext/runAsUser': got string, want null or integer", id="run-as-user-text"),
+        pytest.param({"securityContext": {"capabilities": {"drops": ["ALL"]}}}, "- at '/securityContext/capabilities': additional properties 'drops' not allowed",
+                     id="capabilities-typo"),
+        pytest.param({"operator": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerm": []}}}}},
+                     "- at '/operator/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution': missing property 'nodeSelectorTerms'",
+                     id="node-affinity-typo"),
+        pytest.param({"driver": {"rbac": {"extraRules": [{"apiGroup": [""], "resources": ["pods"], "verbs": ["get"]}]}}},
+                     "- at '/driver/rbac/extraRules/0': additional properties 'apiGroup' not allowed", id="rbac-rule-typo"),
+        pytest.param({"driver": {"rbac": {"extraRules": [{"apiGroups": [""], "resources": ["pods"]}]}}},
+                     "- at '/driver/rbac/extraRules/0': missing property 'verbs'", id="rbac-rule-without-verbs"),
+        pytest.param({"networkPolicy": {"enabled": True, "extraDaemonIngress": [{"form": [{"podSelector": {}}]}]}},
+                     "- at '/networkPolicy/extraDaemonIngress/0': additional properties 'form' not allowed", id="ingress-rule-typo"),
+        pytest.param({"networkPolicy": {"egress": {"extraRules": [{"ports": [{"prot": 5432}]}]}}},
+                     "- at '/networkPolicy/egress/extraRules/0/ports/0': additional properties 'prot' not allowed", id="egress-port-typo"),
         pytest.param({"operator": {"topologySpreadConstraints": [{"maxSkew": 1}]}},
                      "- at '/operator/topologySpreadConstraints/0': missing properties 'topologyKey', 'whenUnsatisfiable'", id="spread-incomplete"),
     ],
@@ -321,6 +350,35 @@ def test_an_app_name_that_cannot_name_its_children_is_refused(name):
     with pytest.raises(helm_python.HelmValuesError, match="/apps/0/name"):
         render({"apps": [{"name": name, "namespace": "default", "spec": APP_SPEC}]})
     render({"apps": [{"name": "c" * 52, "namespace": "default", "spec": APP_SPEC}]})
+
+
+def test_values_passed_through_to_kubernetes_render_in_every_form_kubernetes_takes():
+    import kubernetes_validate
+
+    values = {
+        "podSecurityContext": {"runAsNonRoot": True, "runAsUser": 185, "fsGroupChangePolicy": "OnRootMismatch", "supplementalGroups": [1000],
+                               "seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/strict.json"},
+                               "appArmorProfile": {"type": "RuntimeDefault"}, "sysctls": [{"name": "net.core.somaxconn", "value": "1024"}]},
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+                            "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}, "seLinuxOptions": {"level": "s0:c123,c456"}},
+        "operator": {"affinity": {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]}]}]}},
+            "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": {
+                "topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app.kubernetes.io/component": "operator"}}}}]}}},
+        "driver": {"rbac": {"extraRules": [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["kafka"], "verbs": ["get", "watch"]}]}},
+        "networkPolicy": {"enabled": True, "egress": {"enabled": True, "apiServerCIDRs": ["10.0.0.1/32"],
+                                                      "extraRules": [{"to": [{"ipBlock": {"cidr": "10.2.0.0/16", "except": ["10.2.9.0/24"]}}],
+                                                                      "ports": [{"port": 9092, "protocol": "TCP"}, {"port": "kafka", "endPort": None}]}]},
+                          "extraDaemonIngress": [{"from": [{"namespaceSelector": {"matchLabels": {"team": "data"}}}], "ports": [{"port": 8090}]}]},
+    }
+    objs = render(values)
+    for obj in objs:
+        if obj["kind"] in ("Deployment", "Role", "ClusterRole", "NetworkPolicy"):
+            kubernetes_validate.validate(obj, "1.37", strict=True)
+    [deployment] = of_kind(objs, "Deployment")
+    assert deployment["spec"]["template"]["spec"]["securityContext"]["appArmorProfile"] == {"type": "RuntimeDefault"}
+    assert deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"] == values["operator"]["affinity"]["podAntiAffinity"]
 
 
 def test_quantities_image_references_labels_and_networks_in_their_usual_forms_render():
