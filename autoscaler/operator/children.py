@@ -33,7 +33,7 @@ from autoscaler.operator.config import (
     autoscaler_yaml,
     stop_timeout_seconds,
 )
-from autoscaler.operator.model import SparkStreamingAppSpec, spark_memory_mib
+from autoscaler.operator.model import SparkStreamingAppSpec, Toleration, spark_memory_mib
 from autoscaler.operator.settings import OperatorSettings
 
 API_VERSION = "streaming.sparkautoscaler.io/v1alpha1"
@@ -240,12 +240,12 @@ def desired_children(ref: AppRef, spec: SparkStreamingAppSpec, settings: Operato
     return [config_map(ref, spec, settings), state_config_map(ref), service(ref, settings), statefulset(ref, spec, settings, restart_hash)]
 
 
-def _place(pod_spec: dict[str, Any], node_selector: Any, tolerations: Any, affinity: Any, priority_class_name: str | None) -> None:
+def _place(pod_spec: dict[str, Any], node_selector: Any, tolerations: list[Toleration], affinity: Any, priority_class_name: str | None) -> None:
     """Where the pod may run, each field set only when the app asks for it."""
     if node_selector:
         pod_spec["nodeSelector"] = dict(node_selector)
     if tolerations:
-        pod_spec["tolerations"] = list(tolerations)
+        pod_spec["tolerations"] = [t.model_dump(by_alias=True, exclude_none=True) for t in tolerations]
     if affinity:
         pod_spec["affinity"] = dict(affinity)
     if priority_class_name:

@@ -195,12 +195,24 @@ class EnvVar(_Spec):
     value: str | None = None
 
 
+class Toleration(_Spec):
+    """A Kubernetes toleration, its fields and their values as the API server takes them: a
+    misspelt one was refused only when the pods were made (the driver's StatefulSet; for the
+    executors, by Spark, its executors never coming)."""
+
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] | None = None
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute", ""] | None = None
+    toleration_seconds: Annotated[int, Field(strict=True)] | None = None
+
+
 class DriverSpec(_Spec):
     cores: Annotated[int, Field(ge=1, le=64, strict=True)] = 1
     memory: SparkMemory = "1g"
     service_account_name: Name | None = None
     node_selector: Labels = Field(default_factory=dict)
-    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    tolerations: list[Toleration] = Field(default_factory=list)
     affinity: dict[str, Any] | None = None
     pod_annotations: Annotations = Field(default_factory=dict)
     pod_labels: Labels = Field(default_factory=dict)
@@ -221,7 +233,7 @@ class ExecutorSpec(_Spec):
     cores: Annotated[int, Field(ge=1, le=64, strict=True)] = 1
     memory: SparkMemory = "1g"
     node_selector: Labels = Field(default_factory=dict)
-    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    tolerations: list[Toleration] = Field(default_factory=list)
     priority_class_name: Annotated[str, Field(min_length=1, max_length=253)] | None = None
 
 

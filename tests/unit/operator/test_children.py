@@ -32,6 +32,21 @@ def test_every_child_and_the_executor_template_are_valid_kubernetes_objects(file
     validate(template)
 
 
+def test_the_pods_run_where_the_app_places_them():
+    toleration = {"key": "spot", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["streaming"]}]}]}}}
+    objs = children(sample(driver={"nodeSelector": {"pool": "system"}, "tolerations": [{"key": "dedicated", "value": "spark", "effect": "NoSchedule"}],
+                                   "affinity": affinity},
+                           executor={"nodeSelector": {"pool": "spot"}, "tolerations": [toleration], "priorityClassName": "batch-low"}))
+    driver = objs["StatefulSet/clicks"]["spec"]["template"]["spec"]
+    assert (driver["nodeSelector"], driver["tolerations"], driver["affinity"]) == (
+        {"pool": "system"}, [{"key": "dedicated", "value": "spark", "effect": "NoSchedule"}], affinity)
+    executor = yaml.safe_load(objs["ConfigMap/clicks-config"]["data"]["executor-pod-template.yaml"])["spec"]
+    assert (executor["nodeSelector"], executor["tolerations"], executor["priorityClassName"]) == ({"pool": "spot"}, [toleration], "batch-low")
+    validate(objs["StatefulSet/clicks"])
+
+
 def test_children_are_owned_by_the_app_without_finalizers():
     for obj in children().values():
         [owner] = obj["metadata"]["ownerReferences"]
