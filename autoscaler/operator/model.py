@@ -206,6 +206,22 @@ class Toleration(_Spec):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute", ""] | None = None
     toleration_seconds: Annotated[int, Field(strict=True)] | None = None
 
+    @model_validator(mode="after")
+    def _as_kubernetes_matches(self) -> Toleration:
+        """The API server's rules (ValidateTolerations): no key matches every taint, with Exists
+        only; Exists matches any value, so it takes none; a key is a label key, Equal's value a
+        label value."""
+        exists = self.operator == "Exists"
+        if not self.key and not exists:
+            raise ValueError("operator must be Exists when key is empty (which tolerates every taint)")
+        if self.key and (problem := _key_problem(self.key)):
+            raise ValueError(problem)
+        if exists and self.value:
+            raise ValueError(f"value must be empty when operator is Exists, got {self.value!r}")
+        if not exists and self.value and (len(self.value) > 63 or not _LABEL_VALUE.fullmatch(self.value)):
+            raise ValueError(f"value {self.value!r} is not a Kubernetes label value (at most 63 letters, digits, '-', '_', '.')")
+        return self
+
 
 class DriverSpec(_Spec):
     cores: Annotated[int, Field(ge=1, le=64, strict=True)] = 1

@@ -318,6 +318,26 @@ operator's words after "apps[<i>].". Called with (list <index> <spec>). */}}
 {{- fail (printf "%s.%s.memory: '%s' is less than the 450m a Spark JVM starts with" $at $role $pod.memory) -}}
 {{- end -}}
 {{- end -}}
+{{- /* tolerations as the API server takes them (the model's Toleration) */ -}}
+{{- range $j, $toleration := get $pod "tolerations" | default list -}}
+{{- $where := printf "%s.%s.tolerations.%d" $at $role $j -}}
+{{- $exists := eq ($toleration.operator | default "") "Exists" -}}
+{{- $key := $toleration.key | default "" -}}
+{{- $value := $toleration.value | default "" -}}
+{{- if and (not $key) (not $exists) -}}
+{{- fail (printf "%s: operator must be Exists when key is empty (which tolerates every taint)" $where) -}}
+{{- end -}}
+{{- $name := regexReplaceAll "^.*/" $key "" -}}
+{{- if and $key (or (not (regexMatch "^(?:[a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$" $key)) (gt (len $name) 63) (gt (len (trimSuffix $name $key)) 254)) -}}
+{{- fail (printf "%s: key '%s' is not a Kubernetes label or annotation key ([prefix/]name, name at most 63 letters, digits, '-', '_', '.')" $where $key) -}}
+{{- end -}}
+{{- if and $exists $value -}}
+{{- fail (printf "%s: value must be empty when operator is Exists, got '%s'" $where $value) -}}
+{{- end -}}
+{{- if and (not $exists) $value (or (gt (len $value) 63) (not (regexMatch "^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$" $value))) -}}
+{{- fail (printf "%s: value '%s' is not a Kubernetes label value (at most 63 letters, digits, '-', '_', '.')" $where $value) -}}
+{{- end -}}
+{{- end -}}
 {{- range $field := list "podLabels" "podAnnotations" "nodeSelector" -}}
 {{- range $key, $value := get $pod $field | default dict -}}
 {{- $name := regexReplaceAll "^.*/" $key "" -}}

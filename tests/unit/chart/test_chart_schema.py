@@ -317,6 +317,9 @@ OWNED = ([{"sparkConf": {key: "x"}} for key in OWNED_SPARK_CONF] + [{"settings":
     {"driver": {"memory": "449m"}}, {"executor": {"memory": "460799k"}}, {"executor": {"memory": "1t", "nodeSelector": {"zone": "eu west"}}},
     {"driver": {"podLabels": {"Example.com/team": "x"}}}, {"driver": {"podLabels": {"team": "x" * 64}}},
     {"driver": {"podAnnotations": {"example.com/" + "n" * 64: "any text"}}}, {"driver": {"podAnnotations": {"p" * 254 + "/note": "x"}}},
+    {"driver": {"tolerations": [{"key": "spot", "operator": "Exists"}, {"effect": "NoSchedule"}]}},
+    {"executor": {"tolerations": [{"key": "spot", "operator": "Exists", "value": "yes"}]}},
+    {"executor": {"tolerations": [{"key": "spot pool", "effect": "NoSchedule"}]}}, {"executor": {"tolerations": [{"key": "spot", "value": "a b"}]}},
 ], ids=lambda change: "-".join(f"{k}={v}" for k, v in change.items())[:90])
 def test_what_the_operator_refuses_in_a_spec_fails_the_render_in_its_words(change):
     # the chart's copies of the operator's rules and lists (templates/_helpers.tpl,
@@ -334,6 +337,8 @@ def test_what_the_operator_refuses_in_a_spec_fails_the_render_in_its_words(chang
     {"scaling": {"requestTimeout": "3650d"}}, {"queries": [{"name": "q", "triggerInterval": "100ms"}, {"name": "r", "triggerInterval": "24h"}]},
     {"checkpointRoot": "/mnt/ck"}, {"checkpointRoot": "file:///mnt/ck"}, {"checkpointRoot": "gs://bucket/ck"}, {"checkpointRoot": "hdfs:/ck"},
     {"driver": {"podLabels": {"example.com/team": "data-platform", "empty": ""}, "podAnnotations": {"p" * 253 + "/note": "any text at all"}}},
+    {"driver": {"tolerations": [{"operator": "Exists"}, {"key": "example.com/dedicated", "operator": "Equal", "value": "spark", "effect": "NoSchedule"}]},
+     "executor": {"tolerations": [{"key": "spot", "effect": "NoExecute", "tolerationSeconds": 300}, {"key": "gpu", "value": ""}]}},
 ], ids=lambda change: "-".join(f"{k}={v}" for k, v in change.items())[:90])
 def test_what_the_operator_takes_in_a_spec_renders(change):
     spec = {**APP_SPEC, **change}

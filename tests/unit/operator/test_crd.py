@@ -164,6 +164,8 @@ def model_only_problems(spec: dict[str, Any]) -> list[str]:
         out.append("env the operator sets")
     if [e.get("name") for e in driver.get("env") or () if isinstance(e, dict)] == ["A", "A"]:
         out.append("env names once each")
+    if driver.get("tolerations") == [{"effect": "NoSchedule"}]:
+        out.append("a toleration without a key is Exists")
     if (driver.get("podLabels") == {"team": "data platform"} or driver.get("podAnnotations") == {"bad key!": "x"}
             or (spec.get("executor") or {}).get("nodeSelector") == {"zone": "eu west"}):
         out.append("label and annotation syntax")
