@@ -18,7 +18,8 @@ model adds what a schema cannot say, each with a message naming the field:
 * ``checkpointRoot`` is a URI or an absolute path (a mounted volume): a relative one is under the
   pod's working directory, lost with the pod;
 * what the API server checks on the children and a schema of the CR cannot: label and
-  annotation syntax, the driver's ``env`` names once each and none the operator sets; and what
+  annotation syntax, tolerations (a key or Exists, a value only with Equal), the driver's
+  ``env`` names once each and none the operator sets; and what
   Spark refuses at start: a JVM's memory of at least 450m.
 
 The chart copies these rules (``sa.operatorSpecChecks`` in ``templates/_helpers.tpl``), so an
