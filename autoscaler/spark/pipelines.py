@@ -16,12 +16,15 @@ it, and rebuilds it with new settings when it rescales from the checkpoint::
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import inspect
 import sys
 import threading
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterator, Sequence
@@ -274,26 +277,51 @@ def _pickle_by_value(module: ModuleType) -> None:
 def _exec_beside_its_siblings(loader: Any, mod: ModuleType, directory: Path) -> None:
     """Run a pipeline file as ``python file.py`` would: its directory first on ``sys.path``, so
     ``import helpers`` finds the ``helpers.py`` beside it (it failed with ModuleNotFoundError).
-    Such modules, imported while the file runs, are no more on the executors than the file is:
-    pickled by value too.
+    Such modules are no more on the executors than the file is: pickled by value too, whether
+    imported while the file runs or later by a builder (:class:`_ShipsSiblings`).
 
     Once the file has run, its directory moves to the end of ``sys.path``: a builder's later
     ``import helpers`` still finds the file's siblings, but a ``wave.py`` or ``kubernetes.py``
     beside the file no longer takes the place of a module the daemon imports later."""
+    if not any(isinstance(f, _ShipsSiblings) and f.directory == directory for f in sys.meta_path):
+        # just before the path finder (a class in sys.meta_path), after those before it (editable installs)
+        path_finder = importlib.machinery.PathFinder
+        at = sys.meta_path.index(path_finder) if path_finder in sys.meta_path else len(sys.meta_path)
+        sys.meta_path.insert(at, _ShipsSiblings(directory))
     entry = str(directory)
     sys.path.insert(0, entry)
     try:
-        before = set(sys.modules)
         loader.exec_module(mod)
     finally:
         sys.path.remove(entry)  # the first one: ours
         if entry not in sys.path:
             sys.path.append(entry)
-    for name in sorted(set(sys.modules) - before):
-        imported = sys.modules[name]
-        origin = getattr(imported, "__file__", None)
-        if origin is not None and Path(origin).resolve().is_relative_to(directory):
-            _pickle_by_value(imported)
+
+
+class _ShipsSiblings(importlib.abc.MetaPathFinder):
+    """Finds a module as the import system's path finder would and, when it is a source file of
+    a pipeline file's directory, has it pickled by value as it is imported. A helper a builder
+    imports (``from helpers import f`` inside it, after the file has run) was registered by no
+    one, and a UDF calling it failed on the executors with ModuleNotFoundError
+    (``tests/integration/test_file_pipelines.py``)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> ModuleSpec | None:
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or type(spec.loader) is not importlib.machinery.SourceFileLoader or spec.origin is None:
+            return None  # not ours, or nothing cloudpickle could ship (an extension module)
+        if not Path(spec.origin).resolve().is_relative_to(self.directory):
+            return None
+        spec.loader = _SourceShippedByValue(fullname, spec.origin)
+        return spec
+
+
+class _SourceShippedByValue(importlib.machinery.SourceFileLoader):
+    def exec_module(self, module: ModuleType) -> None:
+        _pickle_by_value(module)  # in sys.modules already: a UDF made as it runs travels too
+        super().exec_module(module)
 
 
 def _beside_its_file(spec: PipelineSpec, directory: Path) -> PipelineSpec:

@@ -265,6 +265,33 @@ def test_a_pipeline_file_imports_the_modules_beside_it_and_ships_them(tmp_path):
     assert not cloudpickle._is_registered_pickle_by_value(pytest)  # imported before: not the file's
 
 
+def test_a_module_a_builder_imports_from_beside_its_file_is_shipped_too(tmp_path, monkeypatch):
+    # imported once the file has run (inside the builder), it was registered by no one: a UDF
+    # calling it failed on the executors (tests/integration/test_file_pipelines.py on real Spark)
+    from pyspark.cloudpickle import cloudpickle
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    for name in ("lazy_helpers_1", "lazy_pkg_1", "lazy_pkg_1.inner"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    write(tmp_path, "lazy_helpers_1.py", "def scale(n):\n    return n * 10\n")
+    (tmp_path / "lazy_pkg_1").mkdir()
+    write(tmp_path / "lazy_pkg_1", "__init__.py", "")
+    write(tmp_path / "lazy_pkg_1", "inner.py", "def one():\n    return 1\n")
+    module = write(tmp_path, "p.py", "from autoscaler import pipeline\n@pipeline('a')\ndef a(spark, ctx):\n"
+                                     "    from lazy_helpers_1 import scale\n    from lazy_pkg_1.inner import one\n    return scale(one())\n")
+    [spec] = load_pipelines(module)
+    assert "lazy_helpers_1" not in sys.modules
+    assert spec.build(None, None) == 10
+    for name in ("lazy_helpers_1", "lazy_pkg_1", "lazy_pkg_1.inner"):
+        assert cloudpickle._is_registered_pickle_by_value(sys.modules[name]), name
+    import json  # a module from elsewhere, imported after: not the file's
+
+    assert not cloudpickle._is_registered_pickle_by_value(json)
+    load_pipelines(module)  # loaded again: one finder for the directory
+    assert sum(type(f).__name__ == "_ShipsSiblings" and f.directory == tmp_path for f in sys.meta_path) == 1
+
+
 def test_a_module_beside_a_pipeline_file_does_not_replace_one_the_daemon_imports_later(tmp_path, monkeypatch):
     # the file's directory stayed first on sys.path: the daemon's later `import wave` (a standard
     # module not imported yet) ran the wave.py beside the pipeline file
