@@ -311,11 +311,19 @@ class _ShipsSiblings(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> ModuleSpec | None:
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or type(spec.loader) is not importlib.machinery.SourceFileLoader or spec.origin is None:
-            return None  # not ours, or nothing cloudpickle could ship (an extension module)
-        if not Path(spec.origin).resolve().is_relative_to(self.directory):
+            return None  # nothing cloudpickle could ship (an extension module, a namespace package)
+        if not self._beside_the_file(fullname, Path(spec.origin)):
             return None
         spec.loader = _SourceShippedByValue(fullname, spec.origin)
         return spec
+
+    def _beside_the_file(self, fullname: str, origin: Path) -> bool:
+        """``helpers.py`` or ``helpers/...`` right in the directory, found through its entry on
+        ``sys.path``: not a package installed somewhere under it (a ``.venv`` beside the file)."""
+        if not origin.is_relative_to(self.directory):
+            return False
+        top = fullname.partition(".")[0]
+        return origin.relative_to(self.directory).parts[0] in (top, f"{top}.py")
 
 
 class _SourceShippedByValue(importlib.machinery.SourceFileLoader):

@@ -288,6 +288,15 @@ def test_a_module_a_builder_imports_from_beside_its_file_is_shipped_too(tmp_path
     import json  # a module from elsewhere, imported after: not the file's
 
     assert not cloudpickle._is_registered_pickle_by_value(json)
+    # nor a package installed under the file's directory (a virtual environment beside it)
+    site = tmp_path / ".venv" / "site-packages"
+    site.mkdir(parents=True)
+    write(site, "installed_pkg_1.py", "X = 1\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.delitem(sys.modules, "installed_pkg_1", raising=False)
+    import installed_pkg_1
+
+    assert not cloudpickle._is_registered_pickle_by_value(installed_pkg_1)
     load_pipelines(module)  # loaded again: one finder for the directory
     assert sum(type(f).__name__ == "_ShipsSiblings" and f.directory == tmp_path for f in sys.meta_path) == 1
 
