@@ -283,11 +283,12 @@ def _exec_beside_its_siblings(loader: Any, mod: ModuleType, directory: Path) -> 
     Once the file has run, its directory moves to the end of ``sys.path``: a builder's later
     ``import helpers`` still finds the file's siblings, but a ``wave.py`` or ``kubernetes.py``
     beside the file no longer takes the place of a module the daemon imports later."""
-    if not any(isinstance(f, _ShipsSiblings) and f.directory == directory for f in sys.meta_path):
+    _SHIPS_SIBLINGS.directories.add(directory)
+    if _SHIPS_SIBLINGS not in sys.meta_path:
         # just before the path finder (a class in sys.meta_path), after those before it (editable installs)
         path_finder = importlib.machinery.PathFinder
         at = sys.meta_path.index(path_finder) if path_finder in sys.meta_path else len(sys.meta_path)
-        sys.meta_path.insert(at, _ShipsSiblings(directory))
+        sys.meta_path.insert(at, _SHIPS_SIBLINGS)
     entry = str(directory)
     sys.path.insert(0, entry)
     try:
@@ -303,10 +304,11 @@ class _ShipsSiblings(importlib.abc.MetaPathFinder):
     a pipeline file's directory, has it pickled by value as it is imported. A helper a builder
     imports (``from helpers import f`` inside it, after the file has run) was registered by no
     one, and a UDF calling it failed on the executors with ModuleNotFoundError
-    (``tests/integration/test_file_pipelines.py``)."""
+    (``tests/integration/test_file_pipelines.py``). One finder for every directory: an import
+    looks the module up once more, however many files were loaded."""
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
+    def __init__(self) -> None:
+        self.directories: set[Path] = set()
 
     def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> ModuleSpec | None:
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
@@ -318,18 +320,19 @@ class _ShipsSiblings(importlib.abc.MetaPathFinder):
         return spec
 
     def _beside_the_file(self, fullname: str, origin: Path) -> bool:
-        """``helpers.py`` or ``helpers/...`` right in the directory, found through its entry on
+        """``helpers.py`` or ``helpers/...`` right in a directory, found through its entry on
         ``sys.path``: not a package installed somewhere under it (a ``.venv`` beside the file)."""
-        if not origin.is_relative_to(self.directory):
-            return False
         top = fullname.partition(".")[0]
-        return origin.relative_to(self.directory).parts[0] in (top, f"{top}.py")
+        return any(origin.is_relative_to(d) and origin.relative_to(d).parts[0] in (top, f"{top}.py") for d in tuple(self.directories))
 
 
 class _SourceShippedByValue(importlib.machinery.SourceFileLoader):
     def exec_module(self, module: ModuleType) -> None:
         _pickle_by_value(module)  # in sys.modules already: a UDF made as it runs travels too
         super().exec_module(module)
+
+
+_SHIPS_SIBLINGS = _ShipsSiblings()
 
 
 def _beside_its_file(spec: PipelineSpec, directory: Path) -> PipelineSpec:
