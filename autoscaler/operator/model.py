@@ -109,12 +109,18 @@ def _key_problem(key: str) -> str | None:
     return None
 
 
+def _value_problem(value: str) -> str | None:
+    if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
+        return f"value {value!r} is not a Kubernetes label value (at most 63 letters, digits, '-', '_', '.')"
+    return None
+
+
 def _labels(labels: dict[str, str]) -> dict[str, str]:
     for key, value in labels.items():
         if problem := _key_problem(key):
             raise ValueError(problem)
-        if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
-            raise ValueError(f"{key}: value {value!r} is not a Kubernetes label value (at most 63 letters, digits, '-', '_', '.')")
+        if problem := _value_problem(value):
+            raise ValueError(f"{key}: {problem}")
     return labels
 
 
@@ -219,8 +225,8 @@ class Toleration(_Spec):
             raise ValueError(problem)
         if exists and self.value:
             raise ValueError(f"value must be empty when operator is Exists, got {self.value!r}")
-        if not exists and self.value and (len(self.value) > 63 or not _LABEL_VALUE.fullmatch(self.value)):
-            raise ValueError(f"value {self.value!r} is not a Kubernetes label value (at most 63 letters, digits, '-', '_', '.')")
+        if not exists and self.value and (problem := _value_problem(self.value)):
+            raise ValueError(problem)
         return self
 
 

@@ -341,10 +341,9 @@ def _beside_its_file(spec: PipelineSpec, directory: Path) -> PipelineSpec:
     (Spark's reading of a checkpointLocation), a daemon started from another directory ran
     every query from nothing in another checkpoint. One left under the working directory, where
     it was read until 2026-12-02, is refused (:func:`moved_checkpoints`)."""
-    if spec.checkpoint is None or is_uri(spec.checkpoint) or local_path(spec.checkpoint).is_absolute():
+    if spec.checkpoint is None or is_uri(spec.checkpoint) or (written := local_path(spec.checkpoint)).is_absolute():
         return spec
-    anchored = (directory / local_path(spec.checkpoint)).resolve()
-    under_cwd = local_path(spec.checkpoint).resolve()
+    anchored, under_cwd = (directory / written).resolve(), written.resolve()
     if problem := moved_checkpoints(f"pipeline {spec.name!r}: checkpoint", "the pipeline file", spec.checkpoint, anchored, under_cwd):
         raise PipelineError(problem)
     return replace(spec, checkpoint=str(anchored))
@@ -374,7 +373,7 @@ def load_pipelines(module: str, only: list[str] | None = None, *, checkpoint_roo
             mod = importlib.util.module_from_spec(spec)
             sys.modules[mod_name] = mod
             _pickle_by_value(mod)
-            _exec_beside_its_siblings(spec.loader, mod, path.parent)
+            _exec_beside_its_siblings(spec.loader, mod, directory)
         elif module in sys.modules:
             importlib.reload(sys.modules[module])
         else:

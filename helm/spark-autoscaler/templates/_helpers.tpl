@@ -213,6 +213,22 @@ exponent form, which float64 reads whole. */}}
 {{- end -}}
 {{- end -}}
 
+{{/* "bad" when the text is no Kubernetes label or annotation key (the operator's _key_problem):
+[a DNS subdomain prefix/]a name of at most 63 letters, digits, '-', '_', '.'. */}}
+{{- define "sa.badLabelKey" -}}
+{{- $name := regexReplaceAll "^.*/" . "" -}}
+{{- if or (not (regexMatch "^(?:[a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$" .)) (gt (len $name) 63) (gt (len (trimSuffix $name .)) 254) -}}
+bad
+{{- end -}}
+{{- end -}}
+
+{{/* "bad" when the text is no Kubernetes label value (the operator's _value_problem). */}}
+{{- define "sa.badLabelValue" -}}
+{{- if or (gt (len .) 63) (not (regexMatch "^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$" .)) -}}
+bad
+{{- end -}}
+{{- end -}}
+
 {{/* The rest of the operator's checks of an app's spec (autoscaler/operator/model.py), each
 refused there only in the app's status after Helm installed the app: the same rule, the
 operator's words after "apps[<i>].". Called with (list <index> <spec>). */}}
@@ -240,12 +256,12 @@ operator's words after "apps[<i>].". Called with (list <index> <spec>). */}}
 {{- if hasPrefix "file:" (lower $root) -}}
 {{- $path = regexReplaceAll "^//[^/]*" (substr 5 -1 $root) "" -}}
 {{- end -}}
+{{- $uri := and (regexMatch "^[A-Za-z][A-Za-z0-9+.-]*:" $root) (not (hasPrefix "file:" (lower $root))) -}}  {{- /* is_uri */ -}}
 {{- if ne $root (trim $root) -}}
 {{- fail (printf "%s.checkpointRoot: has a space at its start or end" $at) -}}
-{{- else if and (regexMatch "^[A-Za-z][A-Za-z0-9+.-]*:" $root) (not (hasPrefix "file:" (lower $root))) -}}
-{{- else if not (trim $path) -}}
+{{- else if and (not $uri) (not (trim $path)) -}}
 {{- fail (printf "%s.checkpointRoot: must name a directory or a URI (s3a://bucket/checkpoints), got an empty value" $at) -}}
-{{- else if not (hasPrefix "/" $path) -}}
+{{- else if and (not $uri) (not (hasPrefix "/" $path)) -}}
 {{- fail (printf "%s.checkpointRoot: '%s' is relative: under the pod's working directory, lost with the pod; give a URI (s3a://bucket/ck) or the absolute path of a mounted volume" $at $root) -}}
 {{- end -}}
 {{- /* what the operator writes from other fields (OWNED_SPARK_CONF, OWNED_SETTINGS, OWNED_PIPELINE_SETTINGS) */ -}}
@@ -327,24 +343,22 @@ operator's words after "apps[<i>].". Called with (list <index> <spec>). */}}
 {{- if and (not $key) (not $exists) -}}
 {{- fail (printf "%s: operator must be Exists when key is empty (which tolerates every taint)" $where) -}}
 {{- end -}}
-{{- $name := regexReplaceAll "^.*/" $key "" -}}
-{{- if and $key (or (not (regexMatch "^(?:[a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$" $key)) (gt (len $name) 63) (gt (len (trimSuffix $name $key)) 254)) -}}
+{{- if and $key (include "sa.badLabelKey" $key) -}}
 {{- fail (printf "%s: key '%s' is not a Kubernetes label or annotation key ([prefix/]name, name at most 63 letters, digits, '-', '_', '.')" $where $key) -}}
 {{- end -}}
 {{- if and $exists $value -}}
 {{- fail (printf "%s: value must be empty when operator is Exists, got '%s'" $where $value) -}}
 {{- end -}}
-{{- if and (not $exists) $value (or (gt (len $value) 63) (not (regexMatch "^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$" $value))) -}}
+{{- if and (not $exists) (include "sa.badLabelValue" $value) -}}
 {{- fail (printf "%s: value '%s' is not a Kubernetes label value (at most 63 letters, digits, '-', '_', '.')" $where $value) -}}
 {{- end -}}
 {{- end -}}
 {{- range $field := list "podLabels" "podAnnotations" "nodeSelector" -}}
 {{- range $key, $value := get $pod $field | default dict -}}
-{{- $name := regexReplaceAll "^.*/" $key "" -}}
-{{- if or (not (regexMatch "^(?:[a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$" $key)) (gt (len $name) 63) (gt (len (trimSuffix $name $key)) 254) -}}
+{{- if include "sa.badLabelKey" $key -}}
 {{- fail (printf "%s.%s.%s: key '%s' is not a Kubernetes label or annotation key ([prefix/]name, name at most 63 letters, digits, '-', '_', '.')" $at $role $field $key) -}}
 {{- end -}}
-{{- if and (ne $field "podAnnotations") (or (gt (len $value) 63) (not (regexMatch "^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$" $value))) -}}
+{{- if and (ne $field "podAnnotations") (include "sa.badLabelValue" $value) -}}
 {{- fail (printf "%s.%s.%s: %s: value '%s' is not a Kubernetes label value (at most 63 letters, digits, '-', '_', '.')" $at $role $field $key $value) -}}
 {{- end -}}
 {{- end -}}

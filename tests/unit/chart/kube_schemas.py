@@ -21,10 +21,9 @@ from typing import Any
 
 import kubernetes_validate
 
-from tests.unit.chart.render import CHART
+from tests.unit.operator.crdcheck import VALUES_SCHEMA
 
-VALUES_SCHEMA = CHART / "values.schema.json"
-VERSION = "1.37.0"  # the newest schemas kubernetes-validate ships; test_chart_schema.py checks it is still the newest
+VERSION = "1.37.0"  # the newest schemas of kubernetes-validate 1.37.0, the version pyproject.toml pins
 # a value of the chart (its path in the values, "[]" for a list's items) -> the Kubernetes type it is
 PASSED_THROUGH = {
     ("podSecurityContext",): "io.k8s.api.core.v1.PodSecurityContext",
@@ -102,9 +101,9 @@ def with_kubernetes_schemas(values_schema: dict[str, Any]) -> dict[str, Any]:
     out["definitions"] = {**definitions, **_used(sorted(set(PASSED_THROUGH.values())))}
     for path, name in PASSED_THROUGH.items():
         node = _node(out, path)
-        kept = {k: node[k] for k in ("description",) if k in node}
+        description = node.get("description")
         node.clear()
-        node.update({"$ref": f"#/definitions/{name}", **kept})
+        node.update({"$ref": f"#/definitions/{name}"} | ({"description": description} if description else {}))
     return out
 
 

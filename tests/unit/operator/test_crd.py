@@ -172,8 +172,6 @@ def model_only_problems(spec: dict[str, Any]) -> list[str]:
     return out
 
 
-
-
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(SPECS)
 def test_the_model_accepts_exactly_what_the_crd_and_its_rules_accept(spec):
