@@ -18,7 +18,7 @@ model adds what a schema cannot say, each with a message naming the field:
 * ``checkpointRoot`` is a URI or an absolute path (a mounted volume): a relative one is under the
   pod's working directory, lost with the pod;
 * what the API server checks on the children and a schema of the CR cannot: label and
-  annotation syntax, tolerations (a key or Exists, a value only with Equal), the driver's
+  annotation syntax, tolerations (a key or Exists, a value only with Equal, tolerationSeconds only with NoExecute), the driver's
   ``env`` names once each and none the operator sets; and what
   Spark refuses at start: a JVM's memory of at least 450m.
 
@@ -217,8 +217,11 @@ class Toleration(_Spec):
     def _as_kubernetes_matches(self) -> Toleration:
         """The API server's rules (ValidateTolerations): no key matches every taint, with Exists
         only; Exists matches any value, so it takes none; a key is a label key, Equal's value a
-        label value."""
+        label value; a time to stay only where a taint evicts (NoExecute)."""
         exists = self.operator == "Exists"
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            effect = repr(self.effect) if self.effect else "none"
+            raise ValueError(f"effect must be NoExecute when tolerationSeconds is set (only NoExecute evicts), got {effect}")
         if not self.key and not exists:
             raise ValueError("operator must be Exists when key is empty (which tolerates every taint)")
         if self.key and (problem := _key_problem(self.key)):

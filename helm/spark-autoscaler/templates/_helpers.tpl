@@ -159,6 +159,9 @@ exponent form, which float64 reads whole. */}}
 {{- if and .Values.networkPolicy.enabled $egress.enabled (not $egress.apiServerCIDRs) -}}
 {{- fail "networkPolicy.egress.enabled needs networkPolicy.egress.apiServerCIDRs: the operator and the drivers call the Kubernetes API server, and the policies would let them reach only DNS and the apps' pods (the addresses: kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes)" -}}
 {{- end -}}
+{{- /* the operator's own pods: the API server refused its Deployment's pods (a ReplicaSet that
+       never made one) for a toleration the schema took */ -}}
+{{- include "sa.tolerationChecks" (list "operator.tolerations" .Values.operator.tolerations) -}}
 {{- /* a label the chart writes, given again, is a key twice in the rendered map: the last wins,
        and the operator's pods no longer matched its Deployment's selector */ -}}
 {{- $own := list "helm.sh/chart" "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/version" "app.kubernetes.io/managed-by" "app.kubernetes.io/component" -}}
@@ -226,6 +229,33 @@ bad
 {{- define "sa.badLabelValue" -}}
 {{- if or (gt (len .) 63) (not (regexMatch "^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$" .)) -}}
 bad
+{{- end -}}
+{{- end -}}
+
+{{- /* tolerations as the API server takes them (the operator's model, Toleration; ValidateTolerations):
+(list WHERE TOLERATIONS); a refusal names WHERE.INDEX */ -}}
+{{- define "sa.tolerationChecks" -}}
+{{- $at := index . 0 -}}
+{{- range $j, $toleration := index . 1 | default list -}}
+{{- $where := printf "%s.%d" $at $j -}}
+{{- $exists := eq ($toleration.operator | default "") "Exists" -}}
+{{- $key := $toleration.key | default "" -}}
+{{- $value := $toleration.value | default "" -}}
+{{- if and (hasKey $toleration "tolerationSeconds") (ne ($toleration.effect | default "") "NoExecute") -}}
+{{- fail (printf "%s: effect must be NoExecute when tolerationSeconds is set (only NoExecute evicts), got %s" $where (ternary (printf "'%s'" $toleration.effect) "none" (not (empty $toleration.effect)))) -}}
+{{- end -}}
+{{- if and (not $key) (not $exists) -}}
+{{- fail (printf "%s: operator must be Exists when key is empty (which tolerates every taint)" $where) -}}
+{{- end -}}
+{{- if and $key (include "sa.badLabelKey" $key) -}}
+{{- fail (printf "%s: key '%s' is not a Kubernetes label or annotation key ([prefix/]name, name at most 63 letters, digits, '-', '_', '.')" $where $key) -}}
+{{- end -}}
+{{- if and $exists $value -}}
+{{- fail (printf "%s: value must be empty when operator is Exists, got '%s'" $where $value) -}}
+{{- end -}}
+{{- if and (not $exists) (include "sa.badLabelValue" $value) -}}
+{{- fail (printf "%s: value '%s' is not a Kubernetes label value (at most 63 letters, digits, '-', '_', '.')" $where $value) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
@@ -334,25 +364,7 @@ operator's words after "apps[<i>].". Called with (list <index> <spec>). */}}
 {{- fail (printf "%s.%s.memory: '%s' is less than the 450m a Spark JVM starts with" $at $role $pod.memory) -}}
 {{- end -}}
 {{- end -}}
-{{- /* tolerations as the API server takes them (the model's Toleration) */ -}}
-{{- range $j, $toleration := get $pod "tolerations" | default list -}}
-{{- $where := printf "%s.%s.tolerations.%d" $at $role $j -}}
-{{- $exists := eq ($toleration.operator | default "") "Exists" -}}
-{{- $key := $toleration.key | default "" -}}
-{{- $value := $toleration.value | default "" -}}
-{{- if and (not $key) (not $exists) -}}
-{{- fail (printf "%s: operator must be Exists when key is empty (which tolerates every taint)" $where) -}}
-{{- end -}}
-{{- if and $key (include "sa.badLabelKey" $key) -}}
-{{- fail (printf "%s: key '%s' is not a Kubernetes label or annotation key ([prefix/]name, name at most 63 letters, digits, '-', '_', '.')" $where $key) -}}
-{{- end -}}
-{{- if and $exists $value -}}
-{{- fail (printf "%s: value must be empty when operator is Exists, got '%s'" $where $value) -}}
-{{- end -}}
-{{- if and (not $exists) (include "sa.badLabelValue" $value) -}}
-{{- fail (printf "%s: value '%s' is not a Kubernetes label value (at most 63 letters, digits, '-', '_', '.')" $where $value) -}}
-{{- end -}}
-{{- end -}}
+{{- include "sa.tolerationChecks" (list (printf "%s.%s.tolerations" $at $role) (get $pod "tolerations")) -}}
 {{- range $field := list "podLabels" "podAnnotations" "nodeSelector" -}}
 {{- range $key, $value := get $pod $field | default dict -}}
 {{- if include "sa.badLabelKey" $key -}}

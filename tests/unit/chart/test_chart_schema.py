@@ -246,6 +246,15 @@ def test_values_for_a_parent_chart_are_accepted():
                      id="common-label-the-chart-sets"),
         pytest.param({"operator": {"podLabels": {"app.kubernetes.io/component": "x"}}}, "operator.podLabels: app.kubernetes.io/component is a label the chart sets",
                      id="pod-label-the-chart-sets"),
+        # the operator's own tolerations as the API server takes them (the apps' pods' rules):
+        # refused with its Deployment's pods, after the rest of the release was applied
+        pytest.param({"operator": {"tolerations": [{"key": "spot", "operator": "Exists"}, {"effect": "NoSchedule"}]}},
+                     "operator.tolerations.1: operator must be Exists when key is empty", id="operator-toleration-without-key"),
+        pytest.param({"operator": {"tolerations": [{"key": "spot", "effect": "NoSchedule", "tolerationSeconds": 300}]}},
+                     "operator.tolerations.0: effect must be NoExecute when tolerationSeconds is set (only NoExecute evicts), got 'NoSchedule'",
+                     id="operator-toleration-seconds-without-noexecute"),
+        pytest.param({"operator": {"tolerations": [{"key": "spot", "operator": "Exists", "value": "yes"}]}},
+                     "operator.tolerations.0: value must be empty when operator is Exists, got 'yes'", id="operator-toleration-exists-with-value"),
     ],
 )
 def test_what_a_schema_cannot_say_fails_the_render_naming_it(values, message):
@@ -320,6 +329,9 @@ OWNED = ([{"sparkConf": {key: "x"}} for key in OWNED_SPARK_CONF] + [{"settings":
     {"driver": {"tolerations": [{"key": "spot", "operator": "Exists"}, {"effect": "NoSchedule"}]}},
     {"executor": {"tolerations": [{"key": "spot", "operator": "Exists", "value": "yes"}]}},
     {"executor": {"tolerations": [{"key": "spot pool", "effect": "NoSchedule"}]}}, {"executor": {"tolerations": [{"key": "spot", "value": "a b"}]}},
+    # a time to stay where no taint evicts: the API server refused the pods (ValidateTolerations)
+    {"executor": {"tolerations": [{"key": "spot", "effect": "NoSchedule", "tolerationSeconds": 60}]}},
+    {"driver": {"tolerations": [{"key": "spot", "operator": "Exists", "tolerationSeconds": 60}]}},
 ], ids=lambda change: "-".join(f"{k}={v}" for k, v in change.items())[:90])
 def test_what_the_operator_refuses_in_a_spec_fails_the_render_in_its_words(change):
     # the chart's copies of the operator's rules and lists (templates/_helpers.tpl,

@@ -30,7 +30,8 @@ values = {
     "executor": st.sampled_from([{}, {"cores": 4, "memory": "8g"}, {"cores": 65}, {"priorityClassName": "high"}, {"memory": 4}, {"memory": "400m"},
                                  {"nodeSelector": {"zone": "eu-west-1a"}}, {"nodeSelector": {"zone": "eu west"}},
                                  {"tolerations": [{"key": "spot", "effect": "NoExecute", "tolerationSeconds": 60}]},
-                                 {"tolerations": [{"key": "spot", "tolerationSeconds": "60"}]}, {"tolerations": [{"operator": "exists"}]}]),
+                                 {"tolerations": [{"key": "spot", "tolerationSeconds": "60"}]}, {"tolerations": [{"operator": "exists"}]},
+                                 {"tolerations": [{"key": "spot", "effect": "NoSchedule", "tolerationSeconds": 60}]}]),
     "scaling": st.fixed_dictionaries({}, optional={
         "mode": st.sampled_from(["auto", "active", "reactive", "sometimes"]),
         "minExecutors": st.sampled_from([0, 3, 9, -1, 100001, "2", True]),

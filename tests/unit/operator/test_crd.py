@@ -166,6 +166,8 @@ def model_only_problems(spec: dict[str, Any]) -> list[str]:
         out.append("env names once each")
     if driver.get("tolerations") == [{"effect": "NoSchedule"}]:
         out.append("a toleration without a key is Exists")
+    if (spec.get("executor") or {}).get("tolerations") == [{"key": "spot", "effect": "NoSchedule", "tolerationSeconds": 60}]:
+        out.append("tolerationSeconds only with NoExecute")
     if (driver.get("podLabels") == {"team": "data platform"} or driver.get("podAnnotations") == {"bad key!": "x"}
             or (spec.get("executor") or {}).get("nodeSelector") == {"zone": "eu west"}):
         out.append("label and annotation syntax")
