@@ -810,16 +810,16 @@ def _missing_extra(args: argparse.Namespace) -> str | None:
 
 @contextlib.contextmanager
 def _plain_trace_warnings() -> Iterator[None]:
-    """While a command runs, a trace read by the merge rule is told in one plain line
+    """While a command runs, a trace read by a rule (merged by order, a gap skipped) is told in one plain line
     (``spark-autoscaler: warning: ...``), not in Python's warning format with a line of our source."""
     import warnings
 
     shown = warnings.showwarning
 
     def show(message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None, line: str | None = None) -> None:
-        from autoscaler.tools.traces import TraceOrderWarning  # only once a warning comes, not at every start-up
+        from autoscaler.tools.traces import TraceWarning  # only once a warning comes, not at every start-up
 
-        if issubclass(category, TraceOrderWarning):
+        if issubclass(category, TraceWarning):
             print(f"spark-autoscaler: warning: {message}", file=sys.stderr)
         else:
             shown(message, category, filename, lineno, file, line)

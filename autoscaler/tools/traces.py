@@ -9,17 +9,21 @@ rows were merged and where the first was. The two EC2 traces of ``../shared/trac
 in local time: at the spring-forward change the twelve rows of the missing hour all say
 ``03:00:00``; they become one step, the mean of the twelve.
 
-**A gap far longer than the trace's step** is refused, as a date typed wrong (a year off in an
-export) would otherwise be replayed as months of the value before it: a gap between consecutive
-rows over both ``GAP_STEPS`` (100) times the trace's step (the median gap) and ``GAP_SECONDS`` (a
-day; the step is the median of the gaps but the longest, so one date typed wrong in a trace of
-three rows is refused too). The error names the line and both timestamps; fix the date or split the trace there. Both
-bounds must be passed: 100 steps of a sub-second trace are seconds (not worth refusing), a day of
-a 5-minute trace is 288 steps. A shared trace (``../shared/traces``) has a gap of 12.8 steps at
-most (EC2 network in, 01:56 to 03:00 at the spring-forward change; EC2 disk 12.2, ELB 2.0, the
-others 1.0), far under either bound. **A trace spanning more than 3650 days** (the longest
-duration the daemon takes) is refused too, naming its first and last row: the step is read from
-the trace's own gaps, so a few rows far apart pass the gap rule.
+**A gap far longer than the trace's step** (an outage of the collector that exported it: no
+rows, not a load of zero nor the value before it held for days) is *skipped*: the rows after it
+move back to follow the row before it by one step, so a day of missing data is not replayed as a
+day of the last value. A far gap is one over both ``GAP_STEPS`` (100) times the trace's step (the
+median of the gaps but the longest, so one far row in a trace of three is measured against the
+others) and ``GAP_SECONDS`` (a day): 100 steps of a sub-second trace are seconds, a day of a
+5-minute trace is 288 steps. Shorter gaps are read as they are (the value before holds). A
+warning on stderr says once per trace how many gaps were skipped, the first's line and the
+longest. A shared trace (``../shared/traces``) has a gap of 12.8 steps at most (EC2 network in,
+01:56 to 03:00 at the spring-forward change; EC2 disk 12.2, ELB 2.0, the others 1.0), far under
+either bound. **A date typed wrong** (a year off in an export) shows as a far gap that the rows
+after it go back across: such a trace is refused, naming the line past the gap and the line of
+the first row before it, since merge by order would fold the rest of the trace into that one
+step. **A trace spanning more than 3650 days** once its far gaps are skipped (the longest duration
+the daemon takes) is refused too, naming its first and last row.
 
 **A trace sorted newest first** (more rows earlier than the row before them than later) is
 read in reverse, oldest first, with a warning: merge by order alone would fold it into one step.
@@ -36,7 +40,7 @@ import math
 import sys
 import warnings
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cached_property
 from itertools import pairwise
 from pathlib import Path
@@ -50,11 +54,19 @@ class TraceError(ValueError):
     """A trace file is unusable; the message names the file, line and problem."""
 
 
-class TraceOrderWarning(UserWarning):
+class TraceWarning(UserWarning):
+    """A trace was read by one of the module docstring's rules rather than as it was written."""
+
+
+class TraceOrderWarning(TraceWarning):
     """A trace's timestamps did not increase everywhere; they were read by order (module docstring)."""
 
 
-GAP_STEPS = 100  # a gap between two rows is refused over this many steps and GAP_SECONDS (module docstring)
+class TraceGapWarning(TraceWarning):
+    """A trace had gaps far longer than its step; they were skipped (module docstring)."""
+
+
+GAP_STEPS = 100  # a gap between two rows is skipped over this many steps and GAP_SECONDS (module docstring)
 GAP_SECONDS = 86400.0
 
 
@@ -130,18 +142,21 @@ def _read_rows(name: str, reader: Iterator[list[str]]) -> tuple[list[datetime], 
     stamps: list[datetime] = []
     lines: list[int] = []  # the file line of each step's first row, for the gap check's message
     merged: list[list[float]] = []  # the rows of each step
+    earliest: list[tuple[datetime, int]] = []  # each step's earliest row (timestamp, line): a row merged back
     moved = 0
     first = 0
     for line, ts, value in rows:
         if stamps and ts <= stamps[-1]:
             merged[-1].append(value)  # merge by order (module docstring)
+            earliest[-1] = min(earliest[-1], (ts, line))
             moved += 1
             first = first or line
             continue
         stamps.append(ts)
         lines.append(line)
         merged.append([value])
-    _refuse_far_gap(name, stamps, lines)
+        earliest.append((ts, line))
+    stamps = _skip_far_gaps(name, stamps, lines, earliest)
     _refuse_long_span(name, stamps, lines)
     if newest_first:
         warnings.warn(
@@ -192,25 +207,46 @@ def _parsed_rows(name: str, reader: Iterator[list[str]]) -> list[tuple[int, date
     return rows
 
 
-def _refuse_far_gap(name: str, stamps: Sequence[datetime], lines: Sequence[int]) -> None:
-    """A gap over GAP_STEPS steps and GAP_SECONDS is refused (module docstring): the first one,
-    named by line and both timestamps."""
-    # the step is the median of the gaps but the longest: in a short trace one date typed wrong is
-    # half its gaps and was the median itself (rows 30 minutes and a year apart passed, and the
-    # year was simulated tick by tick); a long trace's step is the same either way
+def _skip_far_gaps(name: str, stamps: list[datetime], lines: Sequence[int], earliest: Sequence[tuple[datetime, int]]) -> list[datetime]:
+    """``stamps`` with each gap over GAP_STEPS steps and GAP_SECONDS closed to one step, the steps
+    after it moved back (module docstring), and a warning naming them; a far gap that later rows
+    go back across (a date typed wrong) is refused, naming both lines."""
+    # the step is the median of the gaps but the longest: in a short trace one far row is half its
+    # gaps and was the median itself (rows 30 minutes and a year apart read as a trace of yearly steps)
     gaps = _sorted_gaps(stamps)[:-1]
     if not gaps:
-        return  # one gap: nothing to measure it against (the span rule bounds it)
+        return stamps  # one gap: nothing to measure it against (the span rule bounds it)
     step = gaps[len(gaps) // 2]
     limit = max(GAP_STEPS * step, GAP_SECONDS)
-    for i, (a, b) in enumerate(pairwise(stamps)):
-        gap = (b - a).total_seconds()
-        if gap > limit:
+    far = [i for i, (a, b) in enumerate(pairwise(stamps)) if (b - a).total_seconds() > limit]
+    if not far:
+        return stamps
+    for i in far:
+        # a row merged into a step past the gap, from more than the limit before that step: the
+        # trace went back across the gap, so the date past it is wrong (or the rows after it)
+        back = next(((ts, line) for ts, line in earliest[i + 1 :] if (stamps[i + 1] - ts).total_seconds() > limit), None)
+        if back is not None:
             raise TraceError(
-                f"trace {name!r}: line {lines[i + 1]}: timestamp {b} is {gap / 86400:.4g} days after {a} on line {lines[i]}, "
-                f"over {GAP_STEPS} steps of {step:g} s and over a day; a date typed wrong? "
-                "Fix it, or split the trace at the gap"
+                f"trace {name!r}: line {lines[i + 1]}: timestamp {stamps[i + 1]} is {(stamps[i + 1] - stamps[i]).total_seconds() / 86400:.4g} "
+                f"days after {stamps[i]} on line {lines[i]}, and line {back[1]} goes back to {back[0]}: a date typed wrong? Fix it"
             )
+    closed: list[datetime] = []
+    shift = timedelta(0)
+    skipped: list[float] = []
+    for i, ts in enumerate(stamps):
+        if i and i - 1 in far:
+            gap = ts - stamps[i - 1]
+            shift += gap - timedelta(seconds=step)
+            skipped.append(gap.total_seconds())
+        closed.append(ts - shift)
+    warnings.warn(
+        f"trace {name!r}: {len(skipped)} gap(s) with no rows over {GAP_STEPS} steps of {step:g} s and over a day skipped "
+        f"(an outage of the export?), the first between lines {lines[far[0]]} and {lines[far[0] + 1]}, the longest {max(skipped) / 86400:.4g} days; "
+        "the rows after each follow the row before it by one step",
+        TraceGapWarning,
+        stacklevel=4,
+    )
+    return closed
 
 
 def _refuse_long_span(name: str, stamps: Sequence[datetime], lines: Sequence[int]) -> None:

@@ -3,6 +3,7 @@ never a Python traceback (a sweep of bad inputs found these)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -309,13 +310,26 @@ def test_benchmark_traces_refused_leaves_no_results_directory(tmp_path, capsys, 
     assert not (tmp_path / "results").exists()  # was created before the refusal
 
 
-def test_simulate_refuses_a_trace_with_a_row_a_year_after_the_rest(tmp_path, capsys):
-    # was a year of 10-second ticks simulated without a word (--days keeps a regression quick: it refuses at load)
+def test_simulate_skips_a_row_a_year_after_the_rest_and_says_so(tmp_path, capsys):
+    # was a year of 10-second ticks simulated without a word; then refused as a date typed wrong,
+    # which refused a collector's real outage too: now the year is closed to one step and told
     trace = tmp_path / "gap.csv"
     trace.write_text("timestamp,value\n2015-01-01 00:00:00,1\n2015-01-01 00:05:00,2\n2015-01-01 00:10:00,3\n2016-01-01 00:10:00,3\n")
+    assert main(["simulate", "--trace", str(trace), "--policy", "static", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["simulated_seconds"] == 4 * 300
+    assert "spark-autoscaler: warning: trace" in captured.err and "the first between lines 4 and 5, the longest 365 days" in captured.err
+
+
+def test_simulate_refuses_a_trace_whose_rows_go_back_across_a_year_typed_wrong(tmp_path, capsys):
+    # merge by order would fold every row after the wrong year into its step (--days keeps a
+    # regression quick: it refuses at load)
+    trace = tmp_path / "gap.csv"
+    trace.write_text("timestamp,value\n2015-01-01 00:00:00,1\n2015-01-01 00:05:00,2\n2016-01-01 00:10:00,3\n2015-01-01 00:15:00,3\n")
     assert main(["simulate", "--trace", str(trace), "--policy", "static", "--days", "0.01"]) == 2
     err = capsys.readouterr().err
-    assert f"spark-autoscaler: error: trace {str(trace)!r}: line 5: timestamp 2016-01-01 00:10:00 is 365 days after 2015-01-01 00:10:00 on line 4" in err
+    assert (f"spark-autoscaler: error: trace {str(trace)!r}: line 4: timestamp 2016-01-01 00:10:00 is 365 days after 2015-01-01 00:05:00 "
+            "on line 3, and line 5 goes back to 2015-01-01 00:15:00: a date typed wrong? Fix it") in err
 
 
 def test_demo_refuses_a_trace_it_would_compress_into_too_many_phases_before_spark_starts(tmp_path, monkeypatch, capsys):

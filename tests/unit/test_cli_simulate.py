@@ -408,3 +408,16 @@ def test_a_trace_read_by_the_merge_rule_is_told_in_one_plain_line(trace, capsys)
     told = [line for line in err if "merged by order" in line]
     assert len(told) == 1 and told[0].startswith("spark-autoscaler: warning: trace ") and "1 row(s)" in told[0]
     assert not any("TraceOrderWarning" in line or "load_trace(" in line for line in err)  # not Python's format
+
+
+def test_a_trace_with_an_outage_is_simulated_without_it_and_told_in_one_plain_line(trace, capsys):
+    # the collector down for two days after the burst: refused until 2026-12-07 as a date typed wrong
+    rows = trace.read_text().splitlines()
+    moved = [f"{(datetime.fromisoformat(ts) + timedelta(days=2)).isoformat(sep=' ')},{v}" for ts, v in (r.split(",") for r in rows[8:])]
+    trace.write_text("\n".join([*rows[:8], *moved]) + "\n")
+    assert main(["simulate", "--trace", str(trace), "--json", "--peak-executors", "8"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["simulated_seconds"] == 24 * 300  # the two hours with rows, not two days more
+    told = [line for line in captured.err.splitlines() if "skipped" in line]
+    assert len(told) == 1 and told[0].startswith("spark-autoscaler: warning: trace ") and "the longest 2.003 days" in told[0], told
+    assert not any("TraceGapWarning" in line for line in captured.err.splitlines())
