@@ -307,11 +307,12 @@ class PredictivePolicy(Policy):
         inp: PolicyInput,
         cores: int,
         have: int,
+        largest: int,
         price: float,
         memo: PredictiveMemo,
         known: Hindsight | None = None,
     ) -> tuple[int, int] | None:
-        """The fewest cores (from ``cores`` up, at most ``have`` less the margin) whose idle
+        """The fewest cores (from ``cores`` up, at most ``largest``) whose idle
         capacity has cost ``price``, or is expected to before the load needs it again, with
         their partitions; None while none has.
 
@@ -327,7 +328,6 @@ class PredictivePolicy(Policy):
         """
         p = self.p
         horizon = inp.now - timedelta(seconds=min(price, MAX_LOOKBACK.total_seconds()))
-        largest = self._largest_release(have)
         max_cores = inp.max_executors * max(1, inp.cores_per_executor)
         carried = 0.0  # the highest rate newer than the record at hand
         idled: tuple[int, float] | None = None  # the sizes from here up have idled this many seconds
@@ -373,6 +373,19 @@ class PredictivePolicy(Policy):
         """The most cores a scale-down from ``have`` may keep: at least ``scale_down_margin``
         fewer, and fewer than there are whatever the margin (0 allows any release)."""
         return min(have - 1, math.floor(have * (1 - self.p.scale_down_margin)))
+
+    @staticmethod
+    def _asked_before_backlog(inp: PolicyInput, have: int) -> int | None:
+        """The cores the load had before the latest executor scale-up, when that scale-up drained a
+        backlog (:meth:`_scale_up_reason`) and its capacity is still here; else None. The load ran
+        on that size until the backlog: a size proven to carry it, where a size the cost model
+        finds for the rate is a prediction (trusted for it, releases went a core below what the
+        load needed and scaled up again)."""
+        latest = _latest_scale_up(inp)
+        if latest is None or latest.reason != Reason.SCALE_UP_FOR_BACKLOG:
+            return None
+        asked = latest.from_value * max(1, inp.cores_per_executor)
+        return asked if asked < have else None
 
     @staticmethod
     def _paid(
@@ -429,7 +442,18 @@ class PredictivePolicy(Policy):
                 return hold(f"{cores} core(s) once settled")
             reason = self._scale_up_reason(model, view, have, demand, busy_soon)
             return Sizing(view.name, cores, _changed(new_partitions, partitions), busy_now, reason, f"{text} -> {cores} core(s)")
-        if demand.lagging or cores > self._largest_release(have):
+        # The margin keeps a size the load asked for from flapping by a core or two. Capacity the
+        # latest scale-up added to drain a backlog was not asked for by the load and is needed only
+        # until the backlog is gone: it goes back to the size before it without the margin (the
+        # ski rental deciding when, in one change), and below that size the margin counts from
+        # it. With the margin from the larger size, backlog capacity under a quarter of it stayed
+        # for good (a steady load whose straggler made a backlog went 35 -> 41 executors and held
+        # 41 for the rest of the run)
+        largest = self._largest_release(have)
+        asked = self._asked_before_backlog(inp, have)
+        if asked is not None and cores < have and asked > largest:
+            cores, largest = (cores if cores <= self._largest_release(asked) else asked), asked
+        if demand.lagging or cores > largest:
             return hold()
         last_up = _dwell_start(inp)
         if last_up is not None and inp.now - last_up < p.min_dwell:
@@ -444,12 +468,12 @@ class PredictivePolicy(Policy):
         known = self._hindsight(view, model, inp, memo)
         hindsight = 2 * known.price * k
         price = max(p.rescale_price.total_seconds() * have, hindsight)
-        release = self._release(view, model, inp, cores, have, price, memo, known)
+        release = self._release(view, model, inp, cores, have, largest, price, memo, known)
         if release is not None:
-            floor = smallest_proven_size(inp, view, demand.arrival, p.budget_window) * k
+            floor = smallest_proven_size(inp, view, demand.arrival, p.budget_window, p.horizon) * k
             if release[0] < floor <= have:
                 # a smaller size failed at about this rate: release only down to the floor
-                release = self._release(view, model, inp, floor, have, price, memo, known)
+                release = self._release(view, model, inp, floor, have, largest, price, memo, known)
         if release is None:
             note = f"{cores} core(s) once idle cores cost a rescale ({price / 60:.0f} core-min, hindsight {hindsight / 60:.0f})"
             return hold(note, fits=cores, release_after=price)
@@ -613,9 +637,16 @@ class PredictivePolicy(Policy):
         return (*sized, False)
 
     def _scale_up_reason(self, model: BatchCostModel, view: QueryView, have: int, demand: Demand, busy_soon: float) -> Reason:
+        """Why a scale-up: the lag, or the waiting rows alone (the rate expected within the lead
+        time fits what there is within the target: a straggler's backlog, whose capacity goes back
+        without the margin; a rate that has outgrown the target is the load's), or only the
+        forecast, else the load."""
         if demand.lagging:
             return Reason.SCALE_UP_FOR_BACKLOG
-        busy_now = utilization(model, view.params.parallelism, have, demand.arrival + demand.backlog, view.params.trigger_interval)
+        trigger = view.params.trigger_interval
+        if utilization(model, view.params.parallelism, have, demand.soon, trigger) <= self.p.target_utilization:
+            return Reason.SCALE_UP_FOR_BACKLOG
+        busy_now = utilization(model, view.params.parallelism, have, demand.arrival + demand.backlog, trigger)
         if busy_soon > self.p.scale_up_utilization >= busy_now:
             return Reason.SCALE_UP_FOR_FORECAST  # only the forecast asks for it
         return Reason.SCALE_UP_FOR_LOAD
@@ -770,7 +801,7 @@ def _rises(values: list[float], floor: float) -> Iterator[int]:
         i = bisect.bisect_right(tops, tops[i], lo=i)
 
 
-def smallest_proven_size(inp: PolicyInput, view: QueryView, arrival: float, window: timedelta) -> int:
+def smallest_proven_size(inp: PolicyInput, view: QueryView, arrival: float, window: timedelta, held: timedelta) -> int:
     """The fewest executors a failed scale-down left proven at about today's rate (0: no limit).
 
     A scale-up for load (or backlog) that undoes a scale-down proves the smaller size too small
@@ -779,7 +810,10 @@ def smallest_proven_size(inp: PolicyInput, view: QueryView, arrival: float, wind
     the one proven to work and the sizes between are unproven. While the rate is at least
     ``RETURN_RATE`` of the rate then, a scale-down stays at or above that size: without it sizes
     flipped back and forth on a constant load. (A scale-up alone proves little: on a new run
-    the first batches are slow for reasons other than the load.)
+    the first batches are slow for reasons other than the load.) A backlog that built up once
+    the smaller size had carried the load for longer than ``held`` proves nothing of it: a
+    straggler or a GC pause made it, not the size (on a steady load each such scale-up held the
+    larger size for the whole ``window``).
     """
     floor = 0
     since = inp.now - window
@@ -788,6 +822,8 @@ def smallest_proven_size(inp: PolicyInput, view: QueryView, arrival: float, wind
     for e in inp.history.events_since(EXECUTORS, since, previous=True):
         up = e.to_value > e.from_value and e.reason in (Reason.SCALE_UP_FOR_LOAD, Reason.SCALE_UP_FOR_BACKLOG)
         undid = up and e.at >= since and previous is not None and previous.to_value == e.from_value < previous.from_value
+        if undid and e.reason == Reason.SCALE_UP_FOR_BACKLOG and previous is not None and e.at - previous.at > held:
+            undid = False
         if undid:
             if series is None:
                 series = inp.history.rate_series(view.name, since=since - inp.rate_step)
@@ -813,6 +849,14 @@ def rate_around(view: QueryView, series: list[tuple[datetime, float]], at: datet
     return max(steps) if steps else None
 
 
+def _latest_scale_up(inp: PolicyInput) -> ScalingEvent | None:
+    """The latest executor scale-up in the history, or None."""
+    for e in reversed(inp.history.events):
+        if e.subject == EXECUTORS and e.to_value > e.from_value:
+            return e
+    return None
+
+
 def _dwell_start(inp: PolicyInput) -> datetime | None:
     """When the latest executor scale-up happened, or None when there was none or it was to
     drain a backlog.
@@ -823,10 +867,8 @@ def _dwell_start(inp: PolicyInput) -> datetime | None:
     scale-up cut by a normalization limit is recorded with the limit as its reason: it starts
     the dwell.)
     """
-    for e in reversed(inp.history.events):
-        if e.subject == EXECUTORS and e.to_value > e.from_value:
-            return None if e.reason == Reason.SCALE_UP_FOR_BACKLOG else e.at
-    return None
+    latest = _latest_scale_up(inp)
+    return None if latest is None or latest.reason == Reason.SCALE_UP_FOR_BACKLOG else latest.at
 
 
 def _changed(new: int, old: int) -> int | None:
