@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import bisect
 import csv
+import itertools
 import math
 import sys
 import warnings
@@ -221,11 +222,13 @@ def _skip_far_gaps(name: str, stamps: list[datetime], lines: Sequence[int], earl
     far = [i for i, (a, b) in enumerate(pairwise(stamps)) if (b - a).total_seconds() > limit]
     if not far:
         return stamps
+    # the earliest row merged into each step or any step after it
+    after = list(itertools.accumulate(reversed(earliest), min))[::-1]
     for i in far:
         # a row merged into a step past the gap, from more than the limit before that step: the
         # trace went back across the gap, so the date past it is wrong (or the rows after it)
-        back = next(((ts, line) for ts, line in earliest[i + 1 :] if (stamps[i + 1] - ts).total_seconds() > limit), None)
-        if back is not None:
+        back = after[i + 1]
+        if (stamps[i + 1] - back[0]).total_seconds() > limit:
             raise TraceError(
                 f"trace {name!r}: line {lines[i + 1]}: timestamp {stamps[i + 1]} is {(stamps[i + 1] - stamps[i]).total_seconds() / 86400:.4g} "
                 f"days after {stamps[i]} on line {lines[i]}, and line {back[1]} goes back to {back[0]}: a date typed wrong? Fix it"
@@ -233,8 +236,9 @@ def _skip_far_gaps(name: str, stamps: list[datetime], lines: Sequence[int], earl
     closed: list[datetime] = []
     shift = timedelta(0)
     skipped: list[float] = []
+    gap_before = {i + 1 for i in far}
     for i, ts in enumerate(stamps):
-        if i and i - 1 in far:
+        if i in gap_before:
             gap = ts - stamps[i - 1]
             shift += gap - timedelta(seconds=step)
             skipped.append(gap.total_seconds())
