@@ -53,7 +53,7 @@ from autoscaler.core.policy import Policy, PolicyInput, PolicyParams
 from autoscaler.core.sequences import count_after
 from autoscaler.core.settings import Duration
 from policies.registry import register
-from policies.sizing import apportion, utilization, utilization_floor, waiting_rows
+from policies.sizing import utilization, utilization_floor, waiting_rows
 
 STEP_FACTOR = 4.0  # a running batch implying this many times the recent rate is a step up, not a straggler
 RETURN_RATE = 0.95  # a size the load outgrew stays too small while the rate is at least this share of it
@@ -98,19 +98,6 @@ class Demand:
 
 
 @dataclass(frozen=True, slots=True)
-class Share:
-    """A query's part of the executors' cores (:meth:`PredictivePolicy._shares`)."""
-
-    have: int  # of the cores we have or are heading to
-    registered: int  # of the cores registered now
-    pool: int  # all the cores we have or are heading to
-
-    def part(self, cores: int | None) -> int | None:
-        """This query's part of a count of the whole pool's cores (all of it for one query)."""
-        return None if cores is None else cores * self.have // self.pool
-
-
-@dataclass(frozen=True, slots=True)
 class Sizing:
     name: str
     cores: int  # cores this query should have
@@ -126,6 +113,9 @@ class Sizing:
     # within the bounds reaches the target and they are fewer than the most allowed: told so an
     # overloaded hold says why it adds nothing
     most_useful: int | None = None
+    # the cores the query's load needs (its size for the planned rate), which a hold beside
+    # another query's scale-up contributes (a hold's ``cores`` are all the cores there are)
+    needs: int | None = None
 
 
 def plan_partitions(view: QueryView, cores: int, align: bool, floor: int = 1) -> int:
@@ -264,9 +254,7 @@ class PredictivePolicy(Policy):
 
     def propose(self, inp: PolicyInput, memo: PredictiveMemo | None = None) -> Proposal:
         memo = memo if memo is not None else PredictiveMemo()
-        queries = inp.modelled_queries()
-        shares = self._shares(queries, inp, memo)
-        sizings = [self._size(view, load, inp, memo, share) for (view, load), share in zip(queries, shares, strict=True)]
+        sizings = [self._size(view, load, inp, memo) for view, load in inp.modelled_queries()]
         if not sizings:
             return Proposal(executors=None, reason=Reason.NO_METRICS, message="no query has evaluated batches yet")
         k = max(1, inp.cores_per_executor)
@@ -277,10 +265,14 @@ class PredictivePolicy(Policy):
         details |= {f"{s.name}.most_useful_cores": s.most_useful for s in sizings if s.most_useful is not None}
         message = sizings[0].message if len(sizings) == 1 else "; ".join([s.message for s in sizings])
         moving = [s for s in sizings if s.reason != Reason.WITHIN_TARGET]
-        if not moving:
-            return Proposal(current, Reason.WITHIN_TARGET, message, details=details)
-        executors = math.ceil(sum(s.cores for s in sizings) / k)
         up = [s for s in moving if s.reason != Reason.SCALE_DOWN_FOR_LOAD]
+        if not moving or (not up and len(moving) < len(sizings)):
+            # a query holds: the pool it was judged on stays (each query is judged on all the
+            # executors, so a hold's cores are all there are: summed with another query's
+            # release they asked for more executors than there were, as a scale-down)
+            return Proposal(current, Reason.WITHIN_TARGET, message, details=details)
+        # a holding query beside a scale-up adds what its load needs, not every core there is
+        executors = math.ceil(sum(s.cores if s.reason != Reason.WITHIN_TARGET or s.needs is None else s.needs for s in sizings) / k)
         if up:
             executors = max(executors, current)  # a scale-up never shrinks another query's share
             reason = next(
@@ -293,28 +285,6 @@ class PredictivePolicy(Policy):
             return Proposal(current, Reason.WITHIN_TARGET, message, details=details)
         parallelism = {s.name: s.partitions for s in sizings if s.partitions is not None}
         return Proposal(executors, reason, message, parallelism, details)
-
-    def _shares(self, queries: Sequence[tuple[QueryView, QueryLoad]], inp: PolicyInput, memo: PredictiveMemo) -> list[Share]:
-        """Each query's part of the executors' cores: the whole pool for one query; for several,
-        the cores asked for and those registered split in proportion to what each query's load
-        wants at the target (at least a core each while there are enough).
-
-        Queries of one application compete for the same task slots. Each counting the whole pool,
-        two queries at 9000 rows/s on 14 cores each looked 0.75 busy and held, needing 26; and a
-        hold proposed the whole pool for each query, so one query's release beside another's hold
-        asked for more executors than there were, called a scale-down (14 -> 16)."""
-        k = max(1, inp.cores_per_executor)
-        pool, registered = max(1, inp.target_executors * k), max(1, inp.current_cores)
-        if len(queries) <= 1:
-            return [Share(pool, registered, pool)] * len(queries)
-        wants = []
-        for view, load in queries:
-            demand = self._demand(view, load, inp, pool, memo)
-            wants.append(0 if load.idle else self._target_size(view, load, inp, demand, memo)[0])
-        return [
-            Share(have, now, pool)
-            for have, now in zip(apportion(pool, wants), apportion(registered, wants), strict=True)
-        ]
 
     def _restart_seconds(self, inp: PolicyInput, memo: PredictiveMemo) -> float:
         events = inp.history.events
@@ -441,15 +411,15 @@ class PredictivePolicy(Policy):
                 return size
         return None
 
-    def _size(self, view: QueryView, load: QueryLoad, inp: PolicyInput, memo: PredictiveMemo, share: Share) -> Sizing:
+    def _size(self, view: QueryView, load: QueryLoad, inp: PolicyInput, memo: PredictiveMemo) -> Sizing:
         assert load.model is not None
         p, model = self.p, load.model
         trigger, partitions = view.params.trigger_interval, view.params.parallelism
         k = max(1, inp.cores_per_executor)
-        have = max(1, share.have)  # the query's cores of those we have or are heading to
+        have = max(1, inp.target_executors * k)  # cores we have or are heading to
         demand = self._demand(view, load, inp, have, memo)
         cores, new_partitions, capped = self._target_size(view, load, inp, demand, memo)
-        busy_now = utilization(model, partitions, max(1, share.registered), demand.arrival, trigger)
+        busy_now = utilization(model, partitions, max(1, inp.current_cores), demand.arrival, trigger)
         busy_soon = utilization(model, partitions, have, demand.soon + demand.backlog, trigger)
         text = f"{view.name}: {demand.arrival:.0f} rows/s now, {demand.peak:.0f} planned ({demand.method}), busy {busy_now:.2f}"
 
@@ -458,7 +428,7 @@ class PredictivePolicy(Policy):
 
         def hold(note: str = "", fits: int | None = None, release_after: float | None = None) -> Sizing:
             message = f"{text}; {note}" if note else text
-            return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, message, fits, release_after, cores if capped else None)
+            return Sizing(view.name, have, None, busy_now, Reason.WITHIN_TARGET, message, fits, release_after, cores if capped else None, cores)
 
         if model.cold and not demand.late and not load.idle:
             # only cold batches so far (a new run, executors just started): they are slow for
@@ -487,7 +457,7 @@ class PredictivePolicy(Policy):
         # for good (a steady load whose straggler made a backlog went 35 -> 41 executors and held
         # 41 for the rest of the run)
         largest = self._largest_release(have)
-        asked = share.part(self._asked_before_backlog(inp, share.pool))
+        asked = self._asked_before_backlog(inp, have)
         if asked is not None and cores < have and asked > largest:
             cores, largest = (cores if cores <= self._largest_release(asked) else asked), asked
         if demand.lagging or cores > largest:
@@ -507,7 +477,7 @@ class PredictivePolicy(Policy):
         price = max(p.rescale_price.total_seconds() * have, hindsight)
         release = self._release(view, model, inp, cores, have, largest, price, memo, known)
         if release is not None:
-            floor = share.part(smallest_proven_size(inp, view, demand.arrival, p.budget_window, p.horizon) * k) or 0
+            floor = smallest_proven_size(inp, view, demand.arrival, p.budget_window, p.horizon) * k
             if release[0] < floor <= have:
                 # a smaller size failed at about this rate: release only down to the floor
                 release = self._release(view, model, inp, floor, have, largest, price, memo, known)

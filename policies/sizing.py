@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from datetime import timedelta
-from typing import Sequence
 
 from autoscaler.core.evaluate import schedule_lag
 from autoscaler.core.model import BatchCostModel, QueryLoad
@@ -55,18 +54,3 @@ def waiting_rows(load: QueryLoad, trigger: timedelta | None, rate: float | None 
         return reported
     implied = rate * max(0.0, (load.lag - schedule_lag(trigger)).total_seconds())
     return max(reported, implied)
-
-
-def apportion(total: int, weights: Sequence[int]) -> list[int]:
-    """``total`` split in whole parts in proportion to ``weights`` (evenly when they are all 0),
-    each at least 1 while ``total`` has one for each, the remainders to the largest fractions
-    (Hamilton's method): the parts always add up to ``total``."""
-    n = len(weights)
-    base = 1 if total >= n else 0
-    rest = total - base * n
-    weight = sum(weights)
-    shares = [rest * w / weight for w in weights] if weight > 0 else [rest / n] * n
-    parts = [math.floor(x) for x in shares]
-    for i in sorted(range(n), key=lambda i: parts[i] - shares[i])[: rest - sum(parts)]:
-        parts[i] += 1
-    return [base + x for x in parts]

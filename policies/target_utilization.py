@@ -30,7 +30,7 @@ from autoscaler.core.model import BatchCostModel, Proposal, QueryLoad, QueryView
 from autoscaler.core.policy import Policy, PolicyInput, PolicyParams
 from autoscaler.core.settings import Duration
 from policies.registry import register
-from policies.sizing import apportion, utilization, utilization_floor, waiting_rows
+from policies.sizing import utilization, utilization_floor, waiting_rows
 
 
 @dataclass(frozen=True)
@@ -75,15 +75,7 @@ class TargetUtilizationPolicy(Policy):
         self.p = params
 
     def propose(self, inp: PolicyInput, memo: object = None) -> Proposal:
-        queries = inp.modelled_queries()
-        registered = max(1, inp.current_cores)
-        needs = [self._need(view, load, inp, registered) for view, load in queries]
-        if len(needs) > 1:
-            # queries of one application share its task slots: each is judged on its part of
-            # the registered cores, in proportion to what it needs (each counting them all, two
-            # queries that needed twice the cores there were looked within the band)
-            parts = apportion(registered, [n.cores for n in needs])
-            needs = [self._need(view, load, inp, part) for (view, load), part in zip(queries, parts, strict=True)]
+        needs = [self._need(view, load, inp) for view, load in inp.modelled_queries()]
         if not needs:
             return Proposal(executors=None, reason=Reason.NO_METRICS, message="no query has evaluated batches yet")
         details = {f"{n.name}.busy": round(n.busy, 3) for n in needs}
@@ -119,14 +111,13 @@ class TargetUtilizationPolicy(Policy):
     def _restart_time(self, inp: PolicyInput) -> timedelta:
         return max([self.p.restart_time, *inp.history.restart_pauses()])
 
-    def _need(self, view: QueryView, load: QueryLoad, inp: PolicyInput, cores_now: int) -> QueryNeed:
-        """The query's need, judged on the ``cores_now`` of the registered cores it runs on."""
+    def _need(self, view: QueryView, load: QueryLoad, inp: PolicyInput) -> QueryNeed:
         assert load.model is not None
         model, u, band = load.model, self.p.target_utilization, self.p.utilization_band
         trigger = view.params.trigger_interval
         partitions = view.params.parallelism
         arrival = load.input_rate or 0.0
-        busy = utilization(model, partitions, max(1, cores_now), arrival, trigger)
+        busy = utilization(model, partitions, max(1, inp.current_cores), arrival, trigger)
         target_lag = inp.target_lag_for(view)
         lagging = load.lag is not None and load.lag > target_lag
         # a scale-down waits while rows wait beyond a quarter of the SLO or the schedule's own lag

@@ -226,18 +226,3 @@ def test_target_utilization_within_band_holds_the_asserted_target_not_the_regist
     proposal = create_policy("target-utilization").propose(i)
     assert proposal.reason == Reason.WITHIN_TARGET
     assert proposal.executors == expected
-
-
-def test_target_utilization_judges_each_query_on_its_part_of_the_cores():
-    # two queries at 9000 rows/s on 14 cores (28 partitions each): on 7 cores each runs
-    # (0.2 + 4 x (0.07 + 90000 / 25200)) / 10 = 1.48 of its trigger, beyond the 0.9 band; counting
-    # all 14 as its own, each saw 0.75, within the band, and the two held half what they need
-    # (at the 0.7 target 28 partitions need one wave: 28 cores each)
-    from tests.unit.test_predictive import queries_on
-
-    proposal = create_policy("target-utilization").propose(queries_on(14, {"a": 9000, "b": 9000}))
-    assert (proposal.executors, proposal.reason) == (56, Reason.SCALE_UP_FOR_LOAD), proposal.message
-    assert proposal.details == {"a.busy": 1.477, "b.busy": 1.477}
-    # one query runs on every core, as before
-    alone = create_policy("target-utilization").propose(queries_on(14, {"q": 9000}))
-    assert (alone.executors, alone.reason) == (14, Reason.WITHIN_TARGET)

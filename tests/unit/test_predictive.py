@@ -411,59 +411,38 @@ def test_a_steady_load_goes_back_to_its_size_after_each_stragglers_backlog():
         assert (frm, to) == (after, before) and then - t < 1800, (changes[i], changes[i + 1])
 
 
-def queries_on(cores: int, rates: dict[str, float], idle: tuple[str, ...] = ()) -> PolicyInput:
-    """Queries of one application at ``rates`` on ``cores`` 1-core executors, each with
-    partitions aligned to the whole pool (2 per core), a 10 s trigger and 12 s of lag."""
+def two_queries(cores: int, a: float, b: float) -> PolicyInput:
+    """Queries ``a`` and ``b`` at those rates on ``cores`` 1-core executors (partitions 2 per core)."""
     views = tuple(
         query_view(name=name, parallelism=2 * cores, rescalable=True, partitions_per_core=2, max_parallelism=256, trigger=timedelta(seconds=10))
-        for name in rates
+        for name in ("a", "b")
     )
     loads = {
-        name: QueryLoad(name=name, samples=60, input_rate=rate, recent_rate=rate, model=MODEL, lag=timedelta(seconds=12), backlog_rows=0, idle=name in idle)
-        for name, rate in rates.items()
+        name: QueryLoad(name=name, samples=60, input_rate=rate, recent_rate=rate, model=MODEL, lag=timedelta(seconds=12), backlog_rows=0)
+        for name, rate in (("a", a), ("b", b))
     }
     ex = ExecutorView(alive=tuple(Executor(str(i), 1) for i in range(cores)), cores_per_executor=1, can_request=True, can_request_reason=Reason.CAN_REQUEST_EXECUTORS)
     return PolicyInput(now=NOW, snapshot=Snapshot(NOW, ex, views), loads=loads, history=ScalingHistory(), min_executors=1, max_executors=64,
                        cores_per_executor=1, target_lag=timedelta(seconds=60), interval=timedelta(seconds=10))
 
 
-# Queries of one application share its executors' task slots. 7 cores carry 5141 rows/s at the
-# 0.85 target (the ski-rental table above); a query at 9000 rows/s needs 13 (and 14 with the
-# rows that pile up while executors start, as in the sizing table).
 @pytest.mark.parametrize(
-    "rates, executors, reason",
+    "a, b, executors, reason",
     [
-        # two at 5000 rows/s on 14 cores: 7 each, (0.2 + 4 x (0.07 + 50000 / 25200)) / 10 = 0.84,
-        # within the target: hold (each counting all 14 cores saw 0.43 and released to 7 + 7 = 14)
-        pytest.param({"a": 5000, "b": 5000}, 14, Reason.WITHIN_TARGET, id="two-halves-hold"),
-        # two at 9000 rows/s on 14 cores: 7 each run 1.48 of their trigger; each counting all 14
-        # saw 0.75 and held, the queries falling behind until their lag asked
-        pytest.param({"a": 9000, "b": 9000}, 28, Reason.SCALE_UP_FOR_LOAD, id="two-outgrew-the-pool"),
-        # one query nearly idle beside a busy one: the light one releases to 2 of its 3, the busy
-        # one keeps its 11: 13 executors (its hold counted the whole pool: 2 + 14 = 16, more
-        # executors than there were, proposed as a scale-down)
-        pytest.param({"a": 1000, "b": 8000}, 13, Reason.SCALE_DOWN_FOR_LOAD, id="a-release-beside-a-hold"),
-        # both light: each releases its part (2 + 2)
-        pytest.param({"a": 1000, "b": 1000}, 4, Reason.SCALE_DOWN_FOR_LOAD, id="both-light"),
+        # each query is judged on all 14 cores: a at 1000 rows/s would release to 2, b at 9500
+        # needs 13 (within the margin of 14) and holds all 14. Summed, 2 + 14 = 16 was asked as
+        # a scale-down; a query that holds keeps the pool
+        pytest.param(1000, 9500, 14, Reason.WITHIN_TARGET, id="a-release-beside-a-hold-keeps-the-pool"),
+        # both release: 2 + 2
+        pytest.param(1000, 1000, 4, Reason.SCALE_DOWN_FOR_LOAD, id="both-release"),
+        # b at 16000 rows/s scales up to 24; a at 9000 holds and adds the 13 its load needs, not
+        # all 14 cores: 37 (it was 38)
+        pytest.param(9000, 16000, 37, Reason.SCALE_UP_FOR_LOAD, id="a-hold-beside-a-scale-up-adds-its-need"),
     ],
 )
-def test_queries_of_one_application_are_sized_on_their_part_of_its_executors(rates, executors, reason):
-    proposal = policy().propose(queries_on(14, rates))
+def test_queries_of_one_application_combine_into_one_count(a, b, executors, reason):
+    proposal = policy().propose(two_queries(14, a, b))
     assert (proposal.executors, proposal.reason) == (executors, reason), proposal.message
-
-
-def test_a_single_query_runs_on_the_whole_pool_and_parts_always_add_up():
-    from policies.sizing import apportion
-
-    assert apportion(14, [2, 11]) == [3, 11]  # 1 each, then 12 by 2:11, the remainder to the larger fraction
-    assert apportion(14, [13, 13]) == [7, 7]
-    assert apportion(14, [0, 5]) == [1, 13]  # an idle query keeps a core while there is one for each
-    assert apportion(3, [1, 1, 1, 1]) == [1, 1, 1, 0]  # fewer cores than queries: whole cores, largest fractions first
-    assert apportion(5, [0, 0]) == [3, 2]  # nothing wanted: evenly
-    for total, weights in [(14, [2, 11]), (7, [1, 1, 1]), (1, [3, 4]), (64, [0, 0, 9])]:
-        assert sum(apportion(total, weights)) == total
-    one = policy().propose(queries_on(14, {"q": 5000}))
-    assert (one.executors, one.reason) == (7, Reason.SCALE_DOWN_FOR_LOAD)  # as inp(cores=14, rate=5000)
 
 
 def test_repeated_snapshot_gives_the_same_proposal():

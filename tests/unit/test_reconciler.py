@@ -453,3 +453,23 @@ def test_each_hosted_query_is_saved_as_it_runs_for_the_next_daemon():
         clock.advance(TICK)
         rec.tick()
     assert restore_state(store.load(), "test").queries == {"q": QueryResume(wanted, declared)}
+
+
+def test_two_queries_one_light_beside_one_at_its_partitions_limit_do_not_grow_the_pool():
+    # a at 100 rows/s needs a core; b at 3000 rows/s can use 4 (8 partitions): 6 executors are
+    # more than enough. The default policy judges each query on all the executors, so b's hold
+    # meant all 6; summed with a's release to 1, the policy asked for 7 as a scale-down, and
+    # on each tick after for one more: 6 -> 7 -> 8 -> 9 -> 10 -> 11 in 30 minutes
+    clock, cluster, rec = make(executors=6, overrides={"executors.max": 12})
+    cluster.add_query(query_view(name="a", parallelism=8, rescalable=False, max_parallelism=8))
+    cluster.add_query(query_view(name="b", parallelism=8, rescalable=False, max_parallelism=8))
+    light, busy = LoadFeeder(cluster, "a", clock.now()), LoadFeeder(cluster, "b", clock.now())
+    sizes = []
+    for _ in range(int(1800 / TICK.total_seconds())):
+        clock.advance(TICK)
+        light.run_until(clock.now(), 100.0)
+        busy.run_until(clock.now(), 3000.0)
+        record = rec.tick()
+        sizes.append(len(cluster.alive))
+        assert not (record.proposal.reason == Reason.SCALE_DOWN_FOR_LOAD and record.proposal.executors > record.decision.current), record.proposal
+    assert max(sizes) == 6
