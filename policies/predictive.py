@@ -113,8 +113,8 @@ class Sizing:
     # within the bounds reaches the target and they are fewer than the most allowed: told so an
     # overloaded hold says why it adds nothing
     most_useful: int | None = None
-    # the cores the query's load needs (its size for the planned rate), which a hold beside
-    # another query's scale-up contributes (a hold's ``cores`` are all the cores there are)
+    # a hold's: the cores the query's load needs (its size for the planned rate), which it
+    # contributes beside another query's scale-up (its ``cores`` are all the cores there are)
     needs: int | None = None
 
 
@@ -266,13 +266,14 @@ class PredictivePolicy(Policy):
         message = sizings[0].message if len(sizings) == 1 else "; ".join([s.message for s in sizings])
         moving = [s for s in sizings if s.reason != Reason.WITHIN_TARGET]
         up = [s for s in moving if s.reason != Reason.SCALE_DOWN_FOR_LOAD]
-        if not moving or (not up and len(moving) < len(sizings)):
+        holding = len(moving) < len(sizings)
+        if not moving or (holding and not up):
             # a query holds: the pool it was judged on stays (each query is judged on all the
             # executors, so a hold's cores are all there are: summed with another query's
             # release they asked for more executors than there were, as a scale-down)
             return Proposal(current, Reason.WITHIN_TARGET, message, details=details)
         # a holding query beside a scale-up adds what its load needs, not every core there is
-        executors = math.ceil(sum(s.cores if s.reason != Reason.WITHIN_TARGET or s.needs is None else s.needs for s in sizings) / k)
+        executors = math.ceil(sum(s.cores if s.needs is None else s.needs for s in sizings) / k)
         if up:
             executors = max(executors, current)  # a scale-up never shrinks another query's share
             reason = next(
@@ -382,13 +383,12 @@ class PredictivePolicy(Policy):
         return min(have - 1, math.floor(have * (1 - self.p.scale_down_margin)))
 
     @staticmethod
-    def _asked_before_backlog(inp: PolicyInput, have: int) -> int | None:
+    def _asked_before_backlog(latest: ScalingEvent | None, inp: PolicyInput, have: int) -> int | None:
         """The cores the load had before the latest executor scale-up, when that scale-up drained a
         backlog (:meth:`_scale_up_reason`) and its capacity is still here; else None. The load ran
         on that size until the backlog: a size proven to carry it, where a size the cost model
         finds for the rate is a prediction (trusted for it, releases went a core below what the
         load needed and scaled up again)."""
-        latest = _latest_scale_up(inp)
         if latest is None or latest.reason != Reason.SCALE_UP_FOR_BACKLOG:
             return None
         asked = latest.from_value * max(1, inp.cores_per_executor)
@@ -456,13 +456,16 @@ class PredictivePolicy(Policy):
         # it. With the margin from the larger size, backlog capacity under a quarter of it stayed
         # for good (a steady load whose straggler made a backlog went 35 -> 41 executors and held
         # 41 for the rest of the run)
+        latest_up = _latest_scale_up(inp)
         largest = self._largest_release(have)
-        asked = self._asked_before_backlog(inp, have)
+        asked = self._asked_before_backlog(latest_up, inp, have)
         if asked is not None and cores < have and asked > largest:
-            cores, largest = (cores if cores <= self._largest_release(asked) else asked), asked
+            if cores > self._largest_release(asked):
+                cores = asked  # within the margin of the size before: back to it
+            largest = asked
         if demand.lagging or cores > largest:
             return hold()
-        last_up = _dwell_start(inp)
+        last_up = _dwell_start(latest_up)
         if last_up is not None and inp.now - last_up < p.min_dwell:
             return hold(f"{cores} core(s) after the dwell", fits=cores)
         # ski rental: keep capacity until what it has cost since the load last needed it
@@ -828,9 +831,13 @@ def smallest_proven_size(inp: PolicyInput, view: QueryView, arrival: float, wind
     previous: ScalingEvent | None = None
     for e in inp.history.events_since(EXECUTORS, since, previous=True):
         up = e.to_value > e.from_value and e.reason in (Reason.SCALE_UP_FOR_LOAD, Reason.SCALE_UP_FOR_BACKLOG)
-        undid = up and e.at >= since and previous is not None and previous.to_value == e.from_value < previous.from_value
-        if undid and e.reason == Reason.SCALE_UP_FOR_BACKLOG and previous is not None and e.at - previous.at > held:
-            undid = False
+        undid = (
+            up
+            and e.at >= since
+            and previous is not None
+            and previous.to_value == e.from_value < previous.from_value
+            and not (e.reason == Reason.SCALE_UP_FOR_BACKLOG and e.at - previous.at > held)
+        )
         if undid:
             if series is None:
                 series = inp.history.rate_series(view.name, since=since - inp.rate_step)
@@ -864,9 +871,9 @@ def _latest_scale_up(inp: PolicyInput) -> ScalingEvent | None:
     return None
 
 
-def _dwell_start(inp: PolicyInput) -> datetime | None:
-    """When the latest executor scale-up happened, or None when there was none or it was to
-    drain a backlog.
+def _dwell_start(latest: ScalingEvent | None) -> datetime | None:
+    """When the latest executor scale-up (:func:`_latest_scale_up`) happened, or None when there
+    was none or it was to drain a backlog.
 
     The dwell keeps a size the load asked for against a quick scale-down (a load that rose
     often bounces). Capacity added to drain a backlog is needed only until the backlog is
@@ -874,7 +881,6 @@ def _dwell_start(inp: PolicyInput) -> datetime | None:
     scale-up cut by a normalization limit is recorded with the limit as its reason: it starts
     the dwell.)
     """
-    latest = _latest_scale_up(inp)
     return None if latest is None or latest.reason == Reason.SCALE_UP_FOR_BACKLOG else latest.at
 
 
