@@ -816,10 +816,11 @@ def smallest_proven_size(inp: PolicyInput, view: QueryView, arrival: float, wind
 
     A scale-up for load (or backlog) that undoes a scale-down proves the smaller size too small
     for the rate of that moment, whatever the cost model predicted (it extrapolates, and at a
-    constant load it cannot tell per-row from per-task cost); the size before the scale-down is
-    the one proven to work and the sizes between are unproven. While the rate is at least
-    ``RETURN_RATE`` of the rate then, a scale-down stays at or above that size: without it sizes
-    flipped back and forth on a constant load. (A scale-up alone proves little: on a new run
+    constant load it cannot tell per-row from per-task cost); the size the scale-up went to is
+    taken as the one that works (in a flip back, the size before the scale-down; more where the
+    scale-up added a share to catch up a backlog). While the rate is at least ``RETURN_RATE`` of the rate then, a
+    scale-down stays at or above that size: without it sizes flipped back and forth on a
+    constant load. (A scale-up alone proves little: on a new run
     the first batches are slow for reasons other than the load.) A backlog that built up once
     the smaller size had carried the load for longer than ``held`` proves nothing of it: a
     straggler or a GC pause made it, not the size (on a steady load each such scale-up held the
