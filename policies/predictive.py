@@ -816,37 +816,41 @@ def smallest_proven_size(inp: PolicyInput, view: QueryView, arrival: float, wind
 
     A scale-up for load (or backlog) that undoes a scale-down proves the smaller size too small
     for the rate of that moment, whatever the cost model predicted (it extrapolates, and at a
-    constant load it cannot tell per-row from per-task cost); the size the scale-up went to is
-    taken as the one that works (in a flip back, the size before the scale-down; more where the
-    scale-up added a share to catch up a backlog). While the rate is at least ``RETURN_RATE`` of the rate then, a
-    scale-down stays at or above that size: without it sizes flipped back and forth on a
-    constant load. (A scale-up alone proves little: on a new run
-    the first batches are slow for reasons other than the load.) A backlog that built up once
-    the smaller size had carried the load for longer than ``held`` proves nothing of it: a
-    straggler or a GC pause made it, not the size (on a steady load each such scale-up held the
-    larger size for the whole ``window``).
+    constant load it cannot tell per-row from per-task cost); the size before the scale-down is
+    the one proven to work (the scale-up's own size where that is smaller: what a scale-up adds
+    above it to catch up a backlog proves nothing, and goes back once the backlog is gone).
+    While the rate is at least ``RETURN_RATE`` of the rate then, a scale-down stays at or above
+    that size: without it sizes flipped back and forth on a constant load. (A scale-up alone
+    proves little: on a new run the first batches are slow for reasons other than the load.)
     """
     floor = 0
     since = inp.now - window
     series: list[tuple[datetime, float]] | None = None
     previous: ScalingEvent | None = None
     for e in inp.history.events_since(EXECUTORS, since, previous=True):
-        up = e.to_value > e.from_value and e.reason in (Reason.SCALE_UP_FOR_LOAD, Reason.SCALE_UP_FOR_BACKLOG)
-        undid = (
-            up
-            and e.at >= since
-            and previous is not None
-            and previous.to_value == e.from_value < previous.from_value
-            and not (e.reason == Reason.SCALE_UP_FOR_BACKLOG and e.at - previous.at > held)
-        )
-        if undid:
+        if previous is not None and e.at >= since and _undoes(e, previous, held):
             if series is None:
                 series = inp.history.rate_series(view.name, since=since - inp.rate_step)
             then = rate_around(view, series, e.at, inp.rate_step)
             if then is not None and arrival >= RETURN_RATE * then:
-                floor = max(floor, e.to_value)
+                floor = max(floor, min(e.to_value, previous.from_value))
         previous = e
     return floor
+
+
+def _undoes(up: ScalingEvent, down: ScalingEvent, held: timedelta) -> bool:
+    """Whether scale-up ``up`` undid scale-down ``down``, the executor change before it.
+
+    A backlog that built up once the smaller size had carried the load for longer than ``held``
+    proves nothing of it: a straggler or a GC pause made it, not the size (on a steady load
+    each such scale-up held the larger size for the whole window).
+    """
+    return (
+        up.to_value > up.from_value
+        and up.reason in (Reason.SCALE_UP_FOR_LOAD, Reason.SCALE_UP_FOR_BACKLOG)
+        and down.to_value == up.from_value < down.from_value
+        and not (up.reason == Reason.SCALE_UP_FOR_BACKLOG and up.at - down.at > held)
+    )
 
 
 def rate_around(view: QueryView, series: list[tuple[datetime, float]], at: datetime, step: timedelta) -> float | None:

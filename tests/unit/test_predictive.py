@@ -390,6 +390,21 @@ def test_a_backlog_long_after_a_release_proves_nothing_of_the_released_size():
     assert proven(released_ago=140, backlog_ago=20) == 0
 
 
+def test_a_failed_scale_down_keeps_the_size_before_it_not_the_catch_up_share():
+    # 14 -> 10 released, then 10 -> 18 for the backlog the 10 cores left (4 of the 18 to catch
+    # it up): the 14 cores before the release are what carried the load; the catch-up's 4 go
+    # back once the backlog is gone, and the floor stays at 14
+    from policies.predictive import smallest_proven_size
+
+    history = ScalingHistory(events=(
+        ScalingEvent(NOW - timedelta(minutes=40), EXECUTORS, 14, 10, Reason.SCALE_DOWN_FOR_LOAD),
+        ScalingEvent(NOW - timedelta(minutes=20), EXECUTORS, 10, 18, Reason.SCALE_UP_FOR_BACKLOG),
+    ), rates=tuple(RatePoint(NOW - timedelta(minutes=5 * i), "q", 5000.0) for i in range(1, 60)))
+    i = inp(cores=18, rate=5000, history=history)
+    view, _ = i.modelled_queries()[0]
+    assert smallest_proven_size(i, view, 5000.0, timedelta(hours=6), timedelta(minutes=30)) == 14
+
+
 def test_a_steady_load_goes_back_to_its_size_after_each_stragglers_backlog():
     # a constant load with the simulator's stragglers (1 % of batches twice as slow): a backlog
     # they made added capacity for good (13.3 h: 35 -> 41 executors, held the rest of the run;
