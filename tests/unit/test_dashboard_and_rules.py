@@ -280,6 +280,20 @@ def test_a_recording_of_more_scrapes_than_a_range_query_answers_renders_every_fe
         PrometheusQueries("http://127.0.0.1:1", 0, 22_998, 2.0)
 
 
+def _prometheus_children(pid: int) -> list[int]:
+    """The Prometheus servers among the children of ``pid``."""
+    from tests.unit.test_bench_traces import _children
+
+    found = []
+    for child in _children(pid):
+        try:
+            if Path(f"/proc/{child}/comm").read_text().strip() == "prometheus":
+                found.append(child)
+        except OSError:  # ended meanwhile
+            continue
+    return found
+
+
 def test_sigterm_stops_a_render_with_its_throwaway_prometheus_and_leaves_nothing(tmp_path, tmp_path_factory):
     """kill or timeout during `dashboard render`: before, the command died (143), its Prometheus
     outlived it and its temporary directory was left behind."""
@@ -288,7 +302,6 @@ def test_sigterm_stops_a_render_with_its_throwaway_prometheus_and_leaves_nothing
     import sys
 
     from tests.harness import record_scenario
-    from tests.unit.test_bench_traces import _children
 
     path = tmp_path_factory.mktemp("recording") / "run.jsonl"
     record_scenario(path)
@@ -296,10 +309,13 @@ def test_sigterm_stops_a_render_with_its_throwaway_prometheus_and_leaves_nothing
     proc = subprocess.Popen([sys.executable, "-m", "autoscaler", "dashboard", "render", "--recording", str(path), "--output", str(tmp_path / "d.png")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     try:
+        # its children are promtool (short-lived: it builds the blocks), then Prometheus; wait
+        # for Prometheus itself (a CI run with a busy neighbour saw promtool, and by the next
+        # look promtool had ended and Prometheus had not yet started)
         deadline = time.monotonic() + 60
-        while not _children(proc.pid) and time.monotonic() < deadline:  # promtool, then Prometheus
+        while not _prometheus_children(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert _children(proc.pid), "the render started no Prometheus"
+        assert _prometheus_children(proc.pid), f"the render started no Prometheus (exit {proc.poll()})"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 130
         assert "interrupted" in proc.stderr.read()
