@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from autoscaler.ops import assets
 from autoscaler.ops.metrics import Metrics
+from autoscaler.runtime.waiting import poll
 from autoscaler.tools.dashboard.prometheus import (
     PrometheusError,
     PrometheusQueries,
@@ -310,12 +311,11 @@ def test_sigterm_stops_a_render_with_its_throwaway_prometheus_and_leaves_nothing
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     try:
         # its children are promtool (short-lived: it builds the blocks), then Prometheus; wait
-        # for Prometheus itself (a CI run with a busy neighbour saw promtool, and by the next
-        # look promtool had ended and Prometheus had not yet started)
-        deadline = time.monotonic() + 60
-        while not _prometheus_children(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _prometheus_children(proc.pid), f"the render started no Prometheus (exit {proc.poll()})"
+        # for Prometheus itself, and judge what the wait found rather than look again (a CI run
+        # with a busy neighbour saw promtool, and by the next look promtool had ended and
+        # Prometheus had not yet started)
+        servers = poll(lambda: _prometheus_children(proc.pid), 60, 0.05)
+        assert servers, f"the render started no Prometheus (exit {proc.poll()})"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 130
         assert "interrupted" in proc.stderr.read()
