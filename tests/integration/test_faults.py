@@ -16,6 +16,7 @@ import urllib.request
 from datetime import timedelta
 from pathlib import Path
 
+import psutil
 import pytest
 
 from autoscaler.app.driver import DriverDaemon
@@ -27,6 +28,7 @@ from autoscaler.spark.standalone import LocalStandaloneCluster, executor_pids
 from autoscaler.tools.demo.workload import drain, trace_pipeline
 from autoscaler.tools.traces import RateProfile
 from tests.integration.conftest import assert_every_row_once, wait_until
+from tests.processes import below, running
 
 pytestmark = pytest.mark.spark
 
@@ -131,28 +133,6 @@ def _api(port: int, method: str, path: str, body: dict | None = None) -> tuple[i
         return 0, {}
 
 
-def _descendants(pid: int) -> set[int]:
-    """``pid`` and every process below it, read from /proc."""
-    found, todo = set(), [pid]
-    while todo:
-        p = todo.pop()
-        found.add(p)
-        for task in Path(f"/proc/{p}/task").glob("*"):
-            try:
-                todo += [int(c) for c in (task / "children").read_text().split()]
-            except OSError:
-                pass
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return not Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].startswith("Z")
-
-
 def test_the_daemon_killed_mid_rescale_comes_back_on_its_state_with_the_operator_override_and_every_row_once(tmp_path):
     port = free_port()
     start = time.time() + 20
@@ -189,10 +169,10 @@ def test_the_daemon_killed_mid_rescale_comes_back_on_its_state_with_the_operator
             return query.get("status") == "rescaling" or any(e.get("reason") == "OperatorRequest" for e in query.get("recent_rescales", []))
 
         wait_until(rescale_started, 90, "the rescale to start", interval=0.05)
-        tree = _descendants(first.pid)
+        tree = [psutil.Process(first.pid), *below(first.pid)]
         os.killpg(first.pid, signal.SIGKILL)  # the daemon and the JVMs it started, mid-rescale
         first.wait(30)
-        wait_until(lambda: not any(_alive(p) for p in tree), 60, "every process of the killed daemon to be gone")
+        wait_until(lambda: not any(running(p) for p in tree), 60, "every process of the killed daemon to be gone")
         # a new daemon on the same state and checkpoints: the operator's rate limit is in force
         second = daemon()
         wait_until(lambda: _api(port, "GET", "/api/v1/queries/stream")[1].get("params", {}).get("max_rows_per_batch") == 150

@@ -4,8 +4,7 @@ the log4j2 configuration the daemon's session adds as ``*.extraJavaOptions``, so
 
 from __future__ import annotations
 
-from pathlib import Path
-
+import psutil
 import pytest
 
 from tests.conftest import JIT_C1_ONLY
@@ -16,12 +15,8 @@ pytestmark = pytest.mark.spark
 def executor_command_lines(app_id: str) -> list[list[str]]:
     """The command lines of this machine's executor JVMs of application ``app_id``."""
     found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            args = cmdline.read_bytes().split(b"\0")
-        except OSError:  # a process that ended while we looked
-            continue
-        words = [a.decode(errors="replace") for a in args if a]
+    for process in psutil.process_iter(["cmdline"]):  # a process that ends meanwhile has None
+        words = process.info["cmdline"] or []
         if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in words and app_id in words:
             found.append(words)
     return found

@@ -9,14 +9,15 @@ import subprocess
 import sys
 import time
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from autoscaler._version import __version__
 from autoscaler.cli import main
+from autoscaler.runtime.waiting import poll
 from autoscaler.tools.bench.traces import format_report, judge, plan_runs, read_results
 from autoscaler.tools.provenance import code_label, code_version
+from tests.processes import below
 
 
 def write_trace(path, values):
@@ -347,17 +348,10 @@ def test_two_traces_with_one_name_are_refused(tmp_path, capsys):
     assert "two traces named same" in capsys.readouterr().err
 
 
-def _children(pid):
-    """The processes whose parent is ``pid`` (from /proc: field 4 of stat, after the name in parentheses)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rpartition(")")[2].split()
-        except OSError:  # gone meanwhile
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    return found
+def _both_workers(pid: int) -> list[int]:
+    """The pids of the two simulating workers below ``pid``, once both are there; else none."""
+    workers = [w.pid for w in below(pid, recursive=False)]
+    return workers if len(workers) >= 2 else []
 
 
 def _ctrl_c_heeded() -> None:
@@ -381,9 +375,7 @@ def test_a_signal_stops_the_runs_at_once_and_leaves_no_partial_result(tmp_path, 
     )
     try:
         assert "2 to run" in proc.stderr.readline()
-        deadline = time.monotonic() + 60
-        while len(workers := _children(proc.pid)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.2)
+        workers = poll(lambda: _both_workers(proc.pid), 60, 0.2) or []
         assert len(workers) == 2
         time.sleep(1.0)  # both simulating
         if ctrl_c:
@@ -409,9 +401,7 @@ def test_sigterm_stops_a_compared_simulation_and_its_workers(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "autoscaler", "simulate", "--trace", str(trace), "--compare", "--jobs", "2"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while len(workers := _children(proc.pid)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.2)
+        workers = poll(lambda: _both_workers(proc.pid), 60, 0.2) or []
         assert len(workers) == 2
         time.sleep(1.0)  # both simulating
         proc.send_signal(signal.SIGTERM)

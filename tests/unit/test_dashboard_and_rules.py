@@ -39,6 +39,7 @@ from autoscaler.tools.dashboard.render import (
     render_recording,
     substitute_variables,
 )
+from tests.processes import below, named
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = assets.RULES
@@ -281,20 +282,6 @@ def test_a_recording_of_more_scrapes_than_a_range_query_answers_renders_every_fe
         PrometheusQueries("http://127.0.0.1:1", 0, 22_998, 2.0)
 
 
-def _prometheus_children(pid: int) -> list[int]:
-    """The Prometheus servers among the children of ``pid``."""
-    from tests.unit.test_bench_traces import _children
-
-    found = []
-    for child in _children(pid):
-        try:
-            if Path(f"/proc/{child}/comm").read_text().strip() == "prometheus":
-                found.append(child)
-        except OSError:  # ended meanwhile
-            continue
-    return found
-
-
 def test_sigterm_stops_a_render_with_its_throwaway_prometheus_and_leaves_nothing(tmp_path, tmp_path_factory):
     """kill or timeout during `dashboard render`: before, the command died (143), its Prometheus
     outlived it and its temporary directory was left behind."""
@@ -314,7 +301,7 @@ def test_sigterm_stops_a_render_with_its_throwaway_prometheus_and_leaves_nothing
         # for Prometheus itself, and judge what the wait found rather than look again (a CI run
         # with a busy neighbour saw promtool, and by the next look promtool had ended and
         # Prometheus had not yet started)
-        servers = poll(lambda: _prometheus_children(proc.pid), 60, 0.05)
+        servers = poll(lambda: named(below(proc.pid, recursive=False), "prometheus"), 60, 0.05)
         assert servers, f"the render started no Prometheus (exit {proc.poll()})"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 130
