@@ -1,8 +1,9 @@
 """The processes a test started, read through psutil: those below a process, whether they still
 run, what they run. A process that ends while it is read counts as gone, never as an error.
 
-psutil's ``Process`` remembers when its process started, so a pid the system has given to a
-new process since is not mistaken for the one the test saw (a bare pid from /proc would be).
+psutil's ``Process`` remembers when its process started: ``is_running()`` and ``kill()`` do not
+take a pid the system has given to a new process since for the one the test saw (a bare pid
+read from /proc would).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def named(processes: list[psutil.Process], name: str) -> list[psutil.Process]:
 def running(process: psutil.Process) -> bool:
     """Still there and not a zombie (ended, its exit status not yet collected by its parent)."""
     try:
-        return process.status() != psutil.STATUS_ZOMBIE
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
 
