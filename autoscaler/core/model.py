@@ -237,6 +237,9 @@ class QueryView:
     batch_running: bool = False  # a trigger is executing right now (``status.isTriggerActive``)
     batch_tasks: tuple[int, int] | None = None  # (completed, total) tasks of the running batch
     batch_read: RunningRead | None = None  # the input its finished tasks read (None: not reported)
+    # the running batch's rows as its checkpoint's offset log planned them, for a source whose
+    # offsets count rows (None: not read, or the source's offsets do not count rows)
+    batch_planned_rows: int | None = None
     warming: bool = False  # a new run or changed executors: batches are slow because cold
     # what the query's pipeline declares (trigger, rate limit, shuffle partitions; parallelism:
     # its initial one on one core); None for a query the daemon does not host
@@ -249,8 +252,11 @@ class QueryView:
 
     @property
     def running_batch_rows(self) -> float | None:
-        """The running batch's rows counted from what its finished tasks read (None: not
-        reported, or no task finished yet)."""
+        """The running batch's rows: planned (the offset log, exact from the batch's start) or
+        else counted from what its finished tasks read (None: neither reported, or no task
+        finished yet)."""
+        if self.batch_planned_rows is not None:
+            return float(self.batch_planned_rows)
         return self.batch_read.batch_rows() if self.batch_read is not None else None
 
     @property

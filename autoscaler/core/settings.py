@@ -315,6 +315,13 @@ class WindowSettings(_Model):
         "the driver's REST API), so a step in the load shows while its first, long batch runs; before a task has "
         "finished, and with this off, the rows are inferred from how long it runs (at most 20x the batch before).",
     )
+    planned_batch_rows: bool = Field(
+        True,
+        description="Read a running batch's rows from its checkpoint's offset log, written when the batch is planned, "
+        "where the source's offsets count rows (Kafka's, the trace source's: checked on each finished batch against "
+        "its input rows), so a step in the load shows from the batch's first tick; elsewhere, and with this off, "
+        "as running_batch_rows says.",
+    )
 
 
 class HistorySettings(_Model):

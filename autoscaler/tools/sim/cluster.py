@@ -105,11 +105,16 @@ class SimCluster:
         partitions_per_core: int = 2,
         can_request: bool = True,
         report_batch_rows: bool = True,
+        report_planned_rows: bool = True,
     ) -> None:
         self.cfg = config
         # the rows a running batch's finished tasks read, as the host reads them from Spark's
         # REST API with window.running_batch_rows (off: not reported, as with the host's reader off)
         self.report_batch_rows = report_batch_rows
+        # a running batch's rows from its start, as the host reads them from the checkpoint's
+        # offset log with window.planned_batch_rows (the simulated source's offsets count rows,
+        # as Kafka's and the trace source's do)
+        self.report_planned_rows = report_planned_rows
         self.workload = workload
         self.start = workload.start
         self.rng = random.Random(seed)
@@ -615,6 +620,7 @@ class SimCluster:
             batch_running=running,
             batch_tasks=tasks,
             batch_read=read,
+            batch_planned_rows=b.rows if self.report_planned_rows and b is not None else None,
             warming=self.batches_in_run < WARMUP_BATCHES or self.cores_changed_recently or cores != self.last_cores,
             idle_at=None if self.idle_at is None else self.at(self.idle_at),
         )

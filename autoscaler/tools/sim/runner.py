@@ -271,6 +271,7 @@ def simulate(
         max_samples=s.window.max_samples,
         max_parallelism=4 * max_exec * cores,
         report_batch_rows=s.window.running_batch_rows,
+        report_planned_rows=s.window.planned_batch_rows,
     )
     clock = FakeClock(workload.start)
     rec = assemble(s, observer=cluster, executors=cluster, queries=cluster, clock=clock, audit=AuditTrail(max_count=1)).reconciler
