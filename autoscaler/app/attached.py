@@ -113,6 +113,7 @@ def attach(
         restart_backoff_max=settings.pipelines.restart_backoff_max,
         max_failures=settings.pipelines.max_failures,
         running_batch_rows=settings.window.running_batch_rows,
+        planned_batch_rows=settings.window.planned_batch_rows,
     )
     for q in queries:
         name = q.name or str(q.id)

@@ -129,6 +129,7 @@ class DriverDaemon:
                 restart_backoff_max=s.pipelines.restart_backoff_max,
                 max_failures=s.pipelines.max_failures,
                 running_batch_rows=s.window.running_batch_rows,
+                planned_batch_rows=s.window.planned_batch_rows,
             )
             self.host.prepare(max(1, self.executors.registered_cores()), saved_queries(self.state_store))
             if not self._stopped.is_set():  # a stop asked for while Spark started: nothing to start

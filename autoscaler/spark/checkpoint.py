@@ -273,6 +273,16 @@ def _offset(line: str) -> Any:
         return line
 
 
+def read_planned_offsets(location: str | Path, batch: int, *, hadoop: FileSystem | None = None) -> tuple[Any, ...] | None:
+    """The end offset of each source that batch ``batch`` was planned with (``offsets/<batch>``,
+    written before the batch runs; parsed JSON where it is JSON, else the text), None while it
+    is not planned. One that cannot be read raises :class:`CheckpointUnreadable`."""
+    files = open_checkpoint(location, hadoop)
+    if str(batch) not in files.names("offsets"):
+        return None
+    return tuple(_offset(line) for line in files.read_text(f"offsets/{batch}").splitlines()[2:])
+
+
 def remove_offsets_after(location: str | Path, last_kept: int | None, *, hadoop: FileSystem | None = None) -> list[int]:
     """Delete planned batches after ``last_kept`` (and their .crc files) of the checkpoint at
     ``location`` (:func:`open_checkpoint`, :func:`drop_offsets_after`); the batch ids removed.

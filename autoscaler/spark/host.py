@@ -46,6 +46,7 @@ from autoscaler.spark.checkpoint import (
     remove_offsets_after,
 )
 from autoscaler.spark.pipelines import PipelineContext, PipelineError, PipelineSpec, checkpoint_locations
+from autoscaler.spark.planned import PlannedRows
 from autoscaler.spark.progress import SampleWindow, parse_progress, parse_timestamp, state_partitions
 from autoscaler.spark.stages import StageInput
 
@@ -149,6 +150,8 @@ class _Run:
     pending: _PendingOutcome | None = None
     # the latest trigger that found no new rows (Spark's QueryIdleEvent), kept across runs
     idle_at: datetime | None = None
+    # its running batch's rows from the offset log (window.planned_batch_rows; None: off, or attached)
+    planned: PlannedRows | None = None
     cv: threading.Condition = field(default_factory=threading.Condition)
 
 
@@ -166,6 +169,7 @@ class QueryHost:
         restart_backoff_max: timedelta = timedelta(minutes=5),
         max_failures: int = 10,
         running_batch_rows: bool = False,
+        planned_batch_rows: bool = False,
         remote_checkpoints: FileSystem | None = None,
     ) -> None:
         """``remote_checkpoints``: how a checkpoint on remote storage (``s3a://``, ``gs://``,
@@ -193,7 +197,9 @@ class QueryHost:
         self._rescales: list[threading.Thread] = []
         checkpoints = checkpoint_locations(specs, self.checkpoint_root)  # two on one checkpoint: refused before any listener
         for spec in specs:
-            self._runs[spec.name] = _Run(spec.name, spec, spec.initial_params(1), SampleWindow(max_samples), checkpoints[spec.name])
+            run = self._runs[spec.name] = _Run(spec.name, spec, spec.initial_params(1), SampleWindow(max_samples), checkpoints[spec.name])
+            if planned_batch_rows:
+                run.planned = PlannedRows(checkpoints[spec.name], self._remote_checkpoints)
         self._listener = _make_listener(self)
         spark.streams.addListener(self._listener)
 
@@ -354,18 +360,19 @@ class QueryHost:
     def _warming(run: _Run, cores: int) -> bool:
         return run.batches_in_run < WARMUP_BATCHES or run.cores_changed_recently or cores != run.last_cores
 
-    def _running_batch(self, run: _Run) -> tuple[bool, tuple[int, int] | None, RunningRead | None]:
-        """Whether a batch is executing, its (completed, total) tasks and, with a stage reader
-        (``window.running_batch_rows``), the input its finished tasks read.
+    def _running_batch(self, run: _Run) -> tuple[bool, tuple[int, int] | None, RunningRead | None, int | None]:
+        """Whether a batch is executing, its (completed, total) tasks, with a stage reader
+        (``window.running_batch_rows``) the input its finished tasks read and with an offset-log
+        reader (``window.planned_batch_rows``) its rows as planned.
 
         Streaming runs each batch's jobs in the job group named by the run id, so the status
         tracker shows how far the batch in flight has got.
         """
         if run.status != QueryStatus.RUNNING or run.query is None or run.run_id is None:
-            return False, None, None
+            return False, None, None, None
         try:
             if not run.query.status.get("isTriggerActive"):
-                return False, None, None
+                return False, None, None, None
             tracker = self.spark.sparkContext.statusTracker()
             jobs = set(tracker.getActiveJobsIds()) & set(tracker.getJobIdsForGroup(run.run_id))
             done = total = 0
@@ -379,12 +386,19 @@ class QueryHost:
                         done += stage.numCompletedTasks
                         total += stage.numTasks
         except Exception:  # the query or the context is stopping
-            return False, None, None
+            return False, None, None, None
         read = self._stage_input.read(stages) if self._stage_input is not None else None
-        return True, (done, total) if total else None, read
+        planned = run.planned.running_batch_rows() if run.planned is not None else None
+        return True, (done, total) if total else None, read, planned
 
     def _view(
-        self, run: _Run, batch_running: bool, batch_tasks: tuple[int, int] | None, batch_read: RunningRead | None = None, warming: bool = False
+        self,
+        run: _Run,
+        batch_running: bool,
+        batch_tasks: tuple[int, int] | None,
+        batch_read: RunningRead | None = None,
+        batch_planned_rows: int | None = None,
+        warming: bool = False,
     ) -> QueryView:
         spec = run.spec
         return QueryView(
@@ -406,6 +420,7 @@ class QueryHost:
             batch_running=batch_running,
             batch_tasks=batch_tasks,
             batch_read=batch_read,
+            batch_planned_rows=batch_planned_rows,
             warming=warming,
             idle_at=run.idle_at,
             declared=spec.initial_params(1) if spec else None,
@@ -631,6 +646,8 @@ class QueryHost:
             run.last_cores = cores
             run.batches_in_run += 1
         data = json.loads(progress_json)
+        if run.planned is not None:
+            run.planned.on_progress(data)
         sample = parse_progress(data, cores=cores or None, parallelism=params.parallelism, cold=cold)
         partitions = state_partitions(data)
         now = self.clock.now()

@@ -14,7 +14,7 @@ import re
 import threading
 from collections import deque
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from autoscaler.core.model import BatchSample
 
@@ -25,7 +25,7 @@ def parse_timestamp(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def _as_offset(value: Any) -> Any:
+def as_offset(value: Any) -> Any:
     if isinstance(value, str):
         try:
             return json.loads(value)
@@ -34,7 +34,7 @@ def _as_offset(value: Any) -> Any:
     return value
 
 
-def _offset_gap(latest: Any, end: Any) -> int | None:
+def offset_gap(latest: Any, end: Any) -> int | None:
     """Rows between two offsets of the same shape, or None if they are not comparable."""
     if isinstance(latest, bool) or isinstance(end, bool):
         return None
@@ -45,7 +45,7 @@ def _offset_gap(latest: Any, end: Any) -> int | None:
         for key, value in latest.items():
             if key not in end:
                 return None
-            gap = _offset_gap(value, end[key])
+            gap = offset_gap(value, end[key])
             if gap is None:
                 return None
             total += gap
@@ -53,14 +53,35 @@ def _offset_gap(latest: Any, end: Any) -> int | None:
     return None
 
 
+def offsets_count_rows(sources: Sequence[Mapping[str, Any]]) -> bool | None:
+    """Whether a finished batch's sources advanced their offsets by exactly the rows each read
+    (``endOffset - startOffset == numInputRows``, offsets summed over partitions as for the
+    backlog): True when each did and one read rows, False when one did not (a file source's
+    offsets count files, the rate source's seconds, a transactional Kafka topic's include its
+    commit markers), None when the batch cannot tell (no rows read, or a start or end offset
+    missing or of another shape: a query's first batch, a Kafka partition added)."""
+    counted: list[bool] = []  # per source that read rows or moved: whether its offsets moved by its rows
+    unknown = False
+    for source in sources:
+        gap = offset_gap(as_offset(source.get("endOffset")), as_offset(source.get("startOffset")))
+        rows = int(source.get("numInputRows") or 0)
+        if gap is None:
+            unknown = unknown or rows > 0
+        elif gap or rows:
+            counted.append(gap == rows)
+    if not all(counted):
+        return False
+    return True if counted and not unknown else None
+
+
 def source_backlog(source: Mapping[str, Any]) -> int | None:
-    latest = _as_offset(source.get("latestOffset"))
-    end = _as_offset(source.get("endOffset"))
+    latest = as_offset(source.get("latestOffset"))
+    end = as_offset(source.get("endOffset"))
     metrics = source.get("metrics") or {}
     if latest is not None and end is not None:
         if isinstance(latest, dict) and "logOffset" in latest:
             return None  # file source: offsets count file batches, not rows
-        gap = _offset_gap(latest, end)
+        gap = offset_gap(latest, end)
         if gap is not None:
             rate = _RATE_SOURCE.match(str(source.get("description", "")))
             if rate:  # the rate source's offsets are seconds

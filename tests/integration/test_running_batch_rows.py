@@ -1,5 +1,7 @@
-"""A running batch's rows read from the tasks that finished, on a real local cluster: a step in
-the load is counted while the step's first, long batch runs (``window.running_batch_rows``)."""
+"""A running batch's rows on a real local cluster, while the batch runs: from its checkpoint's
+offset log before any of its tasks ends (``window.planned_batch_rows``), and from the tasks that
+finished (``window.running_batch_rows``). A step in the load is counted while the step's first,
+long batch runs."""
 
 from __future__ import annotations
 
@@ -29,21 +31,37 @@ def test_a_running_batch_tells_its_rows_before_it_ends(spark_session_factory, tm
     spec = PipelineSpec("rows", build, trigger=timedelta(seconds=2), initial_parallelism=8, max_parallelism=8)
     executors = SparkExecutors(spark)
 
-    def host(running_batch_rows):
+    def host(on):
         return QueryHost(
             spark, [spec], checkpoint_root=tmp_path / "ckpt", clock=SystemClock(), registered_cores=executors.registered_cores,
-            running_batch_rows=running_batch_rows,
+            running_batch_rows=on, planned_batch_rows=on,
         )
+
+    def stepped():
+        return time.time() > start + 15 + 2  # a batch planned after the step
 
     reader = host(True)
     reader.prepare(1)
     reader.start_all()
     try:
+        def planned():
+            view = reader.views()[0]
+            no_task_ended = view.batch_tasks is None or view.batch_tasks[0] == 0
+            if stepped() and view.batch_running and no_task_ended and view.batch_planned_rows is not None:
+                assert view.running_batch_rows == view.batch_planned_rows  # preferred to the tasks' count
+                return view
+            return None
+
+        view = wait_until(planned, 180, "a running batch's planned rows before any of its tasks ended", interval=0.3)
+        ended_before = {s.batch_id for s in view.samples}
+        batch = wait_until(lambda: next((s for s in reader.views()[0].samples if s.batch_id not in ended_before), None), 180, "it to end")
+        # the offset log's rows are the batch's, exactly, as its progress event tells them when it ends
+        assert batch.input_rows == view.batch_planned_rows > 3 * 2 * 100, (view.batch_planned_rows, batch.input_rows)
+
         def counted():
             view = reader.views()[0]
             read = view.batch_read
-            stepped = time.time() > start + 15 + 2  # a batch planned after the step
-            if stepped and view.batch_running and read is not None and 2 <= read.tasks_done < read.tasks:
+            if stepped() and view.batch_running and read is not None and 2 <= read.tasks_done < read.tasks:
                 return view, read
             return None
 
@@ -59,7 +77,7 @@ def test_a_running_batch_tells_its_rows_before_it_ends(spark_session_factory, tm
         assert read.tasks == 8
         assert read.batch_rows() == pytest.approx(batch.input_rows, rel=0.15), (read, batch.input_rows)
         assert batch.input_rows > 3 * 2 * 100  # a batch of the step, not of the 100 rows/s before it
-        # without the setting the host does not ask
-        assert host(False).views() and all(v.batch_read is None for v in host(False).views())
+        # without the settings the host does not ask
+        assert host(False).views() and all(v.batch_read is None and v.batch_planned_rows is None for v in host(False).views())
     finally:
         reader.stop_all()

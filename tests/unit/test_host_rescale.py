@@ -405,7 +405,7 @@ def test_a_default_checkpoint_under_a_uri_root_is_handed_to_spark_as_the_uri(tmp
         seen.append(("context", ctx.checkpoint_location))
         return Writer(lambda: FakeQuery("run-0"))
 
-    from tests.unit.test_checkpoint import MemoryFiles
+    from tests.checkpoints import MemoryFiles
 
     def remote(location: str) -> MemoryFiles:
         seen.append(("read", location))
@@ -429,7 +429,7 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 
 def remote_checkpoint(tmp_path, planned: int, committed: int, conf: dict[str, str]) -> Any:
     """A stateful query's checkpoint on remote storage (s3a://bucket/ck/q), as a remote file system reads it."""
-    from tests.unit.test_checkpoint import MemoryFiles, make_checkpoint
+    from tests.checkpoints import MemoryFiles, make_checkpoint
 
     make_checkpoint(tmp_path / "remote", range(planned + 1), range(committed + 1), conf, state=True)
     (tmp_path / "remote" / "state" / "0" / "0").mkdir()
@@ -658,7 +658,7 @@ def test_a_failed_repartition_on_remote_storage_leaves_no_dangling_offsets_or_sa
 def test_a_stateful_shuffle_change_the_state_store_refuses_is_refused_before_the_query_stops(tmp_path):
     # the store was checked after the stop: a refused change stopped the query and restarted it
     # on its old settings (a pause for nothing); now it runs on, untouched
-    from tests.unit.test_checkpoint import make_checkpoint
+    from tests.checkpoints import make_checkpoint
 
     make_checkpoint(tmp_path / "q", range(2), range(2), {"spark.sql.shuffle.partitions": "4"}, state=True)  # the default (hdfs) store
     starts: list[FakeQuery] = []
