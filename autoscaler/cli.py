@@ -688,6 +688,10 @@ def _simulate_parser(sub: Any) -> None:
     sim.add_argument("--plot-hours", type=_hours_window, metavar="FROM:TO",
                      help="with --plot (one policy): draw only these hours since the start of the run, e.g. 47.5:48.5 (the "
                      "figures in the title stay the whole run's)")
+    sim.add_argument("--ticks", type=_output_file(), metavar="FILE",
+                     help="also write every tick as a JSON line to FILE: the seconds since the start ('t'), the simulated "
+                     "lag then ('true_lag_seconds'), whether it acted (a rescale, as counted) and the tick as the daemon's tick "
+                     "log has it (inputs, proposal, decision, plan); one policy, not with --compare")
     sim.add_argument("--peak-executors", type=_positive_int, default=32, metavar="N", help="executors the trace's peak needs")
     sim.add_argument("--scale-quantile", type=_quantile, default=1.0, metavar="Q",
                      help="the quantile of the trace's values that needs --peak-executors (default: 1, the peak; 0.99: spikes beyond the ceiling count against every policy)")
@@ -1351,7 +1355,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     )
     if args.compare:
         # options that name one policy would be ignored by a run of every policy: refused
-        for given, option in ((bool(args.param), "--param"), (args.policy is not None, "--policy")):
+        for given, option in ((bool(args.param), "--param"), (args.policy is not None, "--policy"), (args.ticks is not None, "--ticks")):
             if given:
                 return _fail(f"{option} applies to one policy; it cannot be combined with --compare")
         try:
@@ -1376,7 +1380,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         policy_class(policy)
         with _progress_line(trace.name) as progress:
             one = None if progress is None else (lambda share: progress(policy, share))
-            result = simulate(trace, policy=policy, params=params, progress=one, **options)
+            with _tick_log(args.ticks) as on_tick:
+                result = simulate(trace, policy=policy, params=params, progress=one, on_tick=on_tick, **options)
     except (PolicyError, SettingsError, ValueError, SimulationError) as exc:
         return _fail(str(exc))
     if args.plot:
@@ -1388,6 +1393,23 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     else:
         print(format_table([result]))
     return 0
+
+
+@contextlib.contextmanager
+def _tick_log(path: Path | None) -> Iterator[Callable[[Any, Any], None] | None]:
+    """A simulation's ticks written to ``path`` as JSON lines while it runs (None: not asked)."""
+    if path is None:
+        yield None
+        return
+    from autoscaler.runtime.views import tick_json
+
+    with path.open("w") as out:
+
+        def write(record: Any, cluster: Any) -> None:
+            line = {"t": round(cluster.t, 3), "true_lag_seconds": round(cluster.lag_now(), 3), "acted": record.acted, **tick_json(record)}
+            out.write(json.dumps(line) + "\n")
+
+        yield write
 
 
 def _run_record(params: dict[str, Any], settings: dict[str, Any], simulator: dict[str, Any]) -> dict[str, Any]:

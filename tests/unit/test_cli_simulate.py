@@ -421,3 +421,19 @@ def test_a_trace_with_an_outage_is_simulated_without_it_and_told_in_one_plain_li
     told = [line for line in captured.err.splitlines() if "skipped" in line]
     assert len(told) == 1 and told[0].startswith("spark-autoscaler: warning: trace ") and "the longest 2.003 days" in told[0], told
     assert not any("TraceGapWarning" in line for line in captured.err.splitlines())
+
+
+def test_ticks_writes_every_tick_as_the_daemon_logs_it(trace, tmp_path, capsys):
+    ticks = tmp_path / "ticks.jsonl"
+    assert main(["simulate", "--trace", str(trace), "--days", "0.02", "--json", "--ticks", str(ticks)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    lines = [json.loads(line) for line in ticks.read_text().splitlines()]
+    assert [line["t"] for line in lines] == [10.0 * (i + 1) for i in range(len(lines))] and len(lines) >= 0.02 * 86400 / 10 - 1
+    assert max(line["true_lag_seconds"] for line in lines) == pytest.approx(result["max_lag_seconds"], abs=10)
+    assert {"inputs", "proposal", "decision", "plan"} <= set(lines[0])
+    assert sum(line["acted"] for line in lines) == result["rescales"] > 0
+
+
+def test_ticks_name_one_policy_not_compare(trace, tmp_path, capsys):
+    assert main(["simulate", "--trace", str(trace), "--compare", "--ticks", str(tmp_path / "t.jsonl")]) == 2
+    assert "--ticks applies to one policy" in capsys.readouterr().err
