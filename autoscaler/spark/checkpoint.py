@@ -273,12 +273,13 @@ def _offset(line: str) -> Any:
         return line
 
 
-def read_planned_offsets(location: str | Path, batch: int, *, hadoop: FileSystem | None = None) -> tuple[Any, ...] | None:
+def read_running_offsets(location: str | Path, batch: int, *, hadoop: FileSystem | None = None) -> tuple[Any, ...] | None:
     """The end offset of each source that batch ``batch`` was planned with (``offsets/<batch>``,
     written before the batch runs; parsed JSON where it is JSON, else the text), None while it
-    is not planned. One that cannot be read raises :class:`CheckpointUnreadable`."""
+    is not planned and once it is committed (it ended). One that cannot be read raises
+    :class:`CheckpointUnreadable`."""
     files = open_checkpoint(location, hadoop)
-    if str(batch) not in files.names("offsets"):
+    if str(batch) not in files.names("offsets") or str(batch) in files.names("commits"):
         return None
     return tuple(_offset(line) for line in files.read_text(f"offsets/{batch}").splitlines()[2:])
 

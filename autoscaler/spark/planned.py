@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from autoscaler.runtime.logs import get_logger
-from autoscaler.spark.checkpoint import FileSystem, read_planned_offsets
+from autoscaler.spark.checkpoint import FileSystem, read_running_offsets
 from autoscaler.spark.progress import as_offset, offset_gap, offsets_count_rows
 
 log = get_logger("autoscaler.spark.planned")
@@ -93,12 +93,12 @@ class PlannedRows:
 
     def _read_batch(self, batch: int, previous_end: tuple[Any, ...]) -> None:
         try:
-            planned = read_planned_offsets(self.checkpoint, batch, hadoop=self.hadoop)
+            planned = read_running_offsets(self.checkpoint, batch, hadoop=self.hadoop)
         except Exception as exc:  # unreadable now: the batch is judged as without this reader; read again next tick
             log.debug("offset_log_unreadable", checkpoint=str(self.checkpoint), batch=batch, error=f"{type(exc).__name__}: {exc}")
             return
         if planned is None:
-            return  # not planned yet: read again next tick
+            return  # not planned yet, or ended before its progress came: read again next tick
         rows = planned_rows(planned, previous_end)
         with self._lock:
             self._known = (batch, rows)
