@@ -253,7 +253,7 @@ def parse_checkpoint(files: CheckpointFiles) -> CheckpointInfo:
                 conf = json.loads(lines[1]).get("conf", {}) or {}
             except ValueError:
                 conf = {}
-        sources = tuple(_offset(line) for line in lines[2:])
+        sources = _source_offsets(lines)
     shuffle = conf.get(SHUFFLE_PARTITIONS)
     return CheckpointInfo(
         exists=True,
@@ -266,6 +266,12 @@ def parse_checkpoint(files: CheckpointFiles) -> CheckpointInfo:
     )
 
 
+def _source_offsets(lines: list[str]) -> tuple[Any, ...]:
+    """Each source's end offset from an ``offsets/<N>`` file's lines (after the version and the
+    metadata lines)."""
+    return tuple(_offset(line) for line in lines[2:])
+
+
 def _offset(line: str) -> Any:
     try:
         return json.loads(line)
@@ -273,15 +279,14 @@ def _offset(line: str) -> Any:
         return line
 
 
-def read_running_offsets(location: str | Path, batch: int, *, hadoop: FileSystem | None = None) -> tuple[Any, ...] | None:
+def running_offsets(files: CheckpointFiles, batch: int) -> tuple[Any, ...] | None:
     """The end offset of each source that batch ``batch`` was planned with (``offsets/<batch>``,
     written before the batch runs; parsed JSON where it is JSON, else the text), None while it
     is not planned and once it is committed (it ended). One that cannot be read raises
     :class:`CheckpointUnreadable`."""
-    files = open_checkpoint(location, hadoop)
     if str(batch) not in files.names("offsets") or str(batch) in files.names("commits"):
         return None
-    return tuple(_offset(line) for line in files.read_text(f"offsets/{batch}").splitlines()[2:])
+    return _source_offsets(files.read_text(f"offsets/{batch}").splitlines())
 
 
 def remove_offsets_after(location: str | Path, last_kept: int | None, *, hadoop: FileSystem | None = None) -> list[int]:

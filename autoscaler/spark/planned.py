@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from autoscaler.runtime.logs import get_logger
-from autoscaler.spark.checkpoint import FileSystem, read_running_offsets
+from autoscaler.spark.checkpoint import CheckpointFiles, FileSystem, open_checkpoint, running_offsets
 from autoscaler.spark.progress import as_offset, offset_gap, offsets_count_rows
 
 log = get_logger("autoscaler.spark.planned")
@@ -60,6 +60,7 @@ class PlannedRows:
         self._latest: tuple[int, tuple[Any, ...]] | None = None  # latest reported batch and its end offsets
         self._known: tuple[int, int | None] | None = None  # a planned batch and its rows (None: not countable)
         self._read: threading.Thread | None = None
+        self._files: CheckpointFiles | None = None  # opened by the first read, then kept (a remote one keeps its file system)
 
     def on_progress(self, progress: Mapping[str, Any]) -> None:
         """Keep a finished batch's end offsets, and whether its offsets counted its rows."""
@@ -93,7 +94,9 @@ class PlannedRows:
 
     def _read_batch(self, batch: int, previous_end: tuple[Any, ...]) -> None:
         try:
-            planned = read_running_offsets(self.checkpoint, batch, hadoop=self.hadoop)
+            if self._files is None:
+                self._files = open_checkpoint(self.checkpoint, self.hadoop)
+            planned = running_offsets(self._files, batch)
         except Exception as exc:  # unreadable now: the batch is judged as without this reader; read again next tick
             log.debug("offset_log_unreadable", checkpoint=str(self.checkpoint), batch=batch, error=f"{type(exc).__name__}: {exc}")
             return

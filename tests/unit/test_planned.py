@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from autoscaler.spark.checkpoint import read_running_offsets
+from autoscaler.spark.checkpoint import open_checkpoint, running_offsets
 from autoscaler.spark.planned import PlannedRows, planned_rows
 from autoscaler.spark.progress import offsets_count_rows
 from tests.checkpoints import MemoryFiles, make_checkpoint
@@ -45,11 +45,12 @@ def test_planned_rows_sum_the_sources_and_refuse_what_does_not_compare():
 
 def test_the_planned_offsets_of_a_batch_are_read_while_it_runs(tmp_path):
     make_checkpoint(tmp_path, [0, 1], [0], sources=('{"row":1401}', "-"))
-    assert read_running_offsets(tmp_path, 1) == ({"row": 1401}, "-")
-    assert read_running_offsets(tmp_path, 2) is None  # not planned yet
-    assert read_running_offsets(tmp_path, 0) is None  # ended: a progress event late does not make it the running one
+    files = open_checkpoint(tmp_path)
+    assert running_offsets(files, 1) == ({"row": 1401}, "-")
+    assert running_offsets(files, 2) is None  # not planned yet
+    assert running_offsets(files, 0) is None  # ended: a progress event late does not make it the running one
     remote = MemoryFiles.of("s3a://b/ck", tmp_path)
-    assert read_running_offsets("s3a://b/ck", 1, hadoop=lambda location: remote) == ({"row": 1401}, "-")
+    assert running_offsets(open_checkpoint("s3a://b/ck", lambda location: remote), 1) == ({"row": 1401}, "-")
 
 
 def progress(batch, start, end, rows):

@@ -526,19 +526,27 @@ def test_a_kept_series_holds_the_budget_schedule_for_the_plot():
     assert result.budget_oracle_executor_seconds <= cost < max(result.series.oracle) * result.simulated_seconds
 
 
+def _step_from_the_floor():
+    """An hour at a twentieth of an executor's worth, then five minutes at 7.5 executors' worth."""
+    cap = QUIET.executor_capacity()
+    return steps((60, 0.05 * cap), (5, 7.5 * cap), (25, 0.05 * cap))
+
+
+def _step_scale_ups(records):
+    """(time, target) of each scale-up during the step."""
+    return [(t, r.decision.target) for r, _, t in records if 3600 <= t < 3900 and r.decision.changes and r.decision.target > r.decision.current]
+
+
 def test_rows_read_by_finished_tasks_answer_a_step_from_the_floor_in_one_change():
     # an hour at a twentieth of an executor's worth, then five minutes at 7.5 executors' worth
     # (150x): the step's first batch runs long on the one executor. From how long it runs the
     # daemon infers only a floor until a quarter of its tasks are done, then extrapolates them
     # (1 -> 5; at most 20x the batch before) and sizes the step when the batch ends; from the
     # rows its first tasks read it sizes the step while the batch runs
-    cap = QUIET.executor_capacity()
-    step = steps((60, 0.05 * cap), (5, 7.5 * cap), (25, 0.05 * cap))
+    step = _step_from_the_floor()
     inferred, inferred_records = run(step, settings={"window.running_batch_rows": False, "window.planned_batch_rows": False})
     counted, counted_records = run(step, settings={"window.planned_batch_rows": False})
-
-    def ups(records):
-        return [(t, r.decision.target) for r, _, t in records if 3600 <= t < 3900 and r.decision.changes and r.decision.target > r.decision.current]
+    ups = _step_scale_ups
 
     assert len(ups(inferred_records)) == 2 and ups(inferred_records)[0][1] < ups(inferred_records)[1][1]
     assert len(ups(counted_records)) == 1 and ups(counted_records)[0][0] <= 3600 + 30
@@ -551,13 +559,10 @@ def test_rows_planned_in_the_offset_log_answer_a_step_on_its_batch_first_tick():
     # source's offsets count rows, as Kafka's do): known when the batch is planned, not when its
     # first task ends, so the one change comes on an earlier tick and less lag builds up (measured:
     # 3610 s against 3620 s, 47 s of lag against 57)
-    cap = QUIET.executor_capacity()
-    step = steps((60, 0.05 * cap), (5, 7.5 * cap), (25, 0.05 * cap))
+    step = _step_from_the_floor()
     counted, counted_records = run(step, settings={"window.planned_batch_rows": False})
     planned, planned_records = run(step)
-
-    def ups(records):
-        return [(t, r.decision.target) for r, _, t in records if 3600 <= t < 3900 and r.decision.changes and r.decision.target > r.decision.current]
+    ups = _step_scale_ups
 
     assert len(ups(planned_records)) == 1
     assert ups(planned_records)[0][0] < ups(counted_records)[0][0]
