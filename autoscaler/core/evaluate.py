@@ -77,6 +77,14 @@ def arrival_start(previous: BatchSample, sample: BatchSample) -> datetime:
     return previous.started_at
 
 
+def first_after_quiet(view: QueryView, ended: Sequence[BatchSample]) -> bool:
+    """Whether the newest of the ``ended`` batches is the first after a quiet stretch: Spark
+    reported a trigger that found no rows after the batch before it ended and before it began."""
+    if view.idle_at is None or not ended or view.idle_at >= ended[-1].started_at:
+        return False
+    return len(ended) < 2 or view.idle_at >= ended[-2].ended_at
+
+
 def active_rate(samples: Sequence[BatchSample]) -> float | None:
     """Rows/s while rows arrived: the rows of the batches after the first over the time they
     arrived in (:func:`arrival_start`), plus backlog growth. Equal to :func:`arrival_rate` under a
@@ -334,6 +342,12 @@ def evaluate_query(
     recent = active_rate(samples[-RECENT_BATCHES:]) if len(samples) >= RECENT_BATCHES else active_rate(samples)
     running = live_rate_bound(view, last, cores, now, executors)
     live = running.rate if running is not None else None
+    if live is not None and view.running_batch_rows is not None and first_after_quiet(view, ordered):
+        # the newest batch is a burst's first: the trigger before it found no rows, so the burst
+        # began within its trigger and its rows over the trigger under-read the burst (a burst
+        # 4 s into a 10 s trigger reads 40 % of its rate). The running batch's rows, counted,
+        # arrived over the whole time since: the burst's rate now, not a straggler's inference
+        recent = live if recent is None else max(recent, live)
     rate = live if recent is None else recent if live is None else max(recent, live)
     backlog = float(last.backlog_rows) if last.backlog_rows is not None else None
     # the oldest waiting row arrived after the newest batch started (plus the backlog it left)

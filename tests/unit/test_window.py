@@ -176,6 +176,25 @@ def test_rows_read_by_finished_tasks_size_the_first_batch_after_quiet_triggers()
     assert evaluate_query(unreported, now, timedelta(seconds=60), cores=4).input_rate != load.input_rate  # the cost model's estimate
 
 
+def test_a_bursts_first_batch_under_reads_it_and_the_next_batchs_counted_rows_tell_its_rate():
+    # quiet after the steady batches; a burst of 4000 rows/s begins 1.6 s into a 2 s trigger, so
+    # its first batch holds 0.4 s of it (1600 rows: 800 rows/s over its trigger, Spark's
+    # inputRowsPerSecond). The next batch, planned 2 s later, holds 8000 rows: the burst's rate
+    idle_at = END + timedelta(seconds=600)
+    first = replace(batch(10, (idle_at - T0).total_seconds() + 2, 1.0, 1600), input_rate=800.0, backlog_rows=0)
+    now = first.started_at + timedelta(seconds=3)
+    view = query_view(samples=(*BURST, first), idle_at=idle_at, batch_running=True, batch_tasks=(0, 8), batch_planned_rows=8000)
+    load = evaluate_query(view, now, timedelta(seconds=60), cores=4)
+    assert load.recent_rate == pytest.approx(4000)
+    # not after quiet (no idle trigger reported between them): the newest ended batch's rows are a
+    # whole trigger's, and a running batch is weighed by the policy's step factor
+    steady = evaluate_query(replace(view, idle_at=None), now, timedelta(seconds=60), cores=4)
+    assert steady.live_rate == pytest.approx(4000) and steady.recent_rate < 1000
+    # the rows not counted: how long the batch runs tells no rate to trust over the batches'
+    inferred = evaluate_query(replace(view, batch_planned_rows=None), now, timedelta(seconds=60), cores=4)
+    assert inferred.recent_rate < 1000
+
+
 def test_the_rows_of_a_batch_are_known_once_a_task_has_finished():
     assert RunningRead(0, 0, 8).batch_rows() is None
     assert RunningRead(300, 3, 8).batch_rows() == 800
