@@ -367,7 +367,9 @@ class QueryLoad:
     lag: timedelta | None = None
     batch_duration: timedelta | None = None
     parallelism: int | None = None
-    recent_rate: float | None = None  # rows/s over the latest completed batches, while rows arrived
+    # rows/s over the latest completed batches, while rows arrived; or the running batch's counted
+    # rows when the newest is a burst's first (it under-reads the burst: evaluate.first_after_quiet)
+    recent_rate: float | None = None
     live_rate: float | None = None  # rows/s implied by a batch running unusually long
     # live_rate is only a lower bound, told by how long the batch has run before its tasks told
     # its rows (evaluate.RunningRate): it rises every tick the batch runs

@@ -532,9 +532,9 @@ def _step_from_the_floor():
     return steps((60, 0.05 * cap), (5, 7.5 * cap), (25, 0.05 * cap))
 
 
-def _step_scale_ups(records):
-    """(time, target) of each scale-up during the step."""
-    return [(t, r.decision.target) for r, _, t in records if 3600 <= t < 3900 and r.decision.changes and r.decision.target > r.decision.current]
+def _step_scale_ups(records, start=3600.0, end=3900.0):
+    """(time, target) of each scale-up from ``start`` to ``end`` (by default the step's)."""
+    return [(t, r.decision.target) for r, _, t in records if start <= t < end and r.decision.changes and r.decision.target > r.decision.current]
 
 
 def test_rows_read_by_finished_tasks_answer_a_step_from_the_floor_in_one_change():
@@ -578,7 +578,7 @@ def test_a_burst_that_begins_within_a_trigger_is_sized_by_its_second_batchs_rows
     cap = QUIET.executor_capacity()
     burst_at = (30 + 10.1) * 60
     result, records = run(steps((30, 0.5 * cap), (10.1, 0.0), (5, 6 * cap), (20, 0.0)))
-    ups = [(t, r.decision.target) for r, _, t in records if burst_at <= t < burst_at + 300 and r.decision.changes and r.decision.target > r.decision.current]
+    ups = _step_scale_ups(records, burst_at, burst_at + 300)
     assert ups[0][1] < 6 and ups[0][0] <= burst_at + 10  # its first batch: a part of the burst
     sized = next(t for t, target in ups if target >= 6)
     assert sized <= burst_at + 40  # the second batch runs from 2440 s to about 2490 s
